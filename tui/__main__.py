@@ -1,0 +1,5 @@
+"""`python -m tui` runs kvtop."""
+
+from tui.cli import main
+
+raise SystemExit(main())

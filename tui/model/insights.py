@@ -1,0 +1,107 @@
+"""Findings in plain words, and the next step for each kind of startup failure."""
+
+from __future__ import annotations
+
+from tui.model.sizing import SAFE_HEADROOM_GIB, SizingExplanation
+from tui.sglang.events import Failure
+from tui.sglang.startup import Startup
+
+# Ranks whose pre-load free memory is this much below the best rank are worth a sentence:
+# SGLang sizes every rank's pool from the minimum, so one busy GPU shrinks all of them.
+IMBALANCE_GIB = 1.0
+
+
+def next_step(failure: Failure, startup: Startup) -> str:
+    """What the operator should do about a failure, as one sentence."""
+    args = startup.server_args
+    mfs = failure.mem_fraction_static or (args.mem_fraction_static if args else None)
+    mfs_text = f" (now {mfs:g})" if mfs is not None else ""
+    kind = failure.kind
+    if kind == "no_memory_for_kv":
+        above = f" above {failure.raise_above:.3f}" if failure.raise_above is not None else ""
+        return (
+            f"Raise --mem-fraction-static{above}{mfs_text}, or give the model more GPUs or a "
+            "smaller quantization; from 0.5.14 speculative draft weights count against it too."
+        )
+    if kind == "not_enough_memory":
+        return (
+            f"Raise --mem-fraction-static{mfs_text}: after the weights nothing was left for the KV "
+            "cache at this value. Check `kvtop --once` for the minimum viable value."
+        )
+    if kind == "cuda_oom":
+        return (
+            f"Lower --mem-fraction-static{mfs_text} to leave more room for activations and CUDA "
+            "graphs, or lower --cuda-graph-max-bs / --chunked-prefill-size; check that no other "
+            "process uses the GPU."
+        )
+    if kind == "host_memory":
+        return (
+            "Lower --hicache-ratio or --hicache-size (the host pool is allocated once per rank), "
+            "or free host memory."
+        )
+    if kind == "graph_capture":
+        return (
+            "Lower --cuda-graph-max-bs or --mem-fraction-static; start once with "
+            "--disable-cuda-graph to confirm the capture is the problem."
+        )
+    if kind == "warmup":
+        return "The model loaded but the warmup request failed: read the error lines above it."
+    return "Read the traceback that follows this line in the log (journalctl -u UNIT -n 200)."
+
+
+def insights(startup: Startup, explanation: SizingExplanation | None) -> list[str]:
+    """The top findings, most important first."""
+    found: list[str] = []
+    if startup.failure is not None:
+        found.append(
+            f"startup failed: {startup.failure.message[:200]} — {next_step(startup.failure, startup)}"
+        )
+    if startup.restarts:
+        found.append(
+            f"the server restarted {startup.restarts} time(s) in this log; figures are from the "
+            "latest start."
+        )
+    ranks = [r for r in startup.sorted_ranks() if r.target.avail_before_load_gib is not None]
+    if len(ranks) > 1:
+        best = max(r.target.avail_before_load_gib or 0.0 for r in ranks)
+        for rank in ranks:
+            gap = best - (rank.target.avail_before_load_gib or 0.0)
+            if gap >= IMBALANCE_GIB:
+                found.append(
+                    f"{rank.rank or 'this rank'} had {gap:.1f} GiB less free than the others before "
+                    "loading (another process on that GPU?); SGLang sizes every rank's KV pool "
+                    "from the minimum."
+                )
+    if explanation is None:
+        return found
+    mfs = explanation.mem_fraction_static
+    steps = {s.label: s for s in explanation.steps}
+    spent = dict(explanation.reserve_spent)
+    after_pool = spent.get("free after the KV pool")
+    if "reserve" in steps and after_pool is not None and mfs is not None:
+        found.append(
+            f"{after_pool:.2f} GiB free after the KV pool is SGLang's reserve: "
+            f"{steps['reserve'].arithmetic} = {steps['reserve'].result}, kept for activations, "
+            "CUDA graphs and anything loaded after the pool."
+        )
+    still_free = spent.get("still free after startup")
+    better = next(
+        (w for w in explanation.what_ifs if mfs is not None and w.mem_fraction_static > mfs), None
+    )
+    if (
+        still_free is not None
+        and better is not None
+        and better.headroom_after_graphs_gib is not None
+    ):
+        pct = f" ({better.delta_pct:+.0f} %)" if better.delta_pct is not None else ""
+        warn = ""
+        if better.headroom_after_graphs_gib < SAFE_HEADROOM_GIB:
+            warn = f", under the {SAFE_HEADROOM_GIB:g} GiB safe margin"
+        found.append(
+            f"after startup {still_free:.2f} GiB stays free; mem_fraction_static "
+            f"{better.mem_fraction_static:g} would add about {better.delta_tokens:,} tokens{pct} and "
+            f"leave about {better.headroom_after_graphs_gib:.1f} GiB{warn}."
+        )
+    if explanation.draft_rule is not None:
+        found.append(explanation.draft_rule.text)
+    return found

@@ -1,0 +1,1 @@
+"""The one-shot report (--once): plain text and JSON renderings of a parsed startup."""

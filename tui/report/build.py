@@ -1,0 +1,261 @@
+"""Assemble everything the one-shot report shows from a parsed log, and its JSON form."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tui.model.insights import insights, next_step
+from tui.model.memory import MemoryBreakdown, memory_breakdown
+from tui.model.sizing import (
+    CellSizeChoice,
+    RankSizing,
+    SizingExplanation,
+    choose_cell_size,
+    explain,
+    rank_sizing,
+    sglang_version,
+)
+from tui.sglang.startup import ModelMemory, RankStartup, Startup, StartupTracker
+
+SCHEMA = "kvtop/1"
+
+
+@dataclass(frozen=True, slots=True)
+class OnceReport:
+    source: str
+    lines_seen: int
+    startup: Startup
+    ranks: tuple[RankStartup, ...]
+    breakdowns: tuple[MemoryBreakdown, ...]
+    sizings: tuple[RankSizing, ...]
+    cell: CellSizeChoice
+    explanation: SizingExplanation | None
+    insights: tuple[str, ...]
+    next_step: str | None
+    version: tuple[int, ...] | None
+
+
+def build_report(
+    tracker: StartupTracker,
+    source: str,
+    *,
+    config_path: str | None = None,
+    version_override: str | None = None,
+    what_if_mfs: Sequence[float] = (),
+    request_len: int | None = None,
+) -> OnceReport:
+    startup = tracker.current
+    ranks = tuple(startup.sorted_ranks())
+    mfs = startup.server_args.mem_fraction_static if startup.server_args else None
+    cell = choose_cell_size(startup, config_path)
+    version = sglang_version(startup, version_override)
+    sizings = tuple(s for s in (rank_sizing(r, startup, cell.cell) for r in ranks) if s is not None)
+    explanation = explain(startup, cell, version, what_if_mfs, request_len)
+    return OnceReport(
+        source=source,
+        lines_seen=tracker.lines_seen,
+        startup=startup,
+        ranks=ranks,
+        breakdowns=tuple(memory_breakdown(r, mfs) for r in ranks),
+        sizings=sizings,
+        cell=cell,
+        explanation=explanation,
+        insights=tuple(insights(startup, explanation)),
+        next_step=next_step(startup.failure, startup) if startup.failure else None,
+        version=version,
+    )
+
+
+def _r(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _model_json(model: ModelMemory) -> dict[str, object]:
+    return {
+        "model_type": model.model_type,
+        "dtype": model.dtype,
+        "quant": model.quant,
+        "init_dist_gib": model.init_dist_gib,
+        "avail_before_load_gib": model.avail_before_load_gib,
+        "avail_after_load_gib": model.avail_after_load_gib,
+        "weights_gib": model.weights_gib,
+        "load_s": _r(model.load_s, 3),
+        "kv_tokens": model.kv_tokens,
+        "kv_dtype": model.kv_dtype,
+        "k_gib": model.k_gib,
+        "v_gib": model.v_gib,
+        "kv_gib": model.kv_gib,
+        "avail_after_pool_gib": model.avail_after_pool_gib,
+        "avail_before_graph_gib": model.avail_before_graph_gib,
+        "avail_after_graph_gib": model.avail_after_graph_gib,
+        "graph_gib": model.graph_gib,
+        "graph_s": model.graph_s,
+        "graphs": [
+            {
+                "graph": g.graph,
+                "began_at": g.began_at,
+                "ended_at": g.ended_at,
+                "avail_before_gib": g.avail_before_gib,
+                "avail_after_gib": g.avail_after_gib,
+                "mem_usage_gib": g.mem_usage_gib,
+                "elapsed_s": g.elapsed_s,
+            }
+            for g in model.graphs
+        ],
+    }
+
+
+def _rank_json(rank: RankStartup) -> dict[str, object]:
+    draft = rank.draft if rank.draft is not None and rank.draft.seen else None
+    return {
+        "rank": rank.rank,
+        "dp": rank.dp,
+        "pp": rank.pp,
+        "attn_cp": rank.attn_cp,
+        "moe_dp": rank.moe_dp,
+        "tp": rank.tp,
+        "ep": rank.ep,
+        "target": _model_json(rank.target),
+        "draft": None if draft is None else _model_json(draft),
+        "host_kv_gb": rank.host_kv_gb,
+        "host_kv_tokens": rank.host_kv_tokens,
+        "failure": rank.failure.message if rank.failure else None,
+        "phases": [
+            {
+                "time": p.time_text,
+                "model": p.model,
+                "phase": p.name,
+                "avail_gib": p.avail_gib,
+                "delta_gib": p.delta_gib,
+                "duration_s": _r(p.duration_s, 3),
+            }
+            for p in rank.phases
+        ],
+    }
+
+
+def to_json(report: OnceReport) -> dict[str, object]:
+    startup = report.startup
+    summary = startup.summary
+    explanation = report.explanation
+    host = [r.host_kv_gb for r in report.ranks if r.host_kv_gb is not None]
+    latest = {
+        rank: {
+            "kind": b.kind,
+            "time": b.prefix.time_text,
+            "running_reqs": b.running_reqs,
+            "queued_reqs": b.queued_reqs,
+            "tokens": b.tokens,
+            "token_usage": b.token_usage,
+            "gen_throughput": b.gen_throughput,
+            "accept_len": b.accept_len,
+            "cache_hit_rate": b.cache_hit_rate,
+        }
+        for rank, b in sorted(startup.latest_batch.items())
+    }
+    return {
+        "schema": SCHEMA,
+        "source": {
+            "log": report.source,
+            "lines": report.lines_seen,
+            "batch_lines": startup.batch_lines,
+        },
+        "sglang_version": {
+            "range": startup.version.text(),
+            "basis": list(startup.version.basis),
+            "used_for_rules": ".".join(map(str, report.version)) if report.version else None,
+        },
+        "startup": {
+            "state": startup.state,
+            "failure": startup.failure.message if startup.failure else None,
+            "failure_kind": startup.failure.kind if startup.failure else None,
+            "next_step": report.next_step,
+            "restarts": startup.restarts,
+            "started_at": startup.first_time.isoformat(sep=" ") if startup.first_time else None,
+            "ready_at": startup.ready_at.isoformat(sep=" ") if startup.ready_at else None,
+            "listening_url": startup.listening_url,
+            "speculative": startup.speculative,
+            "draft_loaded_before_target_pool": startup.phased_draft_init,
+        },
+        "server_args": startup.server_args.to_json() if startup.server_args else None,
+        "summary": {
+            "max_total_num_tokens": summary.max_total_num_tokens if summary else None,
+            "chunked_prefill_size": summary.chunked_prefill_size if summary else None,
+            "max_prefill_tokens": summary.max_prefill_tokens if summary else None,
+            "max_running_requests": summary.max_running_requests if summary else None,
+            "context_len": summary.context_len if summary else None,
+            "available_gpu_mem_gib": summary.available_gpu_mem_gib if summary else None,
+        },
+        "ranks": [_rank_json(r) for r in report.ranks],
+        "memory": [
+            {key: getattr(b, key) for key in MemoryBreakdown.__slots__}  # type: ignore[attr-defined]
+            for b in report.breakdowns
+        ],
+        "sizing": [
+            {
+                "rank": s.rank,
+                "mem_fraction_static": s.mem_fraction_static,
+                "pre_load_free_gib": s.pre_load_free_gib,
+                "post_load_free_gib": s.post_load_free_gib,
+                "reserve_gib": _r(s.reserve_gib),
+                "rest_gib": _r(s.rest_gib),
+                "cell_size_bytes": _r(s.cell_size_bytes, 2),
+                "cell_size_source": s.cell_size_source,
+                "predicted_tokens": s.predicted_tokens,
+                "actual_tokens": s.actual_tokens,
+            }
+            for s in report.sizings
+        ],
+        "formula": None
+        if explanation is None
+        else {
+            "rank": explanation.rank,
+            "cell_size": None
+            if report.cell.cell is None
+            else {
+                "bytes": _r(report.cell.cell.bytes, 2),
+                "source": report.cell.cell.source,
+                "explanation": report.cell.cell.explanation,
+            },
+            "steps": [
+                {"label": s.label, "arithmetic": s.arithmetic, "result": s.result}
+                for s in explanation.steps
+            ],
+            "reserve_spent_gib": [
+                {"item": label, "gib": _r(value)} for label, value in explanation.reserve_spent
+            ],
+            "what_if": [
+                {
+                    "mem_fraction_static": w.mem_fraction_static,
+                    "tokens": w.tokens,
+                    "delta_tokens": w.delta_tokens,
+                    "delta_pct": _r(w.delta_pct, 2),
+                    "reserve_gib": _r(w.reserve_gib),
+                    "kv_pool_gib": _r(w.kv_pool_gib),
+                    "headroom_after_graphs_gib": _r(w.headroom_after_graphs_gib),
+                    "requests_at_context": _r(w.requests_at_context, 3),
+                    "would_start": w.would_start,
+                }
+                for w in explanation.what_ifs
+            ],
+            "reverse": [
+                {"question": s.label, "tokens": s.arithmetic, "answer": s.result}
+                for s in explanation.reverse
+            ],
+            "draft_rule": None
+            if explanation.draft_rule is None
+            else {
+                "budgeted": explanation.draft_rule.budgeted,
+                "text": explanation.draft_rule.text,
+            },
+            "notes": list(explanation.notes),
+        },
+        "host_kv": {
+            "per_rank_gb": host[0] if host and len(set(host)) == 1 else None,
+            "total_gb": _r(sum(host), 2) if host else None,
+            "ranks": len(host),
+        },
+        "runtime": {"latest_batch": latest},
+        "insights": list(report.insights),
+    }

@@ -1,0 +1,260 @@
+"""Render a OnceReport as plain text with Rich tables (log text is always shown literally)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tui.model.sizing import SAFE_HEADROOM_GIB
+from tui.report.build import OnceReport
+from tui.sglang.startup import RankStartup
+
+
+def _g(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def _i(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def _table(*columns: str) -> Table:
+    """A borderless table; numeric columns (those with a unit or count) right-aligned, no wrapping."""
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for name in columns:
+        left = name in {
+            "rank",
+            "time",
+            "model",
+            "phase",
+            "step",
+            "arithmetic",
+            "item",
+            "requests",
+            "tokens needed",
+        }
+        table.add_column(name, justify="left" if left else "right", no_wrap=name != "arithmetic")
+    return table
+
+
+def _titled(title: str, table: Table) -> Group:
+    return Group(Text(title, style="bold"), table)
+
+
+def _header(report: OnceReport) -> Text:
+    startup = report.startup
+    args = startup.server_args
+    parts = [f"kvtop report · {report.source}", f"SGLang {startup.version.text()}", startup.state]
+    if startup.restarts:
+        parts.append(f"restarted {startup.restarts}×")
+    line1 = " · ".join(parts)
+    facts: list[str] = []
+    if args is not None:
+        if args.model_path:
+            facts.append(args.model_path)
+        sizes = [
+            f"{name}{value}"
+            for name, value in (
+                ("TP", args.tp_size),
+                ("DP", args.dp_size),
+                ("PP", args.pp_size),
+                ("EP", args.ep_size),
+            )
+            if value and (value > 1 or name == "TP")
+        ]
+        facts.extend(sizes)
+        if args.mem_fraction_static is not None:
+            facts.append(f"mem_fraction_static {args.mem_fraction_static:g}")
+        if args.speculative_algorithm:
+            facts.append(f"speculative {args.speculative_algorithm}")
+        if args.enable_hierarchical_cache:
+            ratio = f" ratio {args.hicache_ratio:g}" if args.hicache_ratio else ""
+            facts.append(f"hierarchical cache{ratio}")
+    else:
+        facts.append("no server_args line in this log: mem_fraction_static unknown")
+    return Text(line1 + "\n" + " · ".join(facts))
+
+
+def _summary(report: OnceReport) -> Text:
+    s = report.startup.summary
+    if s is None:
+        return Text("summary line: not in this log")
+    return Text(
+        f"max_total_num_tokens {_i(s.max_total_num_tokens)} · context_len {_i(s.context_len)} · "
+        f"max_running_requests {_i(s.max_running_requests)} · chunked_prefill {_i(s.chunked_prefill_size)}"
+        f" · free after startup {_g(s.available_gpu_mem_gib)} GiB"
+    )
+
+
+def _memory_table(report: OnceReport) -> Group:
+    table = _table(
+        "rank",
+        "pre-load free",
+        "weights",
+        "KV",
+        "draft w",
+        "draft KV",
+        "graphs",
+        "other",
+        "free",
+        "reserve",
+        "host KV GB",
+    )
+    hosts = {r.rank: r.host_kv_gb for r in report.ranks}
+    for b in report.breakdowns:
+        table.add_row(
+            Text(b.rank or "(single)"),
+            _g(b.pre_load_free_gib),
+            _g(b.weights_gib),
+            _g(b.kv_cache_gib),
+            _g(b.draft_weights_gib),
+            _g(b.draft_kv_gib),
+            _g(b.graphs_gib),
+            _g(b.startup_other_gib),
+            _g(b.free_after_startup_gib),
+            _g(b.reserve_gib),
+            _g(hosts.get(b.rank)),
+        )
+    return _titled("Memory per rank (GiB, from the log)", table)
+
+
+def _kv_pool(report: OnceReport) -> Text:
+    ranks = [r for r in report.ranks if r.target.kv_tokens is not None]
+    if not ranks:
+        return Text("KV pool: no `KV Cache is allocated` line in this log")
+    first = ranks[0]
+    cell = report.cell.cell
+    text = f"KV pool: {_i(first.target.kv_tokens)} tokens, {_g(first.target.kv_gib)} GiB per rank"
+    if first.target.kv_dtype or report.startup.kv_cache_dtype:
+        text += f" ({first.target.kv_dtype or report.startup.kv_cache_dtype})"
+    if cell is not None:
+        text += f"\ncell size: {cell.bytes:,.0f} B/token, {cell.source}: {cell.explanation}"
+    else:
+        text += f"\ncell size: unknown ({report.cell.note})"
+    hosts = [r.host_kv_gb for r in report.ranks if r.host_kv_gb is not None]
+    if hosts:
+        text += (
+            f"\nhost KV pool (hierarchical cache): {hosts[0]:.2f} GB per rank × {len(hosts)} = "
+            f"{sum(hosts):,.2f} GB host RAM (decimal GB)"
+        )
+    return Text(text)
+
+
+def _phases(rank: RankStartup) -> Group:
+    table = _table("time", "model", "phase", "free after GiB", "moved GiB", "took s")
+    for p in rank.phases:
+        if p.name.endswith(" begin"):
+            continue
+        table.add_row(
+            p.time_text or "",
+            p.model,
+            Text(p.name),
+            _g(p.avail_gib),
+            _g(p.delta_gib),
+            _g(p.duration_s, 1),
+        )
+    return _titled(f"Startup phases ({rank.rank or 'single GPU'})", table)
+
+
+def _formula(report: OnceReport) -> RenderableType:
+    e = report.explanation
+    if e is None:
+        return Text("Formula: nothing to explain yet (no rank lines).")
+    steps = _table("step", "arithmetic", "result")
+    for s in e.steps:
+        steps.add_row(Text(s.label), Text(s.arithmetic), Text(s.result))
+    title = f"SGLang's KV sizing with this log's numbers (rank {e.rank or 'single'}; minimum over ranks)"
+    parts: list[RenderableType] = [_titled(title, steps)]
+    if e.reserve_spent:
+        spent = _table("item", "GiB")
+        for label, value in e.reserve_spent:
+            spent.add_row(label, _g(value))
+        parts.append(_titled("Where the memory left after the KV pool went", spent))
+    if e.what_ifs:
+        table = _table(
+            "mfs", "tokens", "change", "KV GiB", "free after startup GiB", "requests at context"
+        )
+        for w in e.what_ifs:
+            change = f"{w.delta_tokens:+,}" + (
+                f" ({w.delta_pct:+.1f} %)" if w.delta_pct is not None else ""
+            )
+            headroom = _g(w.headroom_after_graphs_gib)
+            if (
+                w.headroom_after_graphs_gib is not None
+                and w.headroom_after_graphs_gib < SAFE_HEADROOM_GIB
+            ):
+                headroom += " (under safe margin)"
+            table.add_row(
+                f"{w.mem_fraction_static:.3f}",
+                _i(w.tokens) if w.would_start else "fails",
+                change,
+                _g(w.kv_pool_gib),
+                headroom,
+                _g(w.requests_at_context),
+            )
+        parts.append(_titled("What if mem_fraction_static were…", table))
+    if e.reverse:
+        table = _table("requests", "tokens needed", "answer")
+        for s in e.reverse:
+            table.add_row(s.label, s.arithmetic, s.result)
+        parts.append(_titled("mem_fraction_static needed for…", table))
+    if e.draft_rule is not None:
+        parts.append(Text(f"draft model: {e.draft_rule.text}"))
+    for note in e.notes:
+        if note:
+            parts.append(Text(f"note: {note}"))
+    return Group(*parts)
+
+
+def render(report: OnceReport) -> Group:
+    startup = report.startup
+    parts: list[RenderableType] = [_header(report), Text(""), _summary(report)]
+    if startup.failure is not None:
+        parts += [
+            Text(""),
+            Text(f"FAILED: {startup.failure.message[:400]}", style="bold red"),
+            Text(f"next step: {report.next_step}"),
+        ]
+    if not report.ranks:
+        parts += [
+            Text(""),
+            Text(
+                f"No SGLang startup lines found in {report.source} ({report.lines_seen:,} lines read). "
+                "Point --log-file at the server's output (for example `journalctl -u UNIT > log`)."
+            ),
+        ]
+        return Group(*parts)
+    parts += [Text(""), _memory_table(report), Text(""), _kv_pool(report)]
+    reference = next(
+        (
+            r
+            for r in report.ranks
+            if r.rank == (report.explanation.rank if report.explanation else None)
+        ),
+        report.ranks[0],
+    )
+    parts += [Text(""), _phases(reference), Text(""), _formula(report)]
+    if report.insights:
+        parts += [Text(""), Text("Insights", style="bold")]
+        parts += [Text(f"• {line}") for line in report.insights]
+    batch = startup.latest_batch
+    if batch:
+        last = max(batch.values(), key=lambda b: b.prefix.time_text or "")
+        parts += [
+            Text(""),
+            Text(
+                f"latest batch line ({last.prefix.rank or 'single'} {last.prefix.time_text}): "
+                f"{_i(last.tokens)} tokens in use, usage {_g(last.token_usage)}, "
+                f"{_i(last.running_reqs)} running, {_i(last.queued_reqs)} queued, "
+                f"{_g(last.gen_throughput)} tok/s"
+                + (f", accept len {last.accept_len:.2f}" if last.accept_len is not None else "")
+                + f" · {startup.batch_lines:,} batch lines in the log"
+            ),
+        ]
+    return Group(*parts)
+
+
+def print_report(report: OnceReport, console: Console | None = None) -> None:
+    console = console or Console(highlight=False, soft_wrap=False)
+    console.print(render(report))

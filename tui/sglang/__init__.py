@@ -1,0 +1,1 @@
+"""Everything kvtop knows about SGLang: log line formats, server arguments, the startup story."""

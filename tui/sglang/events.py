@@ -1,0 +1,259 @@
+"""Typed events: what one line of SGLang output says, before any interpretation across lines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tui.sglang.server_args import ServerArgs
+
+
+@dataclass(frozen=True, slots=True)
+class LinePrefix:
+    """The `[time TAGS]` prefix SGLang's logger writes; rank "" when the line has no rank tag."""
+
+    time_text: str | None
+    timestamp: datetime | None
+    rank: str
+    dp: int | None = None
+    pp: int | None = None
+    attn_cp: int | None = None
+    moe_dp: int | None = None
+    tp: int | None = None
+    ep: int | None = None
+
+    @property
+    def has_prefix(self) -> bool:
+        return self.time_text is not None
+
+
+NO_PREFIX = LinePrefix(time_text=None, timestamp=None, rank="")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base class: every event knows the prefix of the line it came from and its message text."""
+
+    prefix: LinePrefix
+    message: str
+
+
+# --- distributed init and baseline -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InitBegin(Event):
+    step: str = "torch distributed"  # or "parallel" (0.5.20+)
+
+
+@dataclass(frozen=True, slots=True)
+class InitEnd(Event):
+    step: str = "torch distributed"
+    elapsed_s: float | None = None
+    mem_usage_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBaseline(Event):
+    mem_usage_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnbalancedMemory(Event):
+    """SGLang's warning that some GPU had less free memory than the others before loading."""
+
+
+# --- weights -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoadWeightBegin(Event):
+    avail_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadWeightEnd(Event):
+    model_type: str | None = None
+    dtype: str | None = None
+    quant: str | None = None
+    elapsed_s: float | None = None
+    avail_gib: float | None = None
+    mem_usage_gib: float | None = None
+
+
+# --- KV cache pools ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KvCacheDtype(Event):
+    dtype: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KvCacheAllocated(Event):
+    cache_name: str = "KV Cache"
+    dtype: str | None = None
+    tokens: int | None = None
+    k_gib: float | None = None
+    v_gib: float | None = None
+    kv_gib: float | None = None  # MLA latent size; None for MHA (K and V given instead)
+    va_upper_bound: bool = False  # 0.5.19+ post-capture mode: a virtual upper bound, not memory
+    post_capture: bool = False  # "Post-capture KV sizing: ..." (the real size in that mode)
+    avail_gib: float | None = None  # only the post-capture line carries it
+
+    @property
+    def total_gib(self) -> float | None:
+        if self.kv_gib is not None:
+            return self.kv_gib
+        if self.k_gib is not None and self.v_gib is not None:
+            return self.k_gib + self.v_gib
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class MambaCacheAllocated(Event):
+    max_mamba_cache_size: int | None = None
+    conv_state_gib: float | None = None
+    ssm_state_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SwaPoolAllocated(Event):
+    mem_usage_gib: float | None = None
+    swa_tokens: int | None = None
+    full_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlidingWindowPool(Event):
+    full_layer_tokens: int | None = None
+    swa_layer_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPoolEnd(Event):
+    avail_gib: float | None = None
+
+
+# --- graphs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCaptureBegin(Event):
+    role: str | None = None  # "target" / "draft"; None when the line does not say (target)
+    graph: str = "decode"  # decode / verify / prefill / extend / piecewise
+    avail_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCaptureEnd(Event):
+    role: str | None = None
+    graph: str = "decode"
+    elapsed_s: float | None = None
+    mem_usage_gib: float | None = None
+    avail_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCaptureProgress(Event):
+    """tqdm `Capturing batches (bs=.. avail_mem=.. GB)` (rank 0 only, usually without a prefix)."""
+
+    bs: int | None = None
+    avail_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GraphBatchSizes(Event):
+    batch_sizes: tuple[int, ...] = ()
+
+
+# --- summary, host pool, arguments, readiness -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Summary(Event):
+    max_total_num_tokens: int | None = None
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = None
+    max_running_requests: int | None = None
+    context_len: int | None = None
+    available_gpu_mem_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostKvAllocated(Event):
+    """Hierarchical-cache host pool; `gb` is decimal GB (1e9) as SGLang logs it."""
+
+    gb: float | None = None
+    tokens: int | None = None
+    label: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostMemoryHeadroom(Event):
+    host_gib: float | None = None
+    cgroup_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerArgsLogged(Event):
+    args: ServerArgs | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MaxRunningRequestsReset(Event):
+    value: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MaxTotalTokensCapped(Event):
+    user_tokens: int | None = None
+    profiled_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerListening(Event):
+    """Uvicorn's `Uvicorn running on URL`: the HTTP server is up (warmup may still be running)."""
+
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerReady(Event):
+    """`The server is fired up and ready to roll!`"""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure(Event):
+    """A line that means the server failed (or is about to): kind says which family."""
+
+    kind: str = "error"
+    mem_fraction_static: float | None = None
+    raise_above: float | None = None
+    min_viable: float | None = None
+    requested_gb: float | None = None
+    free_gb: float | None = None
+
+
+# --- runtime batch lines ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStats(Event):
+    kind: str = "decode"  # "prefill" or "decode"
+    running_reqs: int | None = None
+    queued_reqs: int | None = None
+    tokens: int | None = None  # `#token` (decode): tokens in use
+    token_usage: float | None = None
+    new_seqs: int | None = None
+    new_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_hit_rate: float | None = None
+    gen_throughput: float | None = None
+    input_throughput: float | None = None
+    accept_len: float | None = None
+    accept_rate: float | None = None
+    cuda_graph: bool | None = None
+    extra: dict[str, float | int | bool | str] = field(default_factory=dict)

@@ -1,0 +1,506 @@
+"""Turn one line of SGLang output (any version 0.3.6 … 0.5.23) into a typed event, or None."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+from tui.sglang import events as ev
+from tui.sglang.prefix import split_prefix
+from tui.sglang.server_args import parse_server_args
+
+# Longer lines are cut before matching: no SGLang line we read is anywhere near this long except
+# server_args (tens of KB), and a cap keeps a hostile 1 GB line from costing more than a moment.
+MAX_LINE_CHARS = 1 << 20
+
+_NUM = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+|nan|inf))"
+_INT = r"([-+]?\d+)"
+
+
+def _float(text: str | None) -> float | None:
+    """A logged number, or None when it is absent or not finite (nan/inf carry no measurement)."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _field(pattern: str) -> Callable[[str], str | None]:
+    compiled = re.compile(pattern)
+
+    def find(message: str) -> str | None:
+        match = compiled.search(message)
+        return match.group(1) if match else None
+
+    return find
+
+
+_avail = _field(r"avail mem=" + _NUM + r" ?GB")
+_usage = _field(r"mem usage=" + _NUM + r" ?GB")
+_elapsed = _field(r"(?:elapsed=|Time elapsed: )" + _NUM + r" ?s")
+_type = _field(r"\btype=([^,\s]+)")
+_dtype_eq = _field(r"\bdtype=([^,\s]+)")
+_quant = _field(r"\b(quant=.*?), avail mem=")
+_tokens = _field(r"#tokens: " + _INT)
+_k_size = _field(r"\bK size: " + _NUM + r" ?GB")
+_v_size = _field(r"(?<![A-Z])V size: " + _NUM + r" ?GB")
+_kv_size = _field(r"\bKV size: " + _NUM + r" ?GB")
+_dtype_colon = _field(r"\bdtype: ([^,\s]+)")
+
+
+# --- handlers, one per message family -------------------------------------------------------------
+
+
+def _init(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    step = "parallel" if msg.startswith("Init parallel") else "torch distributed"
+    if " begin" in msg[:30]:
+        return ev.InitBegin(prefix, msg, step=step)
+    if " ends" in msg[:30]:
+        return ev.InitEnd(
+            prefix,
+            msg,
+            step=step,
+            elapsed_s=_float(_elapsed(msg)),
+            mem_usage_gib=_float(_usage(msg)),
+        )
+    return None
+
+
+def _baseline(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.MemoryBaseline(prefix, msg, mem_usage_gib=_float(_usage(msg)))
+
+
+def _load_weight(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    if msg.startswith("Load weight begin"):
+        return ev.LoadWeightBegin(prefix, msg, avail_gib=_float(_avail(msg)))
+    if msg.startswith("Load weight end"):
+        return ev.LoadWeightEnd(
+            prefix,
+            msg,
+            model_type=_type(msg),
+            dtype=_dtype_eq(msg),
+            quant=_quant(msg),
+            elapsed_s=_float(_elapsed(msg)),
+            avail_gib=_float(_avail(msg)),
+            mem_usage_gib=_float(_usage(msg)),
+        )
+    return None
+
+
+_KV_HEAD_RE = re.compile(
+    r"^(?P<name>(?:[\w\-. ]{1,64} )?KV Cache) (?P<verb>is allocated|VA upper bound)\b"
+)
+
+
+def _kv_cache(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    post_capture = msg.startswith("Post-capture KV sizing:")
+    if post_capture:
+        name, va = "KV Cache", False
+    else:
+        head = _KV_HEAD_RE.match(msg)
+        if head is None:
+            return None
+        name, va = head.group("name"), head.group("verb") == "VA upper bound"
+    return ev.KvCacheAllocated(
+        prefix,
+        msg,
+        cache_name=name,
+        dtype=_dtype_colon(msg),
+        tokens=_int(_tokens(msg)),
+        k_gib=_float(_k_size(msg)),
+        v_gib=_float(_v_size(msg)),
+        kv_gib=_float(_kv_size(msg)),
+        va_upper_bound=va,
+        post_capture=post_capture,
+        avail_gib=_float(_avail(msg)) if post_capture else None,
+    )
+
+
+_mamba_size = _field(r"max_mamba_cache_size: " + _INT)
+_conv = _field(r"conv_state size: " + _NUM + r" ?GB")
+_ssm = _field(r"ssm_state size: " + _NUM + r" ?GB")
+
+
+def _mamba(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.MambaCacheAllocated(
+        prefix,
+        msg,
+        max_mamba_cache_size=_int(_mamba_size(msg)),
+        conv_state_gib=_float(_conv(msg)),
+        ssm_state_gib=_float(_ssm(msg)),
+    )
+
+
+_swa_usage = _field(r"SWAKVPool mem usage: " + _NUM + r" ?GB")
+_swa_size = _field(r"swa size: " + _INT)
+_full_size = _field(r"full size: " + _INT)
+_full_layer = _field(r"full_layer_tokens=" + _INT)
+_swa_layer = _field(r"swa_layer_tokens=" + _INT)
+
+
+def _swa(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.SwaPoolAllocated(
+        prefix,
+        msg,
+        mem_usage_gib=_float(_swa_usage(msg)),
+        swa_tokens=_int(_swa_size(msg)),
+        full_tokens=_int(_full_size(msg)),
+    )
+
+
+def _sliding(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.SlidingWindowPool(
+        prefix,
+        msg,
+        full_layer_tokens=_int(_full_layer(msg)),
+        swa_layer_tokens=_int(_swa_layer(msg)),
+    )
+
+
+def _pool_end(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.MemoryPoolEnd(prefix, msg, avail_gib=_float(_avail(msg)))
+
+
+# `Capture cuda graph begin`, `Capture draft extend cuda graph end`, `Capture piecewise CUDA graph
+# begin`, `Capture target verify CUDA graph end` (0.5.14+), `Capture cpu graph ...` (0.5.x CPU).
+_CAPTURE_RE = re.compile(
+    r"^Capture (?:(?P<role>target|draft) )?(?P<graph>decode |verify |prefill |extend |piecewise )?"
+    r"(?:cuda|CUDA|cpu|npu) graph (?P<phase>begin|end|failed)\b"
+)
+_BS_LIST_RE = re.compile(r"^Capture (?:cuda|CUDA|cpu|npu) graph (?:bs|num tokens) \[([\d,\s]*)\]")
+
+
+def _capture(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    match = _CAPTURE_RE.match(msg)
+    if match is None:
+        sizes = _BS_LIST_RE.match(msg)
+        if sizes is None:
+            return None
+        values = tuple(int(x) for x in sizes.group(1).replace(",", " ").split() if x.isdigit())
+        return ev.GraphBatchSizes(prefix, msg, batch_sizes=values)
+    role = match.group("role")
+    graph = (match.group("graph") or "decode").strip()
+    phase = match.group("phase")
+    if phase == "failed":
+        return ev.Failure(prefix, msg, kind="graph_capture")
+    if phase == "begin":
+        return ev.GraphCaptureBegin(
+            prefix, msg, role=role, graph=graph, avail_gib=_float(_avail(msg))
+        )
+    return ev.GraphCaptureEnd(
+        prefix,
+        msg,
+        role=role,
+        graph=graph,
+        elapsed_s=_float(_elapsed(msg)),
+        mem_usage_gib=_float(_usage(msg)),
+        avail_gib=_float(_avail(msg)),
+    )
+
+
+_capturing_bs = _field(r"\bbs=" + _INT)
+_capturing_avail = _field(r"avail_mem=" + _NUM + r" ?GB")
+
+
+def _capturing(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.GraphCaptureProgress(
+        prefix, msg, bs=_int(_capturing_bs(msg)), avail_gib=_float(_capturing_avail(msg))
+    )
+
+
+_SUMMARY_RE = re.compile(r"\b(\w+)=" + _NUM)
+_available_mem = _field(r"available_(?:gpu|cpu)_mem=" + _NUM + r" ?GB")
+
+
+def _summary(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    values = dict(_SUMMARY_RE.findall(msg))
+    return ev.Summary(
+        prefix,
+        msg,
+        max_total_num_tokens=_int(values.get("max_total_num_tokens")),
+        chunked_prefill_size=_int(values.get("chunked_prefill_size")),
+        max_prefill_tokens=_int(values.get("max_prefill_tokens")),
+        max_running_requests=_int(values.get("max_running_requests")),
+        context_len=_int(values.get("context_len")),
+        available_gpu_mem_gib=_float(_available_mem(msg)),
+    )
+
+
+_host_old = re.compile(
+    r"^Allocating " + _NUM + r" GB host memory for (hierarchical KV cache|V4 paged pool)"
+)
+_host_new = re.compile(
+    r"^Allocating (?:(?P<label>.{1,64}?) )?hierarchical KV host pool: "
+    + _INT
+    + r" tokens, "
+    + _NUM
+    + r" GB host memory"
+)
+
+
+def _allocating(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    old = _host_old.match(msg)
+    if old is not None:
+        label = None
+        if old.group(2) == "V4 paged pool":
+            name = re.search(r"V4 paged pool '([^']*)'", msg)
+            label = name.group(1) if name else "V4 paged pool"
+        return ev.HostKvAllocated(prefix, msg, gb=_float(old.group(1)), label=label)
+    new = _host_new.match(msg)
+    if new is not None:
+        return ev.HostKvAllocated(
+            prefix,
+            msg,
+            gb=_float(new.group(3)),
+            tokens=_int(new.group(2)),
+            label=new.group("label"),
+        )
+    return None
+
+
+_headroom_host = _field(r"host " + _NUM + r" ?GiB")
+_headroom_cgroup = _field(r"cgroup " + _NUM + r" ?GiB")
+
+
+def _headroom(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.HostMemoryHeadroom(
+        prefix, msg, host_gib=_float(_headroom_host(msg)), cgroup_gib=_float(_headroom_cgroup(msg))
+    )
+
+
+def _server_args(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    args = parse_server_args(msg)
+    if args is None:
+        return None
+    return ev.ServerArgsLogged(prefix, msg[:200], args=args)
+
+
+_reset_value = _field(r"reset to " + _INT)
+
+
+def _max_running_reset(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.MaxRunningRequestsReset(prefix, msg, value=_int(_reset_value(msg)))
+
+
+_capped_re = re.compile(
+    r"^max_total_tokens=" + _INT + r" is larger than the profiled value " + _INT
+)
+
+
+def _max_total(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    capped = _capped_re.match(msg)
+    if capped is not None:
+        return ev.MaxTotalTokensCapped(
+            prefix, msg, user_tokens=_int(capped.group(1)), profiled_tokens=_int(capped.group(2))
+        )
+    return _summary(prefix, msg)
+
+
+def _ready(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.ServerReady(prefix, msg)
+
+
+_uvicorn_url = _field(r"Uvicorn running on (\S+)")
+
+
+def _uvicorn(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.ServerListening(prefix, msg, url=_uvicorn_url(msg))
+
+
+def _unbalanced(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return ev.UnbalancedMemory(prefix, msg)
+
+
+# Batch lines: `key: value` pairs separated by ", " (0.3.6 … 0.5.23 differ only in which keys
+# appear, `batch.` vs `batch,`, an optional `[iter]`, and a trailing ", ").
+_BATCH_PAIR_RE = re.compile(r"(#?[a-zA-Z][\w\-. ()/]*?): ([^,]*)")
+_BATCH_KEYS: dict[str, str] = {
+    "#running-req": "running_reqs",
+    "#queue-req": "queued_reqs",
+    "#token": "tokens",
+    "#full token": "tokens",
+    "token usage": "token_usage",
+    "full token usage": "token_usage",
+    "#new-seq": "new_seqs",
+    "#new-token": "new_tokens",
+    "#cached-token": "cached_tokens",
+    "cache hit rate": "cache_hit_rate",
+    "gen throughput (token/s)": "gen_throughput",
+    "input throughput (token/s)": "input_throughput",
+    "accept len": "accept_len",
+    "accept rate": "accept_rate",
+    "cuda graph": "cuda_graph",
+}
+_BATCH_INTS = {"running_reqs", "queued_reqs", "tokens", "new_seqs", "new_tokens", "cached_tokens"}
+
+
+def _batch_value(field_name: str, raw: str) -> float | int | bool | str | None:
+    raw = raw.strip()
+    if field_name == "cuda_graph":
+        return {"True": True, "False": False}.get(raw)
+    if field_name == "cache_hit_rate":
+        value = _float(raw.rstrip("%"))
+        return None if value is None else value / 100.0
+    if field_name in _BATCH_INTS:
+        return _int(raw)
+    return _float(raw)
+
+
+def parse_batch(prefix: ev.LinePrefix, msg: str) -> ev.BatchStats | None:
+    kind = "prefill" if msg.startswith("Prefill") else "decode"
+    fields: dict[str, float | int | bool | None] = {}
+    extra: dict[str, float | int | bool | str] = {}
+    for key, raw in _BATCH_PAIR_RE.findall(msg):
+        key = key.strip()
+        name = _BATCH_KEYS.get(key)
+        if name is None:
+            value = _float(raw)
+            extra[key] = value if value is not None else raw.strip()
+            continue
+        value = _batch_value(name, raw)
+        if name not in fields or fields[name] is None:
+            fields[name] = value
+    return ev.BatchStats(prefix, msg, kind=kind, extra=extra, **fields)  # type: ignore[arg-type]
+
+
+def _batch(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    return parse_batch(prefix, msg)
+
+
+# First word(s) of a message -> handler. Checked with str.startswith, in order.
+_HANDLERS: tuple[tuple[str, Callable[[ev.LinePrefix, str], ev.Event | None]], ...] = (
+    ("Decode batch", _batch),
+    ("Prefill batch", _batch),
+    ("Init torch distributed", _init),
+    ("Init parallel", _init),
+    ("Memory baseline taken", _baseline),
+    ("Load weight", _load_weight),
+    ("Using KV cache dtype: ", lambda p, m: ev.KvCacheDtype(p, m, dtype=m[22:].strip())),
+    ("KV Cache ", _kv_cache),
+    ("Post-capture KV sizing:", _kv_cache),
+    ("Mamba Cache is allocated", _mamba),
+    ("SWAKVPool mem usage", _swa),
+    ("Use sliding window memory pool", _sliding),
+    ("Memory pool end", _pool_end),
+    ("Capture ", _capture),
+    ("Capturing batches", _capturing),
+    ("max_total_num_tokens=", _max_total),
+    ("max_total_tokens=", _max_total),
+    ("Allocating ", _allocating),
+    ("HiCache memory headroom", _headroom),
+    ("server_args=", _server_args),
+    ("The server is fired up and ready to roll", _ready),
+    ("Max running requests is reset to", _max_running_reset),
+    ("The memory capacity is unbalanced", _unbalanced),
+)
+
+_not_enough_mfs = _field(r"mem_fraction_static=" + _NUM)
+_loaded_mfs = _field(r"--mem-fraction-static=" + _NUM)
+_raise_above = _field(r"above " + _NUM)
+_min_viable = _field(r"minimum viable = [^=]*= " + _NUM)
+_host_req = _field(r"Requesting " + _NUM + r" GB")
+_host_free = _field(r"only have " + _NUM + r" GB")
+
+# Failure texts are matched anywhere in a message: they also arrive inside traceback lines that
+# carry no prefix (`RuntimeError: Not enough memory...`, `torch.OutOfMemoryError: CUDA out of...`).
+_FAILURES: tuple[tuple[str, str], ...] = (
+    ("Loaded weights leave no GPU memory", "no_memory_for_kv"),
+    ("Not enough memory. Please try to increase", "not_enough_memory"),
+    ("Not enough host memory available", "host_memory"),
+    ("CUDA out of memory", "cuda_oom"),
+    ("Capture cuda graph failed", "graph_capture"),
+    ("Capture CUDA graph failed", "graph_capture"),
+    ("Scheduler hit an exception", "scheduler_exception"),
+    ("Initialization failed. warmup error", "warmup"),
+)
+
+
+def _failure(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    for needle, kind in _FAILURES:
+        if needle in msg:
+            return ev.Failure(
+                prefix,
+                msg[:2000],
+                kind=kind,
+                mem_fraction_static=_float(_loaded_mfs(msg) or _not_enough_mfs(msg)),
+                raise_above=_float(_raise_above(msg)),
+                min_viable=_float(_min_viable(msg)),
+                requested_gb=_float(_host_req(msg)),
+                free_gb=_float(_host_free(msg)),
+            )
+    return None
+
+
+def normalize(line: str | bytes) -> str:
+    """Text to match: decoded leniently, NULs dropped, last carriage-return segment (tqdm)."""
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", errors="replace")
+    if len(line) > MAX_LINE_CHARS:
+        line = line[:MAX_LINE_CHARS]
+    if "\x00" in line:
+        line = line.replace("\x00", "")
+    line = line.rstrip("\r\n")
+    if "\r" in line:
+        # tqdm redraws with \r; the last non-empty redraw is the current state.
+        parts = [part for part in line.split("\r") if part.strip()]
+        line = parts[-1] if parts else ""
+    return line
+
+
+def _first_word(msg: str) -> str:
+    end = msg.find(" ")
+    word = msg if end < 0 else msg[:end]
+    equals = word.find("=")
+    return word if equals < 0 else word[: equals + 1]
+
+
+# Handlers grouped by the first word of their message, so a line costs one dict lookup.
+_BY_FIRST_WORD: dict[str, list[tuple[str, Callable[[ev.LinePrefix, str], ev.Event | None]]]] = {}
+for _start, _handler in _HANDLERS:
+    _BY_FIRST_WORD.setdefault(_first_word(_start), []).append((_start, _handler))
+
+
+def parse_message(prefix: ev.LinePrefix, message: str) -> ev.Event | None:
+    """Classify a message whose prefix has already been split off."""
+    msg = message.strip()
+    for start, handler in _BY_FIRST_WORD.get(_first_word(msg), ()):
+        if msg.startswith(start):
+            event = handler(prefix, msg)
+            if event is not None:
+                return event
+            break
+    if " KV Cache " in msg[:80]:  # a labelled pool: "{label} KV Cache is allocated. ..." (0.5.19+)
+        event = _kv_cache(prefix, msg)
+        if event is not None:
+            return event
+    if "Uvicorn running on" in msg:
+        return _uvicorn(prefix, msg)
+    return _failure(prefix, msg)
+
+
+def parse_line(line: str | bytes) -> ev.Event | None:
+    """One line of SGLang output -> an event, or None when the line says nothing kvtop reads.
+
+    Never raises on any input: bad bytes, NULs, huge lines and garbage are skipped or cut.
+    """
+    text = normalize(line)
+    if not text:
+        return None
+    prefix, message = split_prefix(text)
+    try:
+        return parse_message(prefix, message)
+    except (ValueError, OverflowError, IndexError):  # defensive: odd numbers in odd places
+        return None

@@ -1,0 +1,61 @@
+"""Find and decode SGLang's `[YYYY-MM-DD HH:MM:SS(.mmm) TAGS]` log prefix anywhere in a line."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from tui.sglang.events import NO_PREFIX, LinePrefix
+
+# Rank tags appear in any order and combination across versions (DP PP TP EP in 0.5.8,
+# DP PP ATTN_CP MOE_DP TP EP from 0.5.9), so they are matched as a free sequence.
+_TAG = r"(?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d+"
+PREFIX_RE = re.compile(
+    r"\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ms>\.\d{1,6})?(?P<tags>(?: " + _TAG + r")*)\] ?"
+)
+_TAG_RE = re.compile(r"(ATTN_CP|MOE_DP|DP|PP|TP|EP)(\d+)")
+_FIELD = {"DP": "dp", "PP": "pp", "ATTN_CP": "attn_cp", "MOE_DP": "moe_dp", "TP": "tp", "EP": "ep"}
+
+# A handful of distinct tag strings exist per server; decoding each once keeps the hot path cheap.
+_tag_cache: dict[str, dict[str, int]] = {}
+
+
+def decode_tags(tags: str) -> dict[str, int]:
+    """`"DP1 TP1 EP1"` -> `{"dp": 1, "tp": 1, "ep": 1}`."""
+    cached = _tag_cache.get(tags)
+    if cached is None:
+        cached = {_FIELD[name]: int(num) for name, num in _TAG_RE.findall(tags)}
+        if len(_tag_cache) < 4096:
+            _tag_cache[tags] = cached
+    return cached
+
+
+def parse_timestamp(time_text: str, ms: str | None) -> datetime | None:
+    try:
+        stamp = datetime.fromisoformat(time_text)
+    except ValueError:
+        return None
+    if ms:
+        stamp = stamp.replace(microsecond=int(ms[1:].ljust(6, "0")[:6]))
+    return stamp
+
+
+def split_prefix(line: str) -> tuple[LinePrefix, str]:
+    """Return the prefix (NO_PREFIX if none) and the message after it.
+
+    The prefix may not start the line: a tqdm bar written without a newline, or a journalctl
+    `host python[pid]:` header, can precede it.
+    """
+    match = PREFIX_RE.search(line)
+    if match is None:
+        return NO_PREFIX, line
+    tags = match.group("tags").strip()
+    time_text = match.group("time")
+    ms = match.group("ms")
+    prefix = LinePrefix(
+        time_text=time_text + (ms or ""),
+        timestamp=parse_timestamp(time_text, ms),
+        rank=tags,
+        **decode_tags(tags),
+    )
+    return prefix, line[match.end() :]

@@ -1,0 +1,523 @@
+"""Fold SGLang events into one startup story per rank: phases, memory, target vs draft, state."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tui.sglang import events as ev
+from tui.sglang.server_args import ServerArgs
+from tui.sglang.version_hint import UNKNOWN, VersionRange, narrow
+
+STARTING, READY, FAILED = "starting", "ready", "failed"
+TARGET, DRAFT = "target", "draft"
+
+# Model classes SGLang uses for draft models (EAGLE/EAGLE3, MTP/NextN, standalone drafts).
+_DRAFT_TYPE_RE = re.compile(r"Eagle|MTP|NextN|Nextn|Draft|Medusa", re.IGNORECASE)
+_MAX_FAILURES = 50
+
+
+@dataclass(slots=True)
+class GraphCapture:
+    """One CUDA-graph capture (begin/end pair) of the target or the draft."""
+
+    graph: str
+    began_at: str | None = None
+    ended_at: str | None = None
+    avail_before_gib: float | None = None
+    avail_after_gib: float | None = None
+    mem_usage_gib: float | None = None
+    elapsed_s: float | None = None
+    progress_avail_gib: float | None = None  # latest tqdm reading while capturing
+
+    @property
+    def done(self) -> bool:
+        return self.ended_at is not None or self.avail_after_gib is not None
+
+
+@dataclass(slots=True)
+class Phase:
+    """One step of a rank's startup as the log showed it, for the timeline and waterfall."""
+
+    name: str
+    model: str
+    time_text: str | None
+    timestamp: datetime | None
+    avail_gib: float | None = None
+    delta_gib: float | None = None  # memory the phase took (positive) as logged
+    duration_s: float | None = None
+    message: str = ""
+
+
+@dataclass(slots=True)
+class ModelMemory:
+    """What one model (target or draft) of one rank took, from its own log lines."""
+
+    init_dist_gib: float | None = None
+    avail_before_load_gib: float | None = None
+    avail_after_load_gib: float | None = None
+    weights_gib: float | None = None
+    load_s: float | None = None
+    model_type: str | None = None
+    dtype: str | None = None
+    quant: str | None = None
+    kv_tokens: int | None = None
+    k_gib: float | None = None
+    v_gib: float | None = None
+    kv_gib: float | None = None  # MLA latent size, or K + V
+    kv_dtype: str | None = None
+    kv_pool_names: list[str] = field(default_factory=list)
+    kv_va_tokens: int | None = None
+    avail_after_pool_gib: float | None = None
+    graphs: list[GraphCapture] = field(default_factory=list)
+    load_begun: bool = False
+    load_ended: bool = False
+    load_began_at: datetime | None = None
+    pool_began_at: datetime | None = None  # time of the load end / KV line preceding the pool
+
+    @property
+    def avail_before_graph_gib(self) -> float | None:
+        return self.graphs[0].avail_before_gib if self.graphs else None
+
+    @property
+    def avail_after_graph_gib(self) -> float | None:
+        done = [g for g in self.graphs if g.avail_after_gib is not None]
+        return done[-1].avail_after_gib if done else None
+
+    @property
+    def graph_gib(self) -> float | None:
+        usages = [g.mem_usage_gib for g in self.graphs if g.mem_usage_gib is not None]
+        return round(sum(usages), 6) if usages else None
+
+    @property
+    def graph_s(self) -> float | None:
+        times = [g.elapsed_s for g in self.graphs if g.elapsed_s is not None]
+        return round(sum(times), 6) if times else None
+
+    @property
+    def seen(self) -> bool:
+        return (
+            self.load_begun
+            or self.load_ended
+            or self.kv_tokens is not None
+            or self.kv_gib is not None
+            or self.avail_after_pool_gib is not None
+            or bool(self.graphs)
+        )
+
+
+@dataclass(slots=True)
+class RankStartup:
+    """The startup of one scheduler process (one GPU), keyed by its tags as logged."""
+
+    rank: str
+    dp: int | None = None
+    pp: int | None = None
+    attn_cp: int | None = None
+    moe_dp: int | None = None
+    tp: int | None = None
+    ep: int | None = None
+    target: ModelMemory = field(default_factory=ModelMemory)
+    draft: ModelMemory | None = None
+    host_kv_gb: float | None = None
+    host_kv_tokens: int | None = None
+    post_load_free_gib: float | None = None  # the last free reading before the target KV pool
+    phases: list[Phase] = field(default_factory=list)
+    failure: ev.Failure | None = None
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+
+    def model(self, which: str) -> ModelMemory:
+        if which == TARGET:
+            return self.target
+        if self.draft is None:
+            self.draft = ModelMemory()
+        return self.draft
+
+
+@dataclass(slots=True)
+class Startup:
+    """One server start (from `server_args=` or the first rank line) and everything it logged."""
+
+    state: str = STARTING
+    failure: ev.Failure | None = None
+    failures: list[ev.Failure] = field(default_factory=list)
+    restarts: int = 0
+    server_args: ServerArgs | None = None
+    summary: ev.Summary | None = None
+    ranks: dict[str, RankStartup] = field(default_factory=dict)
+    kv_cache_dtype: str | None = None
+    started_at: datetime | None = None
+    ready_at: datetime | None = None
+    listening_url: str | None = None
+    max_running_requests_reset: int | None = None
+    max_total_tokens_capped: ev.MaxTotalTokensCapped | None = None
+    unbalanced_warnings: list[str] = field(default_factory=list)
+    latest_batch: dict[str, ev.BatchStats] = field(default_factory=dict)
+    batch_lines: int = 0
+    version: VersionRange = UNKNOWN
+    phased_draft_init: bool | None = None  # True: draft loaded before the target pool (≥0.5.14)
+    first_time: datetime | None = None
+    last_time: datetime | None = None
+
+    @property
+    def has_rank_lines(self) -> bool:
+        return bool(self.ranks)
+
+    @property
+    def speculative(self) -> bool | None:
+        if any(r.draft is not None and r.draft.seen for r in self.ranks.values()):
+            return True
+        if self.server_args is None:
+            return None
+        return bool(self.server_args.speculative_algorithm)
+
+    def sorted_ranks(self) -> list[RankStartup]:
+        def key(r: RankStartup) -> tuple[int, ...]:
+            return tuple(
+                -1 if v is None else v for v in (r.dp, r.pp, r.attn_cp, r.moe_dp, r.tp, r.ep)
+            )
+
+        return sorted(self.ranks.values(), key=lambda r: (key(r), r.rank))
+
+
+def _seconds_between(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    delta = (end - start).total_seconds()
+    return delta if delta >= 0 else None
+
+
+class StartupTracker:
+    """Feeds events in log order; `current` is the latest startup, `restarts` counts new starts."""
+
+    def __init__(self) -> None:
+        self.current = Startup()
+        self.previous: Startup | None = None
+        self.lines_seen = 0
+
+    # -- entry point ----------------------------------------------------------------------------
+    def feed(self, event: ev.Event) -> None:
+        startup = self.current
+        stamp = event.prefix.timestamp
+        if isinstance(event, ev.ServerArgsLogged):
+            if (
+                startup.server_args is not None
+                or startup.has_rank_lines
+                or startup.state != STARTING
+            ):
+                startup = self._new_startup()
+            startup.server_args = event.args
+            startup.started_at = stamp
+        elif self._begins_new_start(startup, event):
+            startup = self._new_startup()
+        if stamp is not None:
+            if startup.first_time is None:
+                startup.first_time = stamp
+            startup.last_time = stamp
+        startup.version = narrow(startup.version, event)
+        handler = _DISPATCH.get(type(event))
+        if handler is not None:
+            handler(self, startup, event)
+
+    # -- restarts -------------------------------------------------------------------------------
+    def _begins_new_start(self, startup: Startup, event: ev.Event) -> bool:
+        if not isinstance(event, ev.LoadWeightBegin | ev.InitBegin):
+            return False
+        rank = startup.ranks.get(event.prefix.rank)
+        if startup.state != STARTING:
+            # Ranks never re-init or reload after the server was ready or failed: a new start.
+            return rank is not None or isinstance(event, ev.InitBegin)
+        if rank is None or not isinstance(event, ev.LoadWeightBegin):
+            return False
+        if not rank.target.load_begun:
+            return False
+        if rank.draft is not None and rank.draft.load_begun:
+            return True  # target and draft already loaded: a third load is a new start
+        return startup.speculative is False
+
+    def _new_startup(self) -> Startup:
+        old = self.current
+        self.previous = old
+        self.current = Startup(restarts=old.restarts + 1)
+        return self.current
+
+    # -- helpers --------------------------------------------------------------------------------
+    @staticmethod
+    def _rank(startup: Startup, prefix: ev.LinePrefix) -> RankStartup:
+        rank = startup.ranks.get(prefix.rank)
+        if rank is None:
+            rank = RankStartup(
+                rank=prefix.rank,
+                dp=prefix.dp,
+                pp=prefix.pp,
+                attn_cp=prefix.attn_cp,
+                moe_dp=prefix.moe_dp,
+                tp=prefix.tp,
+                ep=prefix.ep,
+            )
+            startup.ranks[prefix.rank] = rank
+        if prefix.timestamp is not None:
+            if rank.first_seen is None:
+                rank.first_seen = prefix.timestamp
+            rank.last_seen = prefix.timestamp
+        return rank
+
+    @staticmethod
+    def _phase(rank: RankStartup, event: ev.Event, name: str, model: str, **values: object) -> None:
+        rank.phases.append(
+            Phase(
+                name=name,
+                model=model,
+                time_text=event.prefix.time_text,
+                timestamp=event.prefix.timestamp,
+                message=event.message[:500],
+                **values,  # type: ignore[arg-type]
+            )
+        )
+
+    # -- handlers -------------------------------------------------------------------------------
+    def _on_init_begin(self, startup: Startup, event: ev.InitBegin) -> None:
+        rank = self._rank(startup, event.prefix)
+        which = DRAFT if rank.target.load_begun else TARGET
+        self._phase(rank, event, f"init {event.step} begin", which)
+
+    def _on_init_end(self, startup: Startup, event: ev.InitEnd) -> None:
+        rank = self._rank(startup, event.prefix)
+        which = DRAFT if rank.target.load_begun else TARGET
+        model = rank.model(which)
+        if event.mem_usage_gib is not None:
+            model.init_dist_gib = event.mem_usage_gib
+        self._phase(
+            rank,
+            event,
+            f"init {event.step}",
+            which,
+            delta_gib=event.mem_usage_gib,
+            duration_s=event.elapsed_s,
+        )
+
+    def _on_baseline(self, startup: Startup, event: ev.MemoryBaseline) -> None:
+        rank = self._rank(startup, event.prefix)
+        if event.mem_usage_gib is not None:
+            rank.target.init_dist_gib = event.mem_usage_gib
+        self._phase(rank, event, "memory baseline", TARGET, delta_gib=event.mem_usage_gib)
+
+    def _on_load_begin(self, startup: Startup, event: ev.LoadWeightBegin) -> None:
+        rank = self._rank(startup, event.prefix)
+        which = DRAFT if rank.target.load_begun else TARGET
+        model = rank.model(which)
+        model.load_begun = True
+        model.avail_before_load_gib = event.avail_gib
+        model.load_began_at = event.prefix.timestamp
+        self._phase(rank, event, "load weights begin", which, avail_gib=event.avail_gib)
+
+    def _load_end_model(self, rank: RankStartup, event: ev.LoadWeightEnd) -> str:
+        target, draft = rank.target, rank.draft
+        if target.load_begun and not target.load_ended:
+            return TARGET
+        if draft is not None and draft.load_begun and not draft.load_ended:
+            return DRAFT
+        # An end without its begin (an excerpt): the model class is the best witness.
+        if event.model_type and _DRAFT_TYPE_RE.search(event.model_type):
+            return DRAFT
+        return DRAFT if target.load_ended else TARGET
+
+    def _on_load_end(self, startup: Startup, event: ev.LoadWeightEnd) -> None:
+        rank = self._rank(startup, event.prefix)
+        which = self._load_end_model(rank, event)
+        model = rank.model(which)
+        model.load_ended = True
+        model.load_begun = True
+        model.avail_after_load_gib = event.avail_gib
+        model.weights_gib = event.mem_usage_gib
+        model.model_type = event.model_type
+        model.dtype = event.dtype
+        model.quant = event.quant
+        model.load_s = event.elapsed_s
+        if model.load_s is None:
+            model.load_s = _seconds_between(model.load_began_at, event.prefix.timestamp)
+        model.pool_began_at = event.prefix.timestamp
+        if which == DRAFT and rank.target.kv_tokens is None and rank.target.kv_gib is None:
+            startup.phased_draft_init = True
+        elif which == DRAFT:
+            startup.phased_draft_init = False
+        if rank.target.kv_tokens is None and rank.target.kv_gib is None:
+            rank.post_load_free_gib = event.avail_gib
+        self._phase(
+            rank,
+            event,
+            "load weights",
+            which,
+            avail_gib=event.avail_gib,
+            delta_gib=event.mem_usage_gib,
+            duration_s=model.load_s,
+        )
+
+    def _on_kv_dtype(self, startup: Startup, event: ev.KvCacheDtype) -> None:
+        startup.kv_cache_dtype = event.dtype
+
+    def _on_kv(self, startup: Startup, event: ev.KvCacheAllocated) -> None:
+        rank = self._rank(startup, event.prefix)
+        which = TARGET if rank.target.avail_after_pool_gib is None else DRAFT
+        if event.post_capture:
+            which = TARGET
+        model = rank.model(which)
+        if event.va_upper_bound:
+            model.kv_va_tokens = event.tokens
+            return
+        if event.post_capture or event.cache_name not in model.kv_pool_names:
+            if event.post_capture:
+                model.kv_pool_names.clear()
+                model.k_gib = model.v_gib = model.kv_gib = None
+                model.kv_tokens = None
+            model.kv_pool_names.append(event.cache_name)
+        if model.kv_tokens is None:
+            model.kv_tokens = event.tokens
+        model.kv_dtype = event.dtype or model.kv_dtype or startup.kv_cache_dtype
+
+        def add(old: float | None, new: float | None) -> float | None:
+            if new is None:
+                return old
+            return new if old is None else round(old + new, 6)
+
+        model.k_gib = add(model.k_gib, event.k_gib)
+        model.v_gib = add(model.v_gib, event.v_gib)
+        model.kv_gib = add(model.kv_gib, event.total_gib)
+        if event.post_capture and event.avail_gib is not None:
+            model.avail_after_pool_gib = event.avail_gib
+        self._phase(rank, event, "KV cache", which, delta_gib=event.total_gib)
+
+    def _on_pool_end(self, startup: Startup, event: ev.MemoryPoolEnd) -> None:
+        rank = self._rank(startup, event.prefix)
+        which = TARGET if rank.target.avail_after_pool_gib is None else DRAFT
+        model = rank.model(which)
+        model.avail_after_pool_gib = event.avail_gib
+        duration = _seconds_between(model.pool_began_at, event.prefix.timestamp)
+        self._phase(
+            rank, event, "memory pool", which, avail_gib=event.avail_gib, duration_s=duration
+        )
+
+    def _on_capture_begin(self, startup: Startup, event: ev.GraphCaptureBegin) -> None:
+        rank = self._rank(startup, event.prefix)
+        which = DRAFT if event.role == DRAFT else TARGET
+        rank.model(which).graphs.append(
+            GraphCapture(
+                graph=event.graph, began_at=event.prefix.time_text, avail_before_gib=event.avail_gib
+            )
+        )
+
+    def _on_capture_end(self, startup: Startup, event: ev.GraphCaptureEnd) -> None:
+        rank = self._rank(startup, event.prefix)
+        which = DRAFT if event.role == DRAFT else TARGET
+        model = rank.model(which)
+        capture = next(
+            (g for g in reversed(model.graphs) if g.graph == event.graph and not g.done), None
+        )
+        if capture is None:
+            before = None
+            if event.avail_gib is not None and event.mem_usage_gib is not None:
+                before = round(event.avail_gib + event.mem_usage_gib, 2)
+            capture = GraphCapture(graph=event.graph, avail_before_gib=before)
+            model.graphs.append(capture)
+        capture.ended_at = event.prefix.time_text or "?"
+        capture.avail_after_gib = event.avail_gib
+        capture.mem_usage_gib = event.mem_usage_gib
+        capture.elapsed_s = event.elapsed_s
+        if (
+            capture.mem_usage_gib is None
+            and capture.avail_before_gib is not None
+            and event.avail_gib is not None
+        ):
+            capture.mem_usage_gib = round(capture.avail_before_gib - event.avail_gib, 2)
+        self._phase(
+            rank,
+            event,
+            f"{'draft ' if which == DRAFT else ''}{event.graph} graph",
+            which,
+            avail_gib=event.avail_gib,
+            delta_gib=capture.mem_usage_gib,
+            duration_s=event.elapsed_s,
+        )
+
+    def _on_capture_progress(self, startup: Startup, event: ev.GraphCaptureProgress) -> None:
+        # tqdm bars come from rank 0 without a prefix: credit the open capture of TP0 (or "").
+        for rank in startup.sorted_ranks():
+            if rank.tp not in (None, 0):
+                continue
+            for model in (rank.draft, rank.target):
+                if model is not None and model.graphs and not model.graphs[-1].done:
+                    model.graphs[-1].progress_avail_gib = event.avail_gib
+                    return
+
+    def _on_summary(self, startup: Startup, event: ev.Summary) -> None:
+        startup.summary = event
+        rank = self._rank(startup, event.prefix)
+        self._phase(rank, event, "summary", TARGET, avail_gib=event.available_gpu_mem_gib)
+
+    def _on_host_kv(self, startup: Startup, event: ev.HostKvAllocated) -> None:
+        rank = self._rank(startup, event.prefix)
+        if event.gb is not None:
+            rank.host_kv_gb = event.gb if rank.host_kv_gb is None else rank.host_kv_gb + event.gb
+        if event.tokens is not None:
+            rank.host_kv_tokens = (rank.host_kv_tokens or 0) + event.tokens
+        self._phase(rank, event, "host KV pool", TARGET)
+
+    def _on_ready(self, startup: Startup, event: ev.ServerReady) -> None:
+        if startup.state != FAILED:
+            startup.state = READY
+            startup.ready_at = event.prefix.timestamp
+
+    def _on_listening(self, startup: Startup, event: ev.ServerListening) -> None:
+        startup.listening_url = event.url
+
+    def _on_failure(self, startup: Startup, event: ev.Failure) -> None:
+        startup.state = FAILED
+        if startup.failure is None:
+            startup.failure = event
+        if len(startup.failures) < _MAX_FAILURES:
+            startup.failures.append(event)
+        # Main-process lines carry no rank tag; only tie a failure to a rank that exists or is named.
+        if event.prefix.rank or "" in startup.ranks:
+            rank = self._rank(startup, event.prefix)
+            if rank.failure is None:
+                rank.failure = event
+
+    def _on_batch(self, startup: Startup, event: ev.BatchStats) -> None:
+        startup.latest_batch[event.prefix.rank] = event
+        startup.batch_lines += 1
+
+    def _on_reset(self, startup: Startup, event: ev.MaxRunningRequestsReset) -> None:
+        startup.max_running_requests_reset = event.value
+
+    def _on_capped(self, startup: Startup, event: ev.MaxTotalTokensCapped) -> None:
+        startup.max_total_tokens_capped = event
+
+    def _on_unbalanced(self, startup: Startup, event: ev.UnbalancedMemory) -> None:
+        if len(startup.unbalanced_warnings) < 20:
+            startup.unbalanced_warnings.append(event.message[:500])
+
+
+_DISPATCH = {
+    ev.InitBegin: StartupTracker._on_init_begin,
+    ev.InitEnd: StartupTracker._on_init_end,
+    ev.MemoryBaseline: StartupTracker._on_baseline,
+    ev.LoadWeightBegin: StartupTracker._on_load_begin,
+    ev.LoadWeightEnd: StartupTracker._on_load_end,
+    ev.KvCacheDtype: StartupTracker._on_kv_dtype,
+    ev.KvCacheAllocated: StartupTracker._on_kv,
+    ev.MemoryPoolEnd: StartupTracker._on_pool_end,
+    ev.GraphCaptureBegin: StartupTracker._on_capture_begin,
+    ev.GraphCaptureEnd: StartupTracker._on_capture_end,
+    ev.GraphCaptureProgress: StartupTracker._on_capture_progress,
+    ev.Summary: StartupTracker._on_summary,
+    ev.HostKvAllocated: StartupTracker._on_host_kv,
+    ev.ServerReady: StartupTracker._on_ready,
+    ev.ServerListening: StartupTracker._on_listening,
+    ev.Failure: StartupTracker._on_failure,
+    ev.BatchStats: StartupTracker._on_batch,
+    ev.MaxRunningRequestsReset: StartupTracker._on_reset,
+    ev.MaxTotalTokensCapped: StartupTracker._on_capped,
+    ev.UnbalancedMemory: StartupTracker._on_unbalanced,
+}

@@ -1,0 +1,56 @@
+"""Read a whole log's worth of lines into a StartupTracker, fast enough for million-line logs."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from tui.sglang.log_line import parse_line
+from tui.sglang.startup import StartupTracker
+
+# A long-running server writes almost nothing but batch lines. Only the latest per rank matters
+# to a report, so runs of them are kept raw and only the tail of each run is parsed
+# (measured: parsing every batch line made a 1M-line log take ~4 s instead of ~1 s).
+_BATCH_TAIL = 256
+
+
+def _is_batch(line: str) -> bool:
+    return ("Decode batch" in line or "Prefill batch" in line) and "\r" not in line
+
+
+def fold_lines(
+    lines: Iterable[str | bytes], tracker: StartupTracker | None = None
+) -> StartupTracker:
+    """Parse every line in order; returns the tracker (a new one unless given)."""
+    tracker = tracker or StartupTracker()
+    pending: deque[str] = deque(maxlen=_BATCH_TAIL)
+    skipped = 0
+
+    def flush() -> None:
+        nonlocal skipped
+        for raw in pending:
+            event = parse_line(raw)
+            if event is not None:
+                tracker.feed(event)
+        tracker.current.batch_lines += skipped
+        pending.clear()
+        skipped = 0
+
+    count = 0
+    for line in lines:
+        count += 1
+        if isinstance(line, str) and _is_batch(line):
+            if len(pending) == _BATCH_TAIL:
+                skipped += 1
+            pending.append(line)
+            continue
+        event = parse_line(line)
+        if event is None:
+            continue
+        if pending:
+            flush()
+        tracker.feed(event)
+    if pending:
+        flush()
+    tracker.lines_seen += count
+    return tracker
