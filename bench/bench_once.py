@@ -6,7 +6,7 @@
     python bench/bench_once.py --kvtop "python -m tui" --repeat 5
     python bench/bench_once.py --build-only --out bench/out
 
-The log is the design story's startup (tests/fixtures/kimi-k25-tp8-eagle3-hicache-0.5.8.log,
+The log is the design story's startup (tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log,
 up to and including "The server is fired up and ready to roll!") followed by generated TP0
 `Prefill batch, ...` / `Decode batch, ...` lines in the 0.5.8 format (trailing ", "), with
 deterministic pseudo-random values and increasing timestamps, up to --lines lines in all.
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STORY_LOG = REPO / "tests" / "fixtures" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+STORY_LOG = REPO / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 READY = "The server is fired up and ready to roll!"
 KV_TOKENS = 159277  # max_total_num_tokens of the story
 MAX_RUNNING = 48
@@ -62,19 +62,20 @@ def build_log(path: Path, total_lines: int, seed: int) -> int:
     """Write the benchmark log; return the number of lines written."""
     head, ready_at = story_startup()
     rng = random.Random(seed)
-    rand = rng.random
-    randint = rng.randint
+    rand = rng.random  # int(rand() * n) is several times cheaper than randint()
     day = ready_at.replace(hour=0, minute=0, second=0)
     sec = (ready_at - day).total_seconds() + 10.0
     running, tokens, queued = 12, 48_211, 0
     prefix_sec = -1
     prefix = ""
+    date_day = -1
+    date = ""
     written = 0
     with path.open("w", encoding="utf-8", newline="\n") as f:
         f.write("\n".join(head) + "\n")
         written += len(head)
         chunk: list[str] = []
-        for _ in range(max(0, total_lines - written)):
+        while written + len(chunk) < total_lines:
             sec += rand() * 2.0  # one batch line a second on average
             whole = int(sec)
             if whole != prefix_sec:
@@ -82,29 +83,38 @@ def build_log(path: Path, total_lines: int, seed: int) -> int:
                 days, rem = divmod(whole, 86_400)
                 h, rem = divmod(rem, 3600)
                 mnt, s = divmod(rem, 60)
-                date = (day + dt.timedelta(days=days)).strftime("%Y-%m-%d")
+                if days != date_day:
+                    date_day = days
+                    date = (day + dt.timedelta(days=days)).strftime("%Y-%m-%d")
                 prefix = f"[{date} {h:02d}:{mnt:02d}:{s:02d} TP0] "
-            # A bounded random walk of load: requests come and go, tokens follow.
+            # A mean-reverting walk of load (about 16 running, usage around 0.6): requests
+            # arrive in prefill batches, each decode interval may finish one.
             if rand() < 0.25:
-                new_seq = randint(1, 3)
-                new_tok = randint(200, 8192)
-                cached = randint(0, 4) * 1536
+                new_seq = 1 + int(rand() * 2)
+                new_tok = 200 + int(rand() * 5800)
+                cached = int(rand() * 3) * 1536
                 running_before = running
-                running = min(MAX_RUNNING, running + new_seq)
+                if running + new_seq > MAX_RUNNING:
+                    queued += 1
+                    new_seq = MAX_RUNNING - running
+                elif queued:
+                    queued -= 1
+                if new_seq == 0:
+                    continue
+                running += new_seq
                 tokens = min(KV_TOKENS, tokens + new_tok + cached)
-                queued = max(0, queued + randint(-1, 1)) if running == MAX_RUNNING else 0
                 chunk.append(
                     f"{prefix}Prefill batch, #new-seq: {new_seq}, #new-token: {new_tok}, "
                     f"#cached-token: {cached}, token usage: {tokens / KV_TOKENS:.2f}, "
                     f"#running-req: {running_before}, #queue-req: {queued}, "
                 )
             else:
-                finished = randint(0, 2) if running > 1 else 0
-                running -= finished
-                tokens = max(running * 300, tokens - finished * randint(2000, 6000))
-                tokens = min(KV_TOKENS, tokens + running * randint(90, 130))
+                if running > 1 and rand() < running / 32:
+                    tokens -= tokens // running
+                    running -= 1
+                tokens = min(KV_TOKENS, tokens + running * (90 + int(rand() * 40)))
                 acc = 2.4 + rand() * 0.8
-                thr = running * 40 * acc / (40 * (0.055 + 0.0011 * running))
+                thr = running * acc / (0.055 + 0.0011 * running)
                 chunk.append(
                     f"{prefix}Decode batch, #running-req: {running}, #token: {tokens}, "
                     f"token usage: {tokens / KV_TOKENS:.2f}, accept len: {acc:.2f}, "
@@ -148,14 +158,14 @@ def time_runs(cmd: list[str], repeat: int, cpus: int, timeout: float) -> list[fl
         try:
             proc = subprocess.run(
                 cmd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                capture_output=True,
                 timeout=timeout,
                 preexec_fn=pin_to(cpus),
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            raise SystemExit(f"run {i + 1}: no answer within {timeout:.0f} s: {shlex.join(cmd)}")
+            msg = f"run {i + 1}: no answer within {timeout:.0f} s: {shlex.join(cmd)}"
+            raise SystemExit(msg) from None
         except FileNotFoundError:
             raise SystemExit(f"cannot run {cmd[0]!r}: not found. Pass --kvtop 'CMD'.") from None
         elapsed = time.perf_counter() - t0

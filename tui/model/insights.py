@@ -86,7 +86,8 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
         )
     still_free = spent.get("still free after startup")
     better = next(
-        (w for w in explanation.what_ifs if mfs is not None and w.mem_fraction_static > mfs), None
+        (w for w in explanation.what_ifs if mfs is not None and w.mem_fraction_static > mfs + 1e-9),
+        None,
     )
     if (
         still_free is not None

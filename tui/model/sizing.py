@@ -172,11 +172,10 @@ def rank_sizing(rank: RankStartup, startup: Startup, cell: CellSize | None) -> R
 
 
 def what_if_values(current: float, extra: Sequence[float] = ()) -> list[float]:
-    """Current ± a few points, plus the user's values, sorted and within (0, 1)."""
-    values = {round(current + step, 3) for step in (-0.02, 0.02, 0.04)} | {
-        round(v, 3) for v in extra
-    }
-    return sorted(v for v in values if 0 < v < 1 and v != round(current, 3))
+    """Current, ± a few points, and the user's values, sorted and within (0, 1)."""
+    steps = (-0.02, 0.0, 0.02, 0.04)
+    values = {round(current + step, 3) for step in steps} | {round(v, 3) for v in extra}
+    return sorted(v for v in values if 0 < v < 1)
 
 
 def _gib(value: float) -> str:

@@ -13,6 +13,7 @@ from tui.model.sizing import (
     SizingExplanation,
     choose_cell_size,
     explain,
+    mem_fraction_static,
     rank_sizing,
     sglang_version,
 )
@@ -47,7 +48,7 @@ def build_report(
 ) -> OnceReport:
     startup = tracker.current
     ranks = tuple(startup.sorted_ranks())
-    mfs = startup.server_args.mem_fraction_static if startup.server_args else None
+    mfs = mem_fraction_static(startup)
     cell = choose_cell_size(startup, config_path)
     version = sglang_version(startup, version_override)
     sizings = tuple(s for s in (rank_sizing(r, startup, cell.cell) for r in ranks) if s is not None)

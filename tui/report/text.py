@@ -161,9 +161,9 @@ def _formula(report: OnceReport) -> RenderableType:
     e = report.explanation
     if e is None:
         return Text("Formula: nothing to explain yet (no rank lines).")
-    steps = _table("step", "arithmetic", "result")
+    steps = _table("step", "result", "arithmetic")
     for s in e.steps:
-        steps.add_row(Text(s.label), Text(s.arithmetic), Text(s.result))
+        steps.add_row(Text(s.label), Text(s.result), Text(s.arithmetic))
     title = f"SGLang's KV sizing with this log's numbers (rank {e.rank or 'single'}; minimum over ranks)"
     parts: list[RenderableType] = [_titled(title, steps)]
     if e.reserve_spent:
