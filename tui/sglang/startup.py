@@ -163,7 +163,8 @@ class Startup:
 
     @property
     def has_rank_lines(self) -> bool:
-        return bool(self.ranks)
+        """Any scheduler output yet (startup phases or batch lines)."""
+        return bool(self.ranks) or bool(self.latest_batch)
 
     @property
     def speculative(self) -> bool | None:
