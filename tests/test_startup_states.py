@@ -47,7 +47,7 @@ def phased_0_5_14(rank: str) -> list[str]:
 
 
 def test_phased_order_0_5_14_attributes_target_and_draft() -> None:
-    lines = [f"[2026-06-27 10:00:00] {ARGS_SPEC}"] + phased_0_5_14("TP0") + phased_0_5_14("TP1")
+    lines = [f"[2026-06-27 10:00:00] {ARGS_SPEC}", *phased_0_5_14("TP0"), *phased_0_5_14("TP1")]
     startup = run(lines).current
     rank = startup.ranks["TP1"]
     assert rank.target.weights_gib == 60.0
@@ -97,12 +97,18 @@ def test_draft_after_graphs_order_0_5_8() -> None:
 
 
 def test_second_server_args_starts_a_new_startup() -> None:
-    first = [f"[2026-06-27 10:00:00] {ARGS_PLAIN}"] + rank_lines(
-        "10:00:05", "TP0", ["Load weight begin. avail mem=90.00 GB", "Memory pool end. avail mem=9.00 GB"]
-    )
-    second = [f"[2026-06-27 11:00:00] {ARGS_PLAIN.replace('0.85', '0.9')}"] + rank_lines(
-        "11:00:05", "TP0", ["Load weight begin. avail mem=88.00 GB"]
-    )
+    first = [
+        f"[2026-06-27 10:00:00] {ARGS_PLAIN}",
+        *rank_lines(
+            "10:00:05",
+            "TP0",
+            ["Load weight begin. avail mem=90.00 GB", "Memory pool end. avail mem=9.00 GB"],
+        ),
+    ]
+    second = [
+        f"[2026-06-27 11:00:00] {ARGS_PLAIN.replace('0.85', '0.9')}",
+        *rank_lines("11:00:05", "TP0", ["Load weight begin. avail mem=88.00 GB"]),
+    ]
     tracker = run(first + second)
     startup = tracker.current
     assert startup.restarts == 1
@@ -116,7 +122,11 @@ def test_second_server_args_starts_a_new_startup() -> None:
 def test_load_after_ready_is_a_restart_even_without_server_args() -> None:
     lines = rank_lines("10:00:05", "TP0", ["Load weight begin. avail mem=90.00 GB"])
     lines += ["[2026-06-27 10:01:00] The server is fired up and ready to roll!"]
-    lines += rank_lines("10:30:00", "TP0", ["Init torch distributed begin.", "Load weight begin. avail mem=89.00 GB"])
+    lines += rank_lines(
+        "10:30:00",
+        "TP0",
+        ["Init torch distributed begin.", "Load weight begin. avail mem=89.00 GB"],
+    )
     startup = run(lines).current
     assert startup.restarts == 1
     assert startup.state == "starting"
@@ -168,8 +178,16 @@ def test_ready_after_failure_stays_failed() -> None:
 
 
 def test_tqdm_progress_credits_tp0_open_capture() -> None:
-    lines = rank_lines("10:00:00", "TP0", ["Capture cuda graph begin. This can take up to several minutes. avail mem=11.00 GB"])
-    lines += rank_lines("10:00:00", "TP1", ["Capture cuda graph begin. This can take up to several minutes. avail mem=11.10 GB"])
+    lines = rank_lines(
+        "10:00:00",
+        "TP0",
+        ["Capture cuda graph begin. This can take up to several minutes. avail mem=11.00 GB"],
+    )
+    lines += rank_lines(
+        "10:00:00",
+        "TP1",
+        ["Capture cuda graph begin. This can take up to several minutes. avail mem=11.10 GB"],
+    )
     lines += ["Capturing batches (bs=4 avail_mem=10.20 GB):  50%|#####     | 5/10"]
     startup = run(lines).current
     assert startup.ranks["TP0"].target.graphs[0].progress_avail_gib == 10.2
@@ -195,7 +213,11 @@ def test_post_capture_sizing_replaces_va_upper_bound() -> None:
 
 
 def test_capture_end_without_begin_recovers_before_from_usage() -> None:
-    lines = rank_lines("10:00:00", "TP0", ["Capture cuda graph end. Time elapsed: 5.00 s. mem usage=1.44 GB. avail mem=38.05 GB."])
+    lines = rank_lines(
+        "10:00:00",
+        "TP0",
+        ["Capture cuda graph end. Time elapsed: 5.00 s. mem usage=1.44 GB. avail mem=38.05 GB."],
+    )
     graph = run(lines).current.ranks["TP0"].target.graphs[0]
     assert graph.avail_before_gib == 39.49
     assert graph.avail_after_gib == 38.05
@@ -216,7 +238,9 @@ def test_batch_lines_latest_per_rank_and_count() -> None:
 
 
 def test_batch_lines_before_a_restart_stay_with_the_old_start() -> None:
-    lines = ["[2026-06-27 10:00:00 TP0] Decode batch, #running-req: 5, #token: 50, token usage: 0.10, #queue-req: 0"]
+    lines = [
+        "[2026-06-27 10:00:00 TP0] Decode batch, #running-req: 5, #token: 50, token usage: 0.10, #queue-req: 0"
+    ]
     lines += [f"[2026-06-27 11:00:00] {ARGS_PLAIN}"]
     tracker = run(lines)
     assert tracker.current.latest_batch == {}
