@@ -47,9 +47,14 @@ fi
 stamp=".venv/.kvtop-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1) ${extras}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   spec="."
   [ -n "$extras" ] && spec=".[${extras}]"
-  .venv/bin/python -m pip install -q -e "$spec"
+  echo "kvtop setup: installing kvtop${extras:+ with [$extras]} into .venv" >&2
+  # pip's chatter goes to a log, shown only when the install fails.
+  if ! .venv/bin/python -m pip install -e "$spec" >.venv/pip-install.log 2>&1; then
+    cat .venv/pip-install.log >&2
+    echo "kvtop setup: pip install failed (log above, also in .venv/pip-install.log)." >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi
