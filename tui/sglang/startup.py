@@ -16,6 +16,10 @@ TARGET, DRAFT = "target", "draft"
 # Model classes SGLang uses for draft models (EAGLE/EAGLE3, MTP/NextN, standalone drafts).
 _DRAFT_TYPE_RE = re.compile(r"Eagle|MTP|NextN|Nextn|Draft|Medusa", re.IGNORECASE)
 _MAX_FAILURES = 50
+# A real startup has tens of phases and captures per rank; a hostile or looping log must not make
+# memory (or the open-capture lookup) grow without bound.
+MAX_PHASES_PER_RANK = 500
+MAX_GRAPHS_PER_MODEL = 128
 
 
 @dataclass(slots=True)
@@ -267,6 +271,8 @@ class StartupTracker:
 
     @staticmethod
     def _phase(rank: RankStartup, event: ev.Event, name: str, model: str, **values: object) -> None:
+        if len(rank.phases) >= MAX_PHASES_PER_RANK:
+            return
         rank.phases.append(
             Phase(
                 name=name,
@@ -403,7 +409,10 @@ class StartupTracker:
     def _on_capture_begin(self, startup: Startup, event: ev.GraphCaptureBegin) -> None:
         rank = self._rank(startup, event.prefix)
         which = DRAFT if event.role == DRAFT else TARGET
-        rank.model(which).graphs.append(
+        graphs = rank.model(which).graphs
+        if len(graphs) >= MAX_GRAPHS_PER_MODEL:
+            return
+        graphs.append(
             GraphCapture(
                 graph=event.graph, began_at=event.prefix.time_text, avail_before_gib=event.avail_gib
             )
@@ -414,8 +423,10 @@ class StartupTracker:
         which = DRAFT if event.role == DRAFT else TARGET
         model = rank.model(which)
         capture = next(
-            (g for g in reversed(model.graphs) if g.graph == event.graph and not g.done), None
+            (g for g in reversed(model.graphs[-8:]) if g.graph == event.graph and not g.done), None
         )
+        if capture is None and len(model.graphs) >= MAX_GRAPHS_PER_MODEL:
+            return
         if capture is None:
             before = None
             if event.avail_gib is not None and event.mem_usage_gib is not None:
