@@ -12,6 +12,7 @@ from tui import __version__
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 DEMO_LOG = "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+MAX_REQUEST_LEN = 100_000_000  # far beyond any model's context; keeps the arithmetic finite
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,9 +104,11 @@ def run_once(args: argparse.Namespace) -> int:
         json.dump(to_json(report), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        print_report(
-            report, Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
-        )
+        console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
+        try:
+            print_report(report, console)
+        except SystemExit:  # Rich's answer to a closed pipe (`kvtop --once ... | head`)
+            return EXIT_OK
     return EXIT_OK
 
 
@@ -123,8 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _usage_error(
             parser, "--what-if takes a mem_fraction_static between 0 and 1, e.g. 0.9"
         )
-    if args.request_len is not None and args.request_len < 1:
-        return _usage_error(parser, "--request-len takes a positive number of tokens")
+    if args.request_len is not None and not 1 <= args.request_len <= MAX_REQUEST_LEN:
+        return _usage_error(
+            parser, f"--request-len takes a number of tokens from 1 to {MAX_REQUEST_LEN:,}"
+        )
     if not args.once:
         return _usage_error(
             parser,

@@ -138,7 +138,12 @@ def choose_cell_size(
         except (ModelConfigError, ValueError) as exc:
             problem = f"{exc}; "
     reference = _reference_rank(startup)
-    if reference is not None and reference.target.kv_gib and reference.target.kv_tokens:
+    if (
+        reference is not None
+        and reference.target.kv_gib
+        and reference.target.kv_gib > 0
+        and reference.target.kv_tokens
+    ):
         page = (args.page_size if args and args.page_size else 1) or 1
         cell = cell_size_inferred(reference.target.kv_gib, reference.target.kv_tokens, page)
         where = f"no config.json for {model_path}" if model_path else "model path unknown"
@@ -152,7 +157,7 @@ def rank_sizing(rank: RankStartup, startup: Startup, cell: CellSize | None) -> R
     mfs = mem_fraction_static(startup)
     pre = rank.target.avail_before_load_gib
     post = rank.post_load_free_gib
-    if mfs is None or pre is None or post is None or cell is None or cell.bytes <= 0:
+    if mfs is None or pre is None or post is None or cell is None or not usable(pre, cell.bytes):
         return None
     page = (args.page_size if args and args.page_size else 1) or 1
     cap = args.max_total_tokens if args else None
@@ -169,6 +174,11 @@ def rank_sizing(rank: RankStartup, startup: Startup, cell: CellSize | None) -> R
         predicted_tokens=formula.profiled_tokens(rest, cell.bytes, page, cap),
         actual_tokens=rank.target.kv_tokens,
     )
+
+
+def usable(*values: float) -> bool:
+    """Positive and finite: the only inputs SGLang's arithmetic is defined for."""
+    return all(0 < v < 1e15 for v in values)
 
 
 def what_if_values(current: float, extra: Sequence[float] = ()) -> list[float]:
@@ -253,7 +263,7 @@ def explain(
         steps.append(
             Step(f"cell size ({cell.source})", cell.explanation, f"{cell.bytes:,.0f} B/token")
         )
-    if rest is not None and cell is not None and cell.bytes > 0:
+    if rest is not None and cell is not None and usable(cell.bytes, abs(rest) or 1):
         predicted = formula.profiled_tokens(rest, cell.bytes, page, cap)
         arithmetic = f"floor({rest:.2f} GiB × 2^30 / {cell.bytes:,.0f} B)"
         if page > 1:
@@ -300,9 +310,18 @@ def explain(
             spent.append(("still free after startup", last_free))
     draft_rule = formula.draft_budget_rule(version) if startup.speculative else None
     headroom = spent[-1][1] if spent and spent[-1][0].startswith("still free") else None
-    if pre is not None and post is not None and cell is not None and mfs is not None and tokens:
+    if (
+        pre is not None
+        and post is not None
+        and cell is not None
+        and mfs is not None
+        and tokens
+        and usable(pre, cell.bytes)
+    ):
         context = startup.summary.context_len if startup.summary else None
         context = context or (args.context_length if args else None)
+        if context is not None and not usable(context):
+            context = None
         for value in what_if_values(mfs, what_if_mfs):
             what_ifs.append(
                 formula.what_if(

@@ -51,8 +51,22 @@ def build_report(
     mfs = mem_fraction_static(startup)
     cell = choose_cell_size(startup, config_path)
     version = sglang_version(startup, version_override)
-    sizings = tuple(s for s in (rank_sizing(r, startup, cell.cell) for r in ranks) if s is not None)
-    explanation = explain(startup, cell, version, what_if_mfs, request_len)
+    problem = None
+    try:
+        sizings = tuple(
+            s for s in (rank_sizing(r, startup, cell.cell) for r in ranks) if s is not None
+        )
+        explanation = explain(startup, cell, version, what_if_mfs, request_len)
+    except (ArithmeticError, ValueError) as exc:
+        # Numbers no real server logs (absurd sizes, overflowing products): say so, keep the rest.
+        sizings, explanation = (), None
+        problem = (
+            f"the sizing formula could not be replayed with this log's numbers ({exc}); "
+            "the memory table shows them as logged."
+        )
+    found = insights(startup, explanation)
+    if problem:
+        found.append(problem)
     return OnceReport(
         source=source,
         lines_seen=tracker.lines_seen,
@@ -62,7 +76,7 @@ def build_report(
         sizings=sizings,
         cell=cell,
         explanation=explanation,
-        insights=tuple(insights(startup, explanation)),
+        insights=tuple(found),
         next_step=next_step(startup.failure, startup) if startup.failure else None,
         version=version,
     )

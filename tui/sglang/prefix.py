@@ -49,6 +49,10 @@ def split_prefix(line: str) -> tuple[LinePrefix, str]:
     match = PREFIX_RE.search(line)
     if match is None:
         return NO_PREFIX, line
+    # A prefix directly followed by another (a line re-logged through a second logger): the
+    # inner one is the scheduler's.
+    while (inner := PREFIX_RE.match(line, match.end())) is not None:
+        match = inner
     key = match.group(0)
     prefix = _prefix_cache.get(key)
     if prefix is None:

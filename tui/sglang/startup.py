@@ -380,12 +380,12 @@ class StartupTracker:
                 model.k_gib = model.v_gib = model.kv_gib = None
                 model.kv_tokens = None
             model.kv_pool_names.append(event.cache_name)
-        if model.kv_tokens is None:
+        if model.kv_tokens is None and event.tokens is not None and event.tokens > 0:
             model.kv_tokens = event.tokens
         model.kv_dtype = event.dtype or model.kv_dtype or startup.kv_cache_dtype
 
         def add(old: float | None, new: float | None) -> float | None:
-            if new is None:
+            if new is None or new < 0:  # a pool cannot be negative: a corrupt line, not a size
                 return old
             return new if old is None else round(old + new, 6)
 

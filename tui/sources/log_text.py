@@ -20,8 +20,8 @@ def _open_text(path: str) -> TextIO:
         return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline=None)
     if os.path.isdir(path):
         raise LogUnreadable(
-            f"{path} is a directory, not a log file. Give the path of a file, "
-            "or use --journal-dir for a directory of journal files."
+            f"{path} is a directory, not a log file. Give the path of the SGLang log file "
+            "itself (or pipe it in with --log-file -)."
         )
     try:
         return open(path, encoding="utf-8", errors="replace", newline=None)
