@@ -192,6 +192,35 @@ def _gib(value: float) -> str:
     return f"{value:,.2f} GiB"
 
 
+def _host_pool_step(
+    startup: Startup, rank: RankStartup, cell: CellSize | None, page: int
+) -> Step | None:
+    """The hierarchical-cache host pool SGLang sizes from the device pool (per rank, decimal GB)."""
+    args = startup.server_args
+    tokens = rank.target.kv_tokens
+    if args is None or not args.enable_hierarchical_cache or cell is None or not tokens:
+        return None
+    size = args.hicache_size if args.hicache_size and args.hicache_size > 0 else None
+    pool = formula.host_kv_pool(
+        tokens, round(cell.bytes), page, hicache_ratio=args.hicache_ratio, hicache_size_gb=size
+    )
+    how = (
+        f"--hicache-size {size:g} GB / {cell.bytes:,.0f} B"
+        if size
+        else f"{tokens:,} tokens × ratio {args.hicache_ratio or formula.DEFAULT_HICACHE_RATIO:g}"
+    )
+    result = f"{pool.gb:,.2f} GB per rank"
+    if rank.host_kv_gb is not None:
+        result += f" · {rank.host_kv_gb:,.2f} logged"
+    ranks = len(startup.ranks) or 1
+    return Step(
+        "host KV pool",
+        f"{how} → {pool.tokens:,} tokens (+1 page) × {cell.bytes:,.0f} B; × {ranks} rank(s) = "
+        f"{pool.gb * ranks:,.1f} GB host RAM",
+        result,
+    )
+
+
 def explain(
     startup: Startup,
     choice: CellSizeChoice,
@@ -308,6 +337,9 @@ def explain(
             if other > 0.005:
                 spent.append(("other runtime allocations", other))
             spent.append(("still free after startup", last_free))
+    host_step = _host_pool_step(startup, rank, cell, page)
+    if host_step is not None:
+        steps.append(host_step)
     draft_rule = formula.draft_budget_rule(version) if startup.speculative else None
     headroom = spent[-1][1] if spent and spent[-1][0].startswith("still free") else None
     if (

@@ -204,7 +204,12 @@ def _formula(report: OnceReport) -> RenderableType:
     for note in e.notes:
         if note:
             parts.append(Text(f"note: {note}"))
-    return Group(*parts)
+    spaced: list[RenderableType] = []
+    for part in parts:  # a blank line between the tables; notes stay together
+        if spaced and not isinstance(part, Text):
+            spaced.append(Text(""))
+        spaced.append(part)
+    return Group(*spaced)
 
 
 def render(report: OnceReport) -> Group:
