@@ -105,7 +105,9 @@ def _reference_rank(startup: Startup) -> RankStartup | None:
     """The rank whose lines are most complete (TP0 usually): used for cluster-level numbers."""
     ranks = startup.sorted_ranks()
     with_kv = [r for r in ranks if r.target.kv_gib is not None and r.target.kv_tokens]
-    return (with_kv or ranks or [None])[0]
+    if with_kv:
+        return with_kv[0]
+    return ranks[0] if ranks else None
 
 
 def choose_cell_size(

@@ -361,18 +361,17 @@ def _batch_value(field_name: str, raw: str) -> float | int | bool | str | None:
 
 def parse_batch(prefix: ev.LinePrefix, msg: str) -> ev.BatchStats | None:
     kind = "prefill" if msg.startswith("Prefill") else "decode"
-    fields: dict[str, float | int | bool | None] = {}
+    fields: dict[str, float | int | bool | str | None] = {}
     extra: dict[str, float | int | bool | str] = {}
     for key, raw in _BATCH_PAIR_RE.findall(msg):
         key = key.strip()
         name = _BATCH_KEYS.get(key)
         if name is None:
-            value = _float(raw)
-            extra[key] = value if value is not None else raw.strip()
+            number = _float(raw)
+            extra[key] = number if number is not None else raw.strip()
             continue
-        value = _batch_value(name, raw)
         if name not in fields or fields[name] is None:
-            fields[name] = value
+            fields[name] = _batch_value(name, raw)
     return ev.BatchStats(prefix, msg, kind=kind, extra=extra, **fields)  # type: ignore[arg-type]
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from tui.sglang import events as ev
 from tui.sglang.server_args import ServerArgs
@@ -511,7 +513,7 @@ class StartupTracker:
             startup.unbalanced_warnings.append(event.message[:500])
 
 
-_DISPATCH = {
+_DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] = {
     ev.InitBegin: StartupTracker._on_init_begin,
     ev.InitEnd: StartupTracker._on_init_end,
     ev.MemoryBaseline: StartupTracker._on_baseline,
