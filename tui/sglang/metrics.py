@@ -1,0 +1,463 @@
+"""Read SGLang's Prometheus ``/metrics`` text and ``/server_info`` JSON into typed samples."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final
+
+from tui.sglang.server_args import ServerArgs, server_args_from_mapping
+
+__all__ = [
+    "MemoryUsage",
+    "MetricsSample",
+    "ServerInfo",
+    "parse_exposition",
+    "parse_server_info",
+]
+
+# Why a hand-written scanner: prometheus_client's text_string_to_metric_families builds an
+# object per sample and costs tens of ms on a real 115 KB SGLang scrape (mostly histogram
+# buckets kvtop never looks at). kvtop scrapes every second, so this parser looks only at the
+# families below, skipping every other line after a prefix check and one ``find``, before any
+# label parsing. Budget: under 5 ms per scrape (bench/bench_metrics_parse.py measures it).
+
+_PREFIX: Final = "sglang:"
+_PREFIX_LEN: Final = len(_PREFIX)
+
+# How the deployment-level value is formed from the DP groups (one publisher per DP group:
+# only attn_tp_rank 0 publishes, unless --enable-metrics-for-all-schedulers; then the other
+# TP ranks of a DP group repeat the same pool and are never added up).
+_SUM: Final = "sum"  # counts and pools: one per DP group, added across DP groups
+_MEAN: Final = "mean"  # ratios: averaged across DP groups
+_MAX: Final = "max"  # per-GPU sizes and durations: the largest rank
+_MIN: Final = "min"  # free memory at startup: SGLang sizes from the minimum over ranks
+_FIRST: Final = "first"  # configuration constants: the same on every rank
+
+_SCALAR_RULES: Final[Mapping[str, str]] = {
+    "token_usage": _MEAN,
+    "full_token_usage": _MEAN,
+    "swa_token_usage": _MEAN,
+    "num_used_tokens": _SUM,
+    "max_total_num_tokens": _SUM,
+    "num_running_reqs": _SUM,
+    "num_queue_reqs": _SUM,
+    "gen_throughput": _SUM,
+    "cache_hit_rate": _MEAN,
+    "spec_accept_length": _MEAN,
+    "spec_accept_rate": _MEAN,
+    "hicache_host_used_tokens": _SUM,
+    "hicache_host_total_tokens": _SUM,
+    "page_size": _FIRST,
+    "num_pages": _SUM,
+    "context_len": _FIRST,
+    "kv_used_tokens": _SUM,
+    "kv_available_tokens": _SUM,
+    "kv_evictable_tokens": _SUM,
+    "weight_memory_usage_gb": _MAX,
+    "kv_cache_memory_usage_gb": _MAX,
+    "startup_available_gpu_memory_gb": _MIN,
+    "engine_startup_time": _MAX,
+    "engine_load_weights_time": _MAX,
+}
+# Families with a label that splits them into parts (not ranks).
+_CACHE_CONFIG: Final = "cache_config_info"  # 0.5.10 only: {page_size, num_pages} labels, value 1
+_GRAPH_MEMORY: Final = "graph_memory_usage_gb"  # 0.5.19+: {phase}
+_STARTUP_PHASES: Final = "startup_time_seconds"  # 0.5.19+: {phase}
+_WANTED: Final = frozenset({*_SCALAR_RULES, _CACHE_CONFIG, _GRAPH_MEMORY, _STARTUP_PHASES})
+
+_ESCAPES: Final = {"\\": "\\", '"': '"', "n": "\n"}
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSample:
+    """One scrape: deployment-level values (name without ``sglang:``) plus per-rank detail."""
+
+    values: Mapping[str, float]
+    per_rank: Mapping[str, Mapping[str, float]]
+    graph_memory_gib_by_phase: Mapping[str, float] = field(default_factory=dict)
+    startup_seconds_by_phase: Mapping[str, float] = field(default_factory=dict)
+    # Distinct ``sglang:`` families in the text (all of them, not only the ones read here).
+    families_seen: int = 0
+
+    def _int(self, name: str) -> int | None:
+        value = self.values.get(name)
+        return None if value is None else round(value)
+
+    @property
+    def max_total_num_tokens(self) -> int | None:
+        """KV pool size in tokens, summed over DP groups."""
+        return self._int("max_total_num_tokens")
+
+    @property
+    def used_tokens(self) -> int | None:
+        """Tokens held by running requests (radix-cached, evictable tokens not counted)."""
+        used = self._int("num_used_tokens")
+        return used if used is not None else self._int("kv_used_tokens")
+
+    @property
+    def token_usage(self) -> float | None:
+        return self.values.get("token_usage")
+
+    @property
+    def running_requests(self) -> int | None:
+        return self._int("num_running_reqs")
+
+    @property
+    def queued_requests(self) -> int | None:
+        return self._int("num_queue_reqs")
+
+    @property
+    def gen_throughput(self) -> float | None:
+        """Generated tokens per second, summed over DP groups."""
+        return self.values.get("gen_throughput")
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        return self.values.get("cache_hit_rate")
+
+    @property
+    def spec_accept_length(self) -> float | None:
+        return self.values.get("spec_accept_length")
+
+    @property
+    def page_size(self) -> int | None:
+        return self._int("page_size")
+
+    @property
+    def num_pages(self) -> int | None:
+        return self._int("num_pages")
+
+    @property
+    def context_len(self) -> int | None:
+        return self._int("context_len")
+
+    @property
+    def hicache_host_used_tokens(self) -> int | None:
+        return self._int("hicache_host_used_tokens")
+
+    @property
+    def hicache_host_total_tokens(self) -> int | None:
+        return self._int("hicache_host_total_tokens")
+
+    @property
+    def weight_gib(self) -> float | None:
+        """Model weights per GPU in GiB (SGLang's "GB" is GiB)."""
+        return self.values.get("weight_memory_usage_gb")
+
+    @property
+    def kv_cache_gib(self) -> float | None:
+        return self.values.get("kv_cache_memory_usage_gb")
+
+    @property
+    def graph_memory_gib(self) -> float | None:
+        return self.values.get(_GRAPH_MEMORY)
+
+
+# --------------------------------------------------------------------------------------------
+# line scanning
+
+
+def _parse_labels(line: str, start: int) -> tuple[dict[str, str], int] | None:
+    """Labels from ``line[start] == "{"``; returns (labels, index after ``}``) or None if bad."""
+    labels: dict[str, str] = {}
+    pos = start + 1
+    end = len(line)
+    while True:
+        while pos < end and line[pos] in " \t,":
+            pos += 1
+        if pos >= end:
+            return None
+        if line[pos] == "}":
+            return labels, pos + 1
+        eq = line.find("=", pos)
+        if eq < 0:
+            return None
+        key = line[pos:eq].strip()
+        pos = eq + 1
+        while pos < end and line[pos] in " \t":
+            pos += 1
+        if pos >= end or line[pos] != '"':
+            return None
+        pos += 1
+        quote = line.find('"', pos)
+        backslash = line.find("\\", pos)
+        if quote < 0:
+            return None
+        if backslash < 0 or backslash > quote:
+            value = line[pos:quote]
+            pos = quote + 1
+        else:  # escaped characters: walk the value one character at a time
+            chars: list[str] = []
+            while True:
+                if pos >= end:
+                    return None
+                char = line[pos]
+                if char == "\\" and pos + 1 < end:
+                    nxt = line[pos + 1]
+                    chars.append(_ESCAPES.get(nxt, "\\" + nxt))
+                    pos += 2
+                elif char == '"':
+                    pos += 1
+                    break
+                else:
+                    chars.append(char)
+                    pos += 1
+            value = "".join(chars)
+        if key:
+            labels[key] = value
+
+
+def _rank_key(labels: Mapping[str, str]) -> tuple[str, tuple[int, int, int], str]:
+    """(rank label like "DP0 TP0", numeric sort key, DP group)."""
+    dp = labels.get("dp_rank")
+    tp = labels.get("tp_rank")
+    pp = labels.get("pp_rank")
+    parts = []
+    if dp is not None:
+        parts.append(f"DP{dp}")
+    if tp is not None:
+        parts.append(f"TP{tp}")
+    if pp is not None and pp != "0":
+        parts.append(f"PP{pp}")
+    name = " ".join(parts) or "all"
+    return name, (_num(dp), _num(tp), _num(pp)), dp or ""
+
+
+def _num(text: str | None) -> int:
+    if text is None:
+        return -1
+    try:
+        return int(text)
+    except ValueError:
+        return 1 << 30
+
+
+def parse_exposition(text: str) -> MetricsSample:
+    """Parse Prometheus text; unknown, garbage and non-finite lines are skipped, never raised."""
+    # name -> rank label -> value (last wins for a duplicated series)
+    scalars: dict[str, dict[str, float]] = {}
+    # rank label -> (sort key, DP group)
+    ranks: dict[str, tuple[tuple[int, int, int], str]] = {}
+    cache_config: dict[str, tuple[str, str]] = {}
+    graph: dict[str, dict[str, float]] = {}  # phase -> rank -> GiB
+    startup: dict[str, float] = {}
+    families: set[str] = set()
+    typed_families: set[str] = set()
+
+    for raw in text.splitlines():
+        if not raw.startswith(_PREFIX):
+            if raw.startswith("# TYPE sglang:"):
+                typed_families.add(raw[7:].split(" ", 1)[0])
+            continue
+        line = raw.rstrip()
+        brace = line.find("{")
+        space = line.find(" ")
+        cut = space if brace < 0 or 0 <= space < brace else brace
+        if cut < 0:
+            continue
+        name = line[_PREFIX_LEN:cut]
+        families.add(name)
+        if name not in _WANTED:
+            continue
+        labels: dict[str, str]
+        if cut == brace:
+            parsed = _parse_labels(line, brace)
+            if parsed is None:
+                continue
+            labels, pos = parsed
+        else:
+            labels, pos = {}, cut
+        fields = line[pos:].split()
+        if not fields:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue
+        if not math.isfinite(value):
+            continue
+        rank, sort_key, dp_group = _rank_key(labels)
+        if name == _STARTUP_PHASES:
+            phase = labels.get("phase", "total")
+            startup[phase] = max(value, startup.get(phase, value))
+            continue
+        ranks[rank] = (sort_key, dp_group)
+        if name == _CACHE_CONFIG:
+            cache_config[rank] = (labels.get("page_size", ""), labels.get("num_pages", ""))
+        elif name == _GRAPH_MEMORY:
+            graph.setdefault(labels.get("phase", "total"), {})[rank] = value
+        else:
+            scalars.setdefault(name, {})[rank] = value
+
+    # 0.5.10's info gauge carries page size and page count as labels.
+    for rank, (page_size, num_pages) in cache_config.items():
+        for name, label in (("page_size", page_size), ("num_pages", num_pages)):
+            try:
+                number = float(label)
+            except ValueError:
+                continue
+            if math.isfinite(number):
+                scalars.setdefault(name, {}).setdefault(rank, number)
+
+    per_rank: dict[str, dict[str, float]] = {
+        rank: {} for rank in sorted(ranks, key=lambda r: ranks[r][0])
+    }
+    for name, by_rank in scalars.items():
+        for rank, value in by_rank.items():
+            per_rank[rank][name] = value
+    for by_rank in graph.values():
+        for rank, value in by_rank.items():
+            row = per_rank[rank]
+            row[_GRAPH_MEMORY] = row.get(_GRAPH_MEMORY, 0.0) + value
+
+    values: dict[str, float] = {}
+    for name, by_rank in scalars.items():
+        aggregated = _aggregate(by_rank, ranks, _SCALAR_RULES[name])
+        if aggregated is not None:
+            values[name] = aggregated
+    graph_by_phase = {phase: max(by_rank.values()) for phase, by_rank in graph.items()}
+    if graph_by_phase:
+        values[_GRAPH_MEMORY] = sum(graph_by_phase.values())
+    used, total = values.get("num_used_tokens"), values.get("max_total_num_tokens")
+    if used is None:
+        used = values.get("kv_used_tokens")
+    if used is not None and total:
+        values["token_usage"] = used / total
+
+    return MetricsSample(
+        values=MappingProxyType(values),
+        per_rank=MappingProxyType({r: MappingProxyType(v) for r, v in per_rank.items()}),
+        graph_memory_gib_by_phase=MappingProxyType(graph_by_phase),
+        startup_seconds_by_phase=MappingProxyType(startup),
+        families_seen=len(typed_families) or len(families),
+    )
+
+
+def _aggregate(
+    by_rank: Mapping[str, float],
+    ranks: Mapping[str, tuple[tuple[int, int, int], str]],
+    rule: str,
+) -> float | None:
+    if not by_rank:
+        return None
+    if rule == _MAX:
+        return max(by_rank.values())
+    if rule == _MIN:
+        return min(by_rank.values())
+    # One value per DP group: its lowest (TP, PP) rank; other TP ranks repeat the same pool.
+    per_group: dict[str, tuple[tuple[int, int, int], float]] = {}
+    for rank, value in by_rank.items():
+        sort_key, group = ranks[rank]
+        held = per_group.get(group)
+        if held is None or sort_key < held[0]:
+            per_group[group] = (sort_key, value)
+    group_values = [value for _, value in per_group.values()]
+    if rule == _SUM:
+        return sum(group_values)
+    if rule == _MEAN:
+        return sum(group_values) / len(group_values)
+    return group_values[0]
+
+
+# --------------------------------------------------------------------------------------------
+# /server_info
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryUsage:
+    """``internal_states[i].memory_usage`` of one DP group's answering scheduler (GiB)."""
+
+    weight_gib: float | None = None
+    kv_cache_gib: float | None = None
+    graph_gib: float | None = None
+    graph_gib_by_phase: Mapping[str, float] = field(default_factory=dict)
+    token_capacity: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What ``/server_info`` (``/get_server_info`` before 0.5) says; wrong types become None."""
+
+    server_args: ServerArgs | None = None
+    max_total_num_tokens: int | None = None
+    version: str | None = None
+    status: str | None = None
+    memory_by_dp: tuple[MemoryUsage, ...] = ()
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _count(value: object) -> int | None:
+    number = _finite(value)
+    return int(number) if number is not None and number.is_integer() else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _memory_usage(data: object) -> MemoryUsage | None:
+    if not isinstance(data, Mapping):
+        return None
+    graph = data.get("graph", data.get("cuda_graph"))
+    by_phase: dict[str, float] = {}
+    graph_gib = _finite(graph)
+    if isinstance(graph, Mapping):
+        for phase, gib in graph.items():
+            number = _finite(gib)
+            if isinstance(phase, str) and number is not None:
+                by_phase[phase] = number
+        graph_gib = sum(by_phase.values()) if by_phase else None
+    return MemoryUsage(
+        weight_gib=_finite(data.get("weight")),
+        kv_cache_gib=_finite(data.get("kvcache")),
+        graph_gib=graph_gib,
+        graph_gib_by_phase=MappingProxyType(by_phase),
+        token_capacity=_count(data.get("token_capacity")),
+    )
+
+
+_NOT_SERVER_ARGS: Final = frozenset({"internal_states", "scheduler_info"})
+
+
+def parse_server_info(data: object) -> ServerInfo:
+    """Typed view of the ``/server_info`` JSON; never raises on odd shapes or types."""
+    if not isinstance(data, Mapping):
+        return ServerInfo()
+    # internal_states repeats the server args per DP rank (api_key included): keep it out of
+    # ServerArgs.raw, which only drops secrets at the top level.
+    top_level = {k: v for k, v in data.items() if k not in _NOT_SERVER_ARGS}
+    try:
+        server_args = server_args_from_mapping(top_level)
+    except Exception:  # a parser bug must not take the scrape down
+        server_args = None
+    scheduler_info = data.get("scheduler_info")
+    max_total = _count(data.get("max_total_num_tokens"))
+    status = _text(data.get("status"))
+    if isinstance(scheduler_info, Mapping):
+        if max_total is None:
+            max_total = _count(scheduler_info.get("max_total_num_tokens"))
+        status = status or _text(scheduler_info.get("status"))
+    memory: list[MemoryUsage] = []
+    states = data.get("internal_states")
+    if isinstance(states, (list, tuple)):
+        for state in states:
+            if isinstance(state, Mapping):
+                usage = _memory_usage(state.get("memory_usage"))
+                if usage is not None:
+                    memory.append(usage)
+    return ServerInfo(
+        server_args=server_args,
+        max_total_num_tokens=max_total,
+        version=_text(data.get("version")),
+        status=status,
+        memory_by_dp=tuple(memory),
+    )

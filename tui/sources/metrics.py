@@ -1,0 +1,281 @@
+"""Scrape an SGLang server's /metrics and /server_info over HTTP (async, httpx, no Textual)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
+
+__all__ = [
+    "ApiKeyError",
+    "MetricsReading",
+    "MetricsSource",
+    "ServerInfoReading",
+    "load_api_key",
+]
+
+# "ok": fresh data. "degraded": the server is there but this fetch failed (timeout, 5xx, a body
+# that is not SGLang's); retry with back-off. "off": nothing to read until the operator changes
+# something (no server, metrics disabled, API key missing or wrong).
+Status = Literal["ok", "degraded", "off"]
+
+_MAX_BACKOFF_S = 30.0
+
+
+class ApiKeyError(Exception):
+    """The API key file could not be read; the message names the path, never the content."""
+
+
+def load_api_key(path: str | None, env: Mapping[str, str]) -> str | None:
+    """The key from ``path`` (stripped) if given, else ``SGLANG_API_KEY`` from ``env``."""
+    if path:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                key = handle.read().strip()
+        except FileNotFoundError:
+            raise ApiKeyError(f"cannot read the API key file {path}: no such file.") from None
+        except PermissionError:
+            raise ApiKeyError(
+                f"cannot read the API key file {path}: permission denied. "
+                "Make it readable by the user running kvtop."
+            ) from None
+        except (OSError, UnicodeDecodeError):
+            raise ApiKeyError(
+                f"cannot read the API key file {path}: it is not a readable text file."
+            ) from None
+        if not key:
+            raise ApiKeyError(f"the API key file {path} is empty: put the key in it.")
+        return key
+    key = env.get("SGLANG_API_KEY", "").strip()
+    return key or None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsReading:
+    sample: MetricsSample | None
+    status: Status
+    problem: str | None  # a sentence with a next step; None when status is "ok"
+    fetched_at: float  # time.time() when the fetch ended
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfoReading:
+    info: ServerInfo | None
+    status: Status
+    problem: str | None
+    fetched_at: float
+
+
+class _Fault(Exception):
+    """A fetch failed; carries the status and the sentence for the operator."""
+
+    def __init__(self, status: Status, problem: str) -> None:
+        super().__init__(problem)
+        self.status: Status = status
+        self.problem = problem
+
+
+def _public_url(url: str) -> str:
+    """The URL without user:password, safe to show."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url.rstrip("/")
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, "")).rstrip("/")
+
+
+class MetricsSource:
+    """One server's /metrics and /server_info; one httpx client, opened on first use."""
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:30000",
+        api_key: str | None = None,
+        timeout_s: float = 2.0,
+        max_body_bytes: int = 20 * 2**20,
+        interval_s: float = 1.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._shown_url = _public_url(self.url)
+        self.__api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_body_bytes = max_body_bytes
+        self.interval_s = interval_s
+        self._failures = 0
+        self._client: httpx.AsyncClient | None = None
+
+    def __repr__(self) -> str:
+        key = "set" if self.__api_key else "none"
+        return f"MetricsSource(url={self._shown_url!r}, api_key={key}, timeout_s={self.timeout_s})"
+
+    async def __aenter__(self) -> MetricsSource:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def next_delay_s(self) -> float:
+        """Seconds until the next fetch: the interval, or 1, 2, 4 … 30 after failures."""
+        if self._failures == 0:
+            return self.interval_s
+        return min(_MAX_BACKOFF_S, 2.0 ** (self._failures - 1))
+
+    def _record(self, ok: bool) -> None:
+        self._failures = 0 if ok else self._failures + 1
+
+    # ---------------------------------------------------------------------------------------
+
+    async def scrape(self) -> MetricsReading:
+        try:
+            status, body = await self._get("/metrics", auth=False)
+            if status == 404:
+                raise _Fault(
+                    "off",
+                    f"{self._shown_url}/metrics answers 404: the server runs without "
+                    "--enable-metrics; token usage comes from the Decode batch lines in the "
+                    "log instead.",
+                )
+            self._check_status(status, "/metrics")
+            text = body.decode("utf-8", errors="replace")
+            sample = parse_exposition(text)
+            if sample.families_seen == 0:
+                raise _Fault(
+                    "degraded",
+                    f"{self._shown_url}/metrics answered, but with no sglang: metrics (an HTML "
+                    "page or something else): check that --url points at the SGLang server "
+                    "itself, not a proxy or another service.",
+                )
+        except _Fault as fault:
+            self._record(False)
+            return MetricsReading(None, fault.status, fault.problem, time.time())
+        self._record(True)
+        return MetricsReading(sample, "ok", None, time.time())
+
+    async def server_info(self) -> ServerInfoReading:
+        """``/server_info``, or ``/get_server_info`` (SGLang before 0.5) when that is a 404."""
+        try:
+            path = "/server_info"
+            status, body = await self._get(path, auth=True)
+            if status == 404:
+                path = "/get_server_info"
+                status, body = await self._get(path, auth=True)
+            if status == 404:
+                raise _Fault(
+                    "off",
+                    f"{self._shown_url} has neither /server_info nor /get_server_info: check "
+                    "that --url points at an SGLang server.",
+                )
+            self._check_status(status, path)
+            try:
+                data = json.loads(body)
+            except (ValueError, RecursionError):
+                data = None
+            if not isinstance(data, dict):
+                raise _Fault(
+                    "degraded",
+                    f"{self._shown_url}{path} did not answer with a JSON object: check that "
+                    "--url points at the SGLang server itself.",
+                )
+        except _Fault as fault:
+            return ServerInfoReading(None, fault.status, fault.problem, time.time())
+        return ServerInfoReading(parse_server_info(data), "ok", None, time.time())
+
+    # ---------------------------------------------------------------------------------------
+
+    def _check_status(self, status: int, path: str) -> None:
+        where = f"{self._shown_url}{path}"
+        if status == 401:
+            if self.__api_key:
+                raise _Fault("off", f"{where}: the API key was refused; check the key.")
+            raise _Fault(
+                "off",
+                f"{where}: the server wants an API key: pass --api-key-file or set SGLANG_API_KEY.",
+            )
+        if status == 403:
+            raise _Fault(
+                "off",
+                f"{where}: the API key was refused (403); check the key, or use the admin key "
+                "if the server needs one.",
+            )
+        if status >= 500:
+            raise _Fault(
+                "degraded",
+                f"{where} answered {status}: the server is failing or still starting; "
+                "kvtop keeps retrying. Check the server log.",
+            )
+        if status != 200:
+            raise _Fault(
+                "degraded",
+                f"{where} answered {status}: check that --url points at the SGLang server.",
+            )
+
+    async def _get(self, path: str, *, auth: bool) -> tuple[int, bytes]:
+        """(status, body) of a GET, the whole fetch bounded by timeout_s."""
+        try:
+            return await asyncio.wait_for(self._fetch(path, auth), self.timeout_s)
+        except _Fault:
+            raise
+        except (asyncio.TimeoutError, httpx.TimeoutException):
+            raise _Fault(
+                "degraded",
+                f"{self._shown_url}{path} did not answer within {self.timeout_s:g} s: the "
+                "server may be overloaded or hung; kvtop keeps retrying (raise --timeout if "
+                "scrapes are just slow).",
+            ) from None
+        except httpx.ConnectError:
+            raise _Fault(
+                "off",
+                f"nothing listens on {self._shown_url}: is the server running, and is --url right?",
+            ) from None
+        except httpx.HTTPError as exc:
+            # The exception text may quote the request; only its class name is shown.
+            raise _Fault(
+                "degraded",
+                f"fetching {self._shown_url}{path} failed ({type(exc).__name__}): kvtop keeps "
+                "retrying; check the server and the network.",
+            ) from None
+
+    async def _fetch(self, path: str, auth: bool) -> tuple[int, bytes]:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False)
+        headers = {"Accept": "text/plain, application/json"}
+        if auth and self.__api_key:
+            headers["Authorization"] = f"Bearer {self.__api_key}"
+        async with self._client.stream("GET", self.url + path, headers=headers) as response:
+            if response.status_code != 200:
+                return response.status_code, b""
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_body_bytes:
+                raise self._too_large(path)
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    raise self._too_large(path)
+                chunks.append(chunk)
+            return 200, b"".join(chunks)
+
+    def _too_large(self, path: str) -> _Fault:
+        limit_mib = self.max_body_bytes / 2**20
+        return _Fault(
+            "degraded",
+            f"{self._shown_url}{path} sent more than {limit_mib:g} MiB, so kvtop stopped "
+            "reading: check that --url points at the SGLang server (a real scrape is about "
+            "100 KB).",
+        )
