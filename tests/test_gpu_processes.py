@@ -1,0 +1,107 @@
+"""rank_of_pid against real child processes whose argv[0] is an SGLang scheduler title."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from tui.sources.gpu_processes import (
+    map_ranks_to_gpus,
+    pids_visible,
+    rank_from_title,
+    rank_of_pid,
+)
+from tui.sources.nvml import GpuProcess, GpuSample
+
+
+def _start_titled(title: str) -> subprocess.Popen[bytes]:
+    """A `sleep 30` whose argv[0] is TITLE (bash `exec -a` keeps the pid)."""
+    proc = subprocess.Popen(["bash", "-c", f"exec -a '{title}' sleep 30"])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(proc.pid).cmdline()[:1] == [title]:
+                return proc
+        except (psutil.Error, IndexError):
+            pass
+        time.sleep(0.01)
+    proc.kill()
+    proc.wait()
+    raise AssertionError(f"child never showed the title {title!r}")
+
+
+@pytest.fixture
+def titled() -> Iterator[dict[str, int]]:
+    titles = ["sglang::scheduler_TP3", "sglang::scheduler_DP1_TP1_EP1", "sglang::detokenizer"]
+    procs = {title: _start_titled(title) for title in titles}
+    try:
+        yield {title: proc.pid for title, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+
+
+def test_rank_of_scheduler_processes(titled: dict[str, int]) -> None:
+    assert rank_of_pid(titled["sglang::scheduler_TP3"]) == "TP3"
+    assert rank_of_pid(titled["sglang::scheduler_DP1_TP1_EP1"]) == "DP1 TP1 EP1"
+    assert rank_of_pid(titled["sglang::detokenizer"]) is None
+
+
+def test_rank_of_other_and_gone_processes() -> None:
+    plain = subprocess.Popen(["sleep", "30"])
+    try:
+        assert rank_of_pid(plain.pid) is None
+    finally:
+        plain.kill()
+        plain.wait()
+    assert rank_of_pid(plain.pid) is None  # reaped: no such process
+    assert rank_of_pid(-1) is None
+
+
+def test_rank_from_title_variants() -> None:
+    assert rank_from_title("sglang::scheduler_TP0") == "TP0"
+    assert rank_from_title("sglang::scheduler_PP1_TP7") == "PP1 TP7"
+    assert rank_from_title("sglang::scheduler_TP12 extra args") == "TP12"
+    assert rank_from_title("sglang::scheduler") is None
+    assert rank_from_title("python -m sglang.launch_server") is None
+
+
+def test_pids_visible(titled: dict[str, int]) -> None:
+    assert pids_visible(titled.values()) is True
+    assert pids_visible([]) is True
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    assert pids_visible([*titled.values(), gone.pid]) is False
+
+
+def _sample(index: int, pids: list[int]) -> GpuSample:
+    return GpuSample(
+        index=index,
+        name="NVIDIA H200",
+        uuid=f"GPU-{index}",
+        pci_bus_id="",
+        total_gib=140.0,
+        used_gib=1.0,
+        free_gib=139.0,
+        reserved_gib=0.5,
+        utilization_pct=None,
+        memory_utilization_pct=None,
+        temperature_c=None,
+        power_w=None,
+        power_limit_w=None,
+        processes=tuple(GpuProcess(pid=pid, used_gib=1.0) for pid in pids),
+    )
+
+
+def test_map_ranks_to_gpus(titled: dict[str, int]) -> None:
+    samples = [
+        _sample(0, [titled["sglang::scheduler_TP3"], titled["sglang::detokenizer"]]),
+        _sample(1, [titled["sglang::scheduler_DP1_TP1_EP1"]]),
+        _sample(2, []),
+    ]
+    assert map_ranks_to_gpus(samples) == {0: ("TP3",), 1: ("DP1 TP1 EP1",), 2: ()}

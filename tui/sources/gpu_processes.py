@@ -1,0 +1,77 @@
+"""Which SGLang rank a GPU process is, from its process title (psutil); no NVML calls here.
+
+SGLang names its scheduler processes with setproctitle, e.g. "sglang::scheduler_TP3" or
+"sglang::scheduler_DP1_TP1_EP1"; rank_of_pid() turns those into "TP3" and "DP1 TP1 EP1".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+import psutil
+
+_SCHEDULER = re.compile(r"sglang::scheduler((?:_[A-Za-z]+\d+)+)")
+
+
+class _HasProcesses(Protocol):
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def processes(self) -> Sequence[object]: ...
+
+
+def rank_from_title(title: str) -> str | None:
+    """ "sglang::scheduler_DP1_TP1_EP1" -> "DP1 TP1 EP1"; None for any other title."""
+    match = _SCHEDULER.search(title)
+    if match is None:
+        return None
+    return " ".join(part for part in match.group(1).split("_") if part)
+
+
+def rank_of_pid(pid: int) -> str | None:
+    """The SGLang rank of process PID, or None (not a scheduler, gone, or not visible)."""
+    try:
+        proc = psutil.Process(pid)
+        try:
+            cmdline = proc.cmdline()
+        except (psutil.AccessDenied, psutil.ZombieProcess):
+            cmdline = []
+        titles = [cmdline[0]] if cmdline else []
+        # setproctitle may leave the whole title in argv[0] with spaces instead of NULs.
+        titles.append(proc.name())
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError):
+        return None
+    for title in titles:
+        rank = rank_from_title(title)
+        if rank is not None:
+            return rank
+    return None
+
+
+def pids_visible(pids: Iterable[int]) -> bool:
+    """True when every PID exists in this PID namespace.
+
+    NVML reports host PIDs; inside a container without the host PID namespace they do not
+    exist here, so ranks cannot be read from process titles. True for no PIDs.
+    """
+    return all(psutil.pid_exists(pid) for pid in pids)
+
+
+def map_ranks_to_gpus(samples: Iterable[_HasProcesses]) -> dict[int, tuple[str, ...]]:
+    """GPU index -> the SGLang ranks of its compute processes (sorted, no duplicates).
+
+    SAMPLES are objects with `index` and `processes` (each with `pid`), e.g. nvml.GpuSample.
+    A GPU whose processes are not SGLang schedulers (or not visible) maps to ().
+    """
+    ranks: dict[int, tuple[str, ...]] = {}
+    for sample in samples:
+        found = {
+            rank
+            for proc in sample.processes
+            if (rank := rank_of_pid(int(getattr(proc, "pid", -1)))) is not None
+        }
+        ranks[sample.index] = tuple(sorted(found))
+    return ranks

@@ -1,0 +1,458 @@
+"""GPU readings from NVML (nvidia-ml-py): plain dataclasses out, never raises for NVML errors.
+
+`NvmlSource.poll()` blocks (NVML calls can hang on a sick driver); `poll_async()` runs it in one
+dedicated worker thread and answers with the previous reading marked stale when NVML does not
+answer in time. No Textual, no SGLang knowledge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+try:  # nvidia-ml-py is a dependency, but a broken install must not take kvtop down.
+    import pynvml
+except ImportError:  # pragma: no cover - exercised only without nvidia-ml-py
+    pynvml = None  # type: ignore[assignment]
+
+GIB = float(2**30)
+KEEP_GOING = "kvtop keeps going with logs and metrics."
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    used_gib: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    total_gib: float
+    used_gib: float
+    free_gib: float
+    reserved_gib: float | None
+    utilization_pct: int | None
+    memory_utilization_pct: int | None
+    temperature_c: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    processes: tuple[GpuProcess, ...] = ()
+    status: str = "ok"  # "ok", "lost" (fallen off the bus), "error" (memory unreadable)
+    field_errors: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlReading:
+    gpus: tuple[GpuSample, ...]
+    available: bool
+    problem: str | None
+    driver_version: str | None
+    stale: bool = False
+    taken_at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class _Static:
+    name: str
+    uuid: str
+    pci_bus_id: str
+    errors: tuple[tuple[str, str], ...]
+
+
+class _GpuLost(Exception):
+    pass
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _error_text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # NVMLError.__str__ itself calls into the library
+        return f"NVML error {getattr(exc, 'value', '?')}"
+
+
+def _code(exc: BaseException) -> int | None:
+    return getattr(exc, "value", None)
+
+
+# NVML return codes used below (stable across NVML versions).
+_NOT_SUPPORTED = 3
+_NO_PERMISSION = 4
+_DRIVER_NOT_LOADED = 9
+_LIBRARY_NOT_FOUND = 12
+_FUNCTION_NOT_FOUND = 13
+_GPU_IS_LOST = 15
+_LIB_RM_VERSION_MISMATCH = 18
+_UNINITIALIZED = 1
+
+
+def _unavailable_sentence(exc: BaseException) -> str:
+    code = _code(exc)
+    if code == _LIBRARY_NOT_FOUND:
+        return (
+            "NVML library not found (libnvidia-ml.so.1): install the NVIDIA driver, or run "
+            f"kvtop where the GPUs are; {KEEP_GOING}"
+        )
+    if code == _DRIVER_NOT_LOADED:
+        return (
+            "NVIDIA driver not loaded (NVML: Driver Not Loaded): load it (check with "
+            f"nvidia-smi); kvtop retries each poll and {KEEP_GOING[6:]}"
+        )
+    if code == _NO_PERMISSION:
+        return (
+            "no permission to use NVML: run kvtop as a user who can open /dev/nvidia* "
+            f"(or with sudo); {KEEP_GOING}"
+        )
+    if code == _LIB_RM_VERSION_MISMATCH:
+        return (
+            "NVIDIA driver and NVML library versions differ (a driver update without a reboot): "
+            f"reboot or reload the nvidia kernel module; {KEEP_GOING}"
+        )
+    return (
+        f"NVML failed ({_error_text(exc)}): check nvidia-smi; kvtop retries each poll and "
+        f"{KEEP_GOING[6:]}"
+    )
+
+
+class _Worker:
+    """One daemon thread running NVML calls in order.
+
+    A daemon thread, unlike ThreadPoolExecutor's, does not hold up interpreter exit while a
+    driver call hangs.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[
+            tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None
+        ] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="kvtop-nvml", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[], _T]) -> concurrent.futures.Future[_T]:
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+        self._jobs.put((fn, future))
+        return future
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, future = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+class NvmlSource:
+    """Reads every GPU through NVML; one instance per app, polled from one thread at a time."""
+
+    def __init__(
+        self,
+        process_interval_s: float = 2.0,
+        call_timeout_s: float = 2.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.process_interval_s = process_interval_s
+        self.call_timeout_s = call_timeout_s
+        self._clock = clock
+        self._initialized = False
+        self._driver_version: str | None = None
+        self._static: dict[int, _Static] = {}
+        self._mem_v2 = True
+        self._proc_fn: str = "v3"
+        self._procs: dict[int, tuple[GpuProcess, ...]] = {}
+        self._procs_at: float | None = None
+        self._last: NvmlReading | None = None
+        self._worker: _Worker | None = None
+        self._pending: concurrent.futures.Future[NvmlReading] | None = None
+        self._lock = threading.Lock()
+
+    # ---- blocking poll -------------------------------------------------------------------
+
+    @property
+    def last(self) -> NvmlReading | None:
+        return self._last
+
+    def poll(self) -> NvmlReading:
+        """One reading of every GPU (blocking). Never raises for NVML errors."""
+        with self._lock:
+            try:
+                reading = self._poll()
+            except Exception as exc:  # a binding bug must not end the app
+                reading = self._unavailable(
+                    f"NVML failed unexpectedly ({exc!r}); kvtop retries each poll and "
+                    f"{KEEP_GOING[6:]}"
+                )
+            self._last = reading
+            return reading
+
+    def _unavailable(self, problem: str) -> NvmlReading:
+        return NvmlReading(
+            gpus=(), available=False, problem=problem, driver_version=self._driver_version
+        )
+
+    def _forget_init(self) -> None:
+        if self._initialized:
+            with contextlib.suppress(Exception):
+                pynvml.nvmlShutdown()
+        self._initialized = False
+        self._static.clear()
+        self._procs.clear()
+        self._procs_at = None
+
+    def _poll(self) -> NvmlReading:
+        if pynvml is None:
+            return self._unavailable(
+                f"nvidia-ml-py is not installed: pip install nvidia-ml-py; {KEEP_GOING}"
+            )
+        if not self._initialized:
+            try:
+                pynvml.nvmlInit()
+            except pynvml.NVMLError as exc:
+                return self._unavailable(_unavailable_sentence(exc))
+            self._initialized = True
+            try:
+                self._driver_version = _text(pynvml.nvmlSystemGetDriverVersion())
+            except pynvml.NVMLError:
+                self._driver_version = None
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        except pynvml.NVMLError as exc:
+            # The driver went away under us: start over next poll.
+            self._forget_init()
+            return self._unavailable(_unavailable_sentence(exc))
+
+        now = self._clock()
+        refresh_procs = self._procs_at is None or now - self._procs_at >= self.process_interval_s
+        for gone in [i for i in self._static if i >= count]:
+            del self._static[gone]
+        for gone in [i for i in self._procs if i >= count]:
+            del self._procs[gone]
+
+        samples = [self._sample(i, refresh_procs) for i in range(count)]
+        if refresh_procs:
+            self._procs_at = now
+        lost = [s.index for s in samples if s.status == "lost"]
+        problem = None
+        if lost:
+            which = ", ".join(str(i) for i in lost)
+            problem = (
+                f"GPU {which} {'is' if len(lost) == 1 else 'are'} lost (fallen off the bus): "
+                "check nvidia-smi and dmesg for Xid errors; the other GPUs keep updating."
+            )
+        return NvmlReading(
+            gpus=tuple(samples),
+            available=True,
+            problem=problem,
+            driver_version=self._driver_version,
+        )
+
+    # ---- one GPU -------------------------------------------------------------------------
+
+    def _sample(self, index: int, refresh_procs: bool) -> GpuSample:
+        try:
+            return self._read_gpu(index, refresh_procs)
+        except _GpuLost as lost:
+            static = self._static.pop(index, None)
+            self._procs.pop(index, None)
+            return GpuSample(
+                index=index,
+                name=static.name if static else "",
+                uuid=static.uuid if static else "",
+                pci_bus_id=static.pci_bus_id if static else "",
+                total_gib=0.0,
+                used_gib=0.0,
+                free_gib=0.0,
+                reserved_gib=None,
+                utilization_pct=None,
+                memory_utilization_pct=None,
+                temperature_c=None,
+                power_w=None,
+                power_limit_w=None,
+                processes=(),
+                status="lost",
+                field_errors=(("gpu", str(lost)),),
+            )
+
+    @staticmethod
+    def _call(fn: Callable[..., _T], *args: Any) -> _T:
+        try:
+            return fn(*args)
+        except pynvml.NVMLError as exc:
+            if _code(exc) == _GPU_IS_LOST:
+                raise _GpuLost(_error_text(exc)) from None
+            raise
+
+    def _field(
+        self, errors: list[tuple[str, str]], name: str, fn: Callable[..., _T], *args: Any
+    ) -> _T | None:
+        try:
+            return self._call(fn, *args)
+        except pynvml.NVMLError as exc:
+            errors.append((name, _error_text(exc)))
+            return None
+
+    def _static_facts(self, index: int, handle: Any) -> _Static:
+        cached = self._static.get(index)
+        if cached is not None:
+            return cached
+        errors: list[tuple[str, str]] = []
+        name = self._field(errors, "name", pynvml.nvmlDeviceGetName, handle)
+        uuid = self._field(errors, "uuid", pynvml.nvmlDeviceGetUUID, handle)
+        pci = self._field(errors, "pci_bus_id", pynvml.nvmlDeviceGetPciInfo, handle)
+        static = _Static(
+            name=_text(name) if name is not None else f"GPU {index}",
+            uuid=_text(uuid) if uuid is not None else "",
+            pci_bus_id=_text(pci.busId) if pci is not None else "",
+            errors=tuple(errors),
+        )
+        if not errors:  # retry the facts that failed on the next poll
+            self._static[index] = static
+        return static
+
+    def _memory(self, handle: Any) -> tuple[float, float, float, float | None]:
+        if self._mem_v2:
+            try:
+                mem = self._call(pynvml.nvmlDeviceGetMemoryInfo, handle, pynvml.nvmlMemory_v2)
+                return mem.total / GIB, mem.used / GIB, mem.free / GIB, mem.reserved / GIB
+            except pynvml.NVMLError as exc:
+                if _code(exc) not in (_FUNCTION_NOT_FOUND, _NOT_SUPPORTED):
+                    raise
+                self._mem_v2 = False  # an older driver: v1 from now on
+        mem = self._call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+        return mem.total / GIB, mem.used / GIB, mem.free / GIB, None
+
+    def _processes(self, handle: Any) -> tuple[GpuProcess, ...]:
+        order = ["v3", "v2"] if self._proc_fn == "v3" else ["v2"]
+        fns = {
+            "v3": pynvml.nvmlDeviceGetComputeRunningProcesses_v3,
+            "v2": pynvml.nvmlDeviceGetComputeRunningProcesses_v2,
+        }
+        for i, version in enumerate(order):
+            try:
+                procs = self._call(fns[version], handle)
+            except pynvml.NVMLError as exc:
+                if _code(exc) == _FUNCTION_NOT_FOUND and i + 1 < len(order):
+                    self._proc_fn = order[i + 1]
+                    continue
+                raise
+            return tuple(
+                GpuProcess(
+                    pid=int(p.pid),
+                    used_gib=None if p.usedGpuMemory is None else p.usedGpuMemory / GIB,
+                )
+                for p in procs
+            )
+        return ()  # pragma: no cover - the loop always returns or raises
+
+    def _read_gpu(self, index: int, refresh_procs: bool) -> GpuSample:
+        handle = self._call(pynvml.nvmlDeviceGetHandleByIndex, index)
+        static = self._static_facts(index, handle)
+        errors: list[tuple[str, str]] = list(static.errors)
+        status = "ok"
+        try:
+            total, used, free, reserved = self._memory(handle)
+        except pynvml.NVMLError as exc:
+            errors.append(("memory", _error_text(exc)))
+            total, used, free, reserved = 0.0, 0.0, 0.0, None
+            status = "error"
+        util = self._field(errors, "utilization", pynvml.nvmlDeviceGetUtilizationRates, handle)
+        temp = self._field(
+            errors,
+            "temperature",
+            pynvml.nvmlDeviceGetTemperature,
+            handle,
+            pynvml.NVML_TEMPERATURE_GPU,
+        )
+        power = self._field(errors, "power", pynvml.nvmlDeviceGetPowerUsage, handle)
+        limit = self._field(errors, "power_limit", pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+        if refresh_procs or index not in self._procs:
+            try:
+                self._procs[index] = self._processes(handle)
+            except pynvml.NVMLError as exc:
+                errors.append(("processes", _error_text(exc)))
+                self._procs[index] = ()
+        return GpuSample(
+            index=index,
+            name=static.name,
+            uuid=static.uuid,
+            pci_bus_id=static.pci_bus_id,
+            total_gib=total,
+            used_gib=used,
+            free_gib=free,
+            reserved_gib=reserved,
+            utilization_pct=None if util is None else int(util.gpu),
+            memory_utilization_pct=None if util is None else int(util.memory),
+            temperature_c=None if temp is None else int(temp),
+            power_w=None if power is None else power / 1000.0,
+            power_limit_w=None if limit is None else limit / 1000.0,
+            processes=self._procs[index],
+            status=status,
+            field_errors=tuple(errors),
+        )
+
+    # ---- async ---------------------------------------------------------------------------
+
+    async def poll_async(self) -> NvmlReading:
+        """poll() in the one NVML worker thread; stale previous reading if it takes too long."""
+        if self._pending is not None and not self._pending.done():
+            return self._stale()  # the hung call still holds the worker: do not queue another
+        if self._worker is None:
+            self._worker = _Worker()
+        self._pending = self._worker.submit(self.poll)
+        waiter = asyncio.wrap_future(self._pending)
+        done, _ = await asyncio.wait({waiter}, timeout=self.call_timeout_s)
+        if waiter in done:
+            self._pending = None
+            return waiter.result()
+        return self._stale()
+
+    def _stale(self) -> NvmlReading:
+        problem = (
+            f"NVML did not answer within {self.call_timeout_s:g} s (a hung driver call); "
+            "readings are stale"
+        )
+        if self._last is None:
+            return NvmlReading(
+                gpus=(),
+                available=False,
+                problem=problem,
+                driver_version=self._driver_version,
+                stale=True,
+            )
+        return replace(self._last, stale=True, problem=problem)
+
+    def close(self) -> None:
+        """Release the worker thread (without waiting for a hung call) and NVML."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+        if self._lock.acquire(blocking=False):
+            try:
+                self._forget_init()
+            finally:
+                self._lock.release()
