@@ -1,0 +1,262 @@
+"""LogFollower against real files changing under it, and against a real stdin pipe."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from tui.sources.log_follow import LogFollower, _LineSplitter
+
+POLL = 0.02
+WAIT = 5.0
+
+
+class Reader:
+    """Runs a follower in a task and collects its lines, so the test can write meanwhile."""
+
+    def __init__(self, follower: LogFollower) -> None:
+        self.follower = follower
+        self.got: list[str] = []
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        async for line in self.follower.lines():
+            self.got.append(line)
+
+    async def until(self, check: Callable[[], bool]) -> None:
+        async def poll() -> None:
+            while not check():
+                if self._task.done():
+                    self._task.result()  # surface a crash instead of timing out
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(poll(), WAIT)
+
+    async def lines(self, n: int) -> list[str]:
+        await self.until(lambda: len(self.got) >= n)
+        return self.got
+
+    async def stop(self) -> None:
+        self.follower.close()
+        await asyncio.wait_for(self._task, WAIT)
+
+
+@pytest.fixture
+async def follow(tmp_path: Path) -> AsyncIterator[Callable[..., Reader]]:
+    readers: list[Reader] = []
+
+    def start(path: Path, **kwargs: object) -> Reader:
+        reader = Reader(LogFollower(str(path), poll_interval_s=POLL, **kwargs))  # type: ignore[arg-type]
+        readers.append(reader)
+        return reader
+
+    yield start
+    for reader in readers:
+        await reader.stop()
+
+
+def append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as fh:
+        fh.write(data)
+
+
+async def test_follows_appends(tmp_path: Path, follow) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"one\n")
+    reader = follow(log)
+    assert await reader.lines(1) == ["one\n"]
+    append(log, b"two\nthree\n")
+    assert await reader.lines(3) == ["one\n", "two\n", "three\n"]
+    assert reader.follower.status is None
+
+
+async def test_from_end_skips_old_text(tmp_path: Path, follow) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"old\n")
+    reader = follow(log, from_start=False)
+    await asyncio.sleep(POLL * 5)
+    append(log, b"new\n")
+    assert await reader.lines(1) == ["new\n"]
+
+
+async def test_partial_line_held_until_newline(tmp_path: Path, follow) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"whole\npart")
+    reader = follow(log)
+    await reader.lines(1)
+    await asyncio.sleep(POLL * 5)
+    assert reader.got == ["whole\n"]
+    append(log, b"ial\n")
+    assert await reader.lines(2) == ["whole\n", "partial\n"]
+
+
+async def test_crlf_and_bare_cr(tmp_path: Path, follow) -> None:
+    log = tmp_path / "a.log"
+    # The "\r" ending the first write must not become an extra empty line when "\n" follows.
+    log.write_bytes(b"a\r\nb\r")
+    reader = follow(log)
+    await reader.lines(1)
+    append(log, b"\n 10%\r 20%\r 30%\ndone\n")
+    assert await reader.lines(6) == ["a\n", "b\n", " 10%\n", " 20%\n", " 30%\n", "done\n"]
+
+
+def test_splitter_matches_universal_newlines() -> None:
+    data = b"x\r\n\r\ny\rz\n\n\r\rw"
+    splitter = _LineSplitter()
+    # Byte by byte is the worst case for a "\r\n" split across reads.
+    got = [line for i in range(len(data)) for line in splitter.feed(data[i : i + 1])]
+    got += splitter.flush()
+    want = list(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline=None))
+    assert got == [line if line.endswith("\n") else line + "\n" for line in want]
+
+
+async def test_invalid_utf8_is_replaced(tmp_path: Path, follow) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"bad \xff\xfe here\n")
+    reader = follow(log)
+    append(log, "caf\u00e9 ok\n".encode())
+    assert await reader.lines(2) == ["bad \ufffd\ufffd here\n", "caf\u00e9 ok\n"]
+
+
+async def test_truncate_in_place(tmp_path: Path, follow) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"first run line 1\nfirst run line 2\n")
+    reader = follow(log)
+    await reader.lines(2)
+    os.truncate(log, 0)
+    await reader.until(lambda: reader.follower.notices)
+    assert "truncated" in reader.follower.notices[-1]
+    append(log, b"second\n")
+    assert (await reader.lines(3))[2:] == ["second\n"]
+
+
+async def test_rotation_keeps_order(tmp_path: Path, follow) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"1\n")
+    reader = follow(log)
+    await reader.lines(1)
+    with open(log, "ab") as old:
+        old.write(b"2\n")
+        old.flush()
+        os.rename(log, tmp_path / "a.log.1")
+        # Still written to the old file after the rename, as a logger does until it reopens.
+        old.write(b"3\n")
+    log.write_bytes(b"4\n")
+    append(log, b"5\n")
+    assert await reader.lines(5) == ["1\n", "2\n", "3\n", "4\n", "5\n"]
+    await reader.until(lambda: reader.follower.notices)
+    assert "rotated" in reader.follower.notices[-1]
+    assert reader.follower.status is None
+
+
+async def test_delete_then_recreate(tmp_path: Path, follow) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"before\n")
+    reader = follow(log)
+    await reader.lines(1)
+    log.unlink()
+    want = f"log file {log} was removed; waiting for it to come back"
+    await reader.until(lambda: reader.follower.status == want)
+    log.write_bytes(b"after\n")
+    assert await reader.lines(2) == ["before\n", "after\n"]
+    await reader.until(lambda: reader.follower.status is None)
+
+
+async def test_missing_at_start_then_created(tmp_path: Path, follow) -> None:
+    log = tmp_path / "later.log"
+    reader = follow(log, from_start=False)
+    await reader.until(lambda: reader.follower.status is not None)
+    assert "does not exist yet" in reader.follower.status
+    assert "waiting" in reader.follower.status
+    # A file that appears after start is read whole, even with from_start=False.
+    log.write_bytes(b"hello\n")
+    assert await reader.lines(1) == ["hello\n"]
+    await reader.until(lambda: reader.follower.status is None)
+
+
+async def test_permission_denied_then_fixed(tmp_path: Path, monkeypatch, follow) -> None:
+    # Tests often run as root, which chmod cannot lock out, so the denial is simulated.
+    monkeypatch.setattr("tui.sources.log_follow.PERMISSION_RETRY_S", POLL)
+    denied = [True]
+    real_open = os.open
+
+    def fake_open(path, flags, *args):
+        if denied[0]:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr("tui.sources.log_follow.os.open", fake_open)
+    log = tmp_path / "a.log"
+    log.write_bytes(b"secret\n")
+    reader = follow(log)
+    await reader.until(lambda: reader.follower.status is not None)
+    assert "permission denied" in reader.follower.status
+    assert "sudo" in reader.follower.status
+    denied[0] = False
+    assert await reader.lines(1) == ["secret\n"]
+    await reader.until(lambda: reader.follower.status is None)
+
+
+async def test_close_ends_iteration_while_waiting(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"")
+    follower = LogFollower(str(log), poll_interval_s=60)
+    got = []
+
+    async def run() -> None:
+        async for line in follower.lines():
+            got.append(line)
+
+    task = asyncio.ensure_future(run())
+    await asyncio.sleep(0.05)
+    follower.close()
+    await asyncio.wait_for(task, WAIT)
+    assert got == []
+
+
+def test_notices_are_bounded() -> None:
+    follower = LogFollower("x")
+    for i in range(120):
+        follower._notice(f"n{i}")
+    assert len(follower.notices) == 50
+    assert follower.notices[-1] == "n119"
+
+
+def test_stdin_until_eof() -> None:
+    child = textwrap.dedent(
+        """
+        import asyncio
+        from tui.sources.log_follow import LogFollower
+
+        async def main():
+            follower = LogFollower("-")
+            async for line in follower.lines():
+                print("LINE", ascii(line))
+            print("STATUS", follower.status)
+
+        asyncio.run(main())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child],
+        input=b"alpha\r\nbeta\rgamma \xff\ntail",
+        capture_output=True,
+        timeout=WAIT,
+        cwd=Path(__file__).resolve().parent.parent,
+        check=True,
+    )
+    assert done.stdout.decode().splitlines() == [
+        "LINE 'alpha\\n'",
+        "LINE 'beta\\n'",
+        "LINE 'gamma \\ufffd\\n'",
+        "LINE 'tail\\n'",
+        "STATUS stdin closed: no more log lines will arrive",
+    ]

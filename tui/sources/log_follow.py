@@ -1,0 +1,239 @@
+"""Follow a growing log file (or stdin) like `tail -F`, yielding complete lines without blocking."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import stat
+import sys
+import threading
+from collections.abc import AsyncIterator
+
+CHUNK_BYTES = 1 << 20
+MAX_NOTICES = 50
+# Permission problems are fixed by a person, not by the next write: retry slowly.
+PERMISSION_RETRY_S = 2.0
+_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
+class _LineSplitter:
+    """Bytes in, text lines out, splitting on "\\n", "\\r\\n" and bare "\\r" like newline=None."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, data: bytes) -> list[str]:
+        buf = self._pending + data
+        # A "\r" at the end may be the first half of "\r\n": hold it for the next read.
+        tail = b"\r" if buf.endswith(b"\r") else b""
+        parts = _BREAK.split(buf[: len(buf) - len(tail)])
+        self._pending = parts.pop() + tail
+        return [_decode(part) for part in parts]
+
+    def flush(self) -> list[str]:
+        """The held-back partial line, for when its file is finished for good."""
+        rest, self._pending = self._pending, b""
+        if rest.endswith(b"\r"):
+            return [_decode(rest[:-1])]
+        return [_decode(rest)] if rest else []
+
+
+def _decode(raw: bytes) -> str:
+    # Splitting on bytes is safe: "\r" and "\n" never occur inside a UTF-8 sequence.
+    return raw.decode("utf-8", errors="replace") + "\n"
+
+
+class LogFollower:
+    """`async for line in LogFollower(path).lines():` follows PATH ("-" for stdin) until close().
+
+    Lines end with "\\n", as from a text file opened with newline=None, so they can be fed
+    to the same parsers as `log_text.log_lines`. `status` is None while all is well, else a
+    sentence saying what is wrong and what to do; `notices` lists truncations and rotations.
+    """
+
+    def __init__(self, path: str, poll_interval_s: float = 0.25, from_start: bool = True) -> None:
+        self.path = path
+        self.poll_interval_s = poll_interval_s
+        self.from_start = from_start
+        self.status: str | None = None
+        self.notices: list[str] = []
+        self._closed = False
+        self._wake: asyncio.Event | None = None
+
+    def close(self) -> None:
+        """Stop following; `lines()` returns at its next wait."""
+        self._closed = True
+        if self._wake is not None:
+            self._wake.set()
+
+    def _notice(self, text: str) -> None:
+        self.notices.append(text)
+        del self.notices[:-MAX_NOTICES]
+
+    async def _sleep(self, seconds: float) -> None:
+        # Waiting on an event rather than asyncio.sleep lets close() end the wait at once.
+        assert self._wake is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+
+    async def lines(self) -> AsyncIterator[str]:
+        self._wake = asyncio.Event()
+        if self._closed:
+            return
+        source = self._stdin_lines() if self.path == "-" else self._file_lines()
+        async for line in source:
+            yield line
+            if self._closed:
+                return
+
+    # -- stdin ---------------------------------------------------------------------------
+
+    async def _stdin_lines(self) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        # A daemon thread, not the default executor: a read blocked on a quiet pipe must not
+        # keep the process alive after the app quits.
+        threading.Thread(
+            target=_pump_stdin, args=(loop, queue), name="kvtop-stdin", daemon=True
+        ).start()
+        splitter = _LineSplitter()
+        while not self._closed:
+            get = asyncio.ensure_future(queue.get())
+            woke = asyncio.ensure_future(self._wake.wait())  # type: ignore[union-attr]
+            await asyncio.wait({get, woke}, return_when=asyncio.FIRST_COMPLETED)
+            woke.cancel()
+            if not get.done():
+                get.cancel()
+                return
+            chunk = get.result()
+            if chunk is None:
+                for line in splitter.flush():
+                    yield line
+                self.status = "stdin closed: no more log lines will arrive"
+                return
+            for line in splitter.feed(chunk):
+                yield line
+
+    # -- files ---------------------------------------------------------------------------
+
+    async def _file_lines(self) -> AsyncIterator[str]:
+        path = self.path
+        splitter = _LineSplitter()
+        fd: int | None = None
+        ino: tuple[int, int] | None = None
+        offset = 0
+        first_open = True
+        seen_file = False
+        try:
+            while not self._closed:
+                if fd is None:
+                    try:
+                        fd = await asyncio.to_thread(os.open, path, os.O_RDONLY)
+                    except FileNotFoundError:
+                        first_open = False  # when it appears, all of it is new
+                        self.status = (
+                            f"log file {path} was removed; waiting for it to come back"
+                            if seen_file
+                            else f"log file {path} does not exist yet; waiting for it to "
+                            "appear (check the path if it never does)"
+                        )
+                        await self._sleep(self.poll_interval_s)
+                        continue
+                    except PermissionError:
+                        self.status = (
+                            f"cannot read {path}: permission denied. Run kvtop as a user who "
+                            "can read it (for example with sudo), or make it readable "
+                            "(chmod o+r); retrying every few seconds."
+                        )
+                        await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
+                        continue
+                    except OSError as exc:
+                        self.status = (
+                            f"cannot open {path}: {exc.strerror or exc}. Check the path; "
+                            "retrying every few seconds."
+                        )
+                        await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
+                        continue
+                    st = os.fstat(fd)
+                    if stat.S_ISDIR(st.st_mode):
+                        os.close(fd)
+                        fd = None
+                        self.status = (
+                            f"{path} is a directory, not a log file. Give the path of the "
+                            "log file itself; retrying every few seconds."
+                        )
+                        await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
+                        continue
+                    ino = (st.st_dev, st.st_ino)
+                    offset = 0
+                    # Skipping old text only makes sense for the file that was there at start;
+                    # a file that appears later is all new.
+                    if first_open and not self.from_start:
+                        offset = os.lseek(fd, 0, os.SEEK_END)
+                    first_open = False
+                    seen_file = True
+                    self.status = None
+
+                data = await asyncio.to_thread(os.read, fd, CHUNK_BYTES)
+                if data:
+                    offset += len(data)
+                    for line in splitter.feed(data):
+                        yield line
+                    continue
+
+                # Nothing new: find out whether the file was truncated, replaced or removed.
+                if os.fstat(fd).st_size < offset:
+                    self._notice(f"log file {path} was truncated; reading it again from the start")
+                    for line in splitter.flush():
+                        yield line
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    offset = 0
+                    continue
+                try:
+                    st = os.stat(path)
+                    now = (st.st_dev, st.st_ino)
+                except FileNotFoundError:
+                    now = None
+                except OSError:
+                    now = ino  # e.g. a permission change on the directory: keep the open file
+                if now != ino:
+                    # Drain what was written to the old file between our last read and the
+                    # rename, so no line is lost across a rotation.
+                    while data := await asyncio.to_thread(os.read, fd, CHUNK_BYTES):
+                        for line in splitter.feed(data):
+                            yield line
+                    for line in splitter.flush():
+                        yield line
+                    os.close(fd)
+                    fd = None
+                    if now is None:
+                        self.status = f"log file {path} was removed; waiting for it to come back"
+                    else:
+                        self._notice(
+                            f"log file {path} was replaced (rotated); reading the new file "
+                            "from its start"
+                        )
+                    continue
+                await self._sleep(self.poll_interval_s)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def _pump_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None]) -> None:
+    stream = sys.stdin.buffer
+    # read1 returns whatever the pipe has, so tqdm's "\r" redraws arrive without a "\n".
+    read1 = getattr(stream, "read1", None)
+    while True:
+        try:
+            chunk = read1(CHUNK_BYTES) if read1 is not None else stream.readline()
+        except (OSError, ValueError):
+            chunk = b""
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, chunk or None)
+        except RuntimeError:  # the loop has closed: nobody is listening any more
+            return
+        if not chunk:
+            return
