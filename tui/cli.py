@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from contextlib import ExitStack
 from importlib import resources
 
 from tui import __version__
@@ -75,19 +76,17 @@ def run_once(args: argparse.Namespace) -> int:
     from tui.sglang.story import fold_lines
     from tui.sources.log_text import LogUnreadable, log_lines
 
-    if args.demo:
-        with resources.as_file(resources.files("tui.data") / DEMO_LOG) as path:
-            source, file_path = "demo: " + DEMO_LOG, str(path)
-            try:
-                with log_lines(file_path) as lines:
-                    tracker = fold_lines(lines)
-            except LogUnreadable as exc:
-                print(f"kvtop: {exc}", file=sys.stderr)
-                return EXIT_UNREADABLE
-    else:
-        source = "stdin" if args.log_file == "-" else args.log_file
+    with ExitStack() as stack:
+        if args.demo:
+            path = str(
+                stack.enter_context(resources.as_file(resources.files("tui.data") / DEMO_LOG))
+            )
+            source = "demo: " + DEMO_LOG
+        else:
+            path = args.log_file
+            source = "stdin" if path == "-" else path
         try:
-            with log_lines(args.log_file) as lines:
+            with log_lines(path) as lines:
                 tracker = fold_lines(lines)
         except LogUnreadable as exc:
             print(f"kvtop: {exc}", file=sys.stderr)

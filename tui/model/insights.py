@@ -76,15 +76,14 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
         return found
     mfs = explanation.mem_fraction_static
     steps = {s.label: s for s in explanation.steps}
-    spent = dict(explanation.reserve_spent)
-    after_pool = spent.get("free after the KV pool")
+    after_pool = explanation.free_after_pool_gib
     if "reserve" in steps and after_pool is not None and mfs is not None:
         found.append(
             f"{after_pool:.2f} GiB free after the KV pool is SGLang's reserve: "
             f"{steps['reserve'].arithmetic} = {steps['reserve'].result}, kept for activations, "
             "CUDA graphs and anything loaded after the pool."
         )
-    still_free = spent.get("still free after startup")
+    still_free = explanation.free_after_startup_gib
     better = next(
         (w for w in explanation.what_ifs if mfs is not None and w.mem_fraction_static > mfs + 1e-9),
         None,

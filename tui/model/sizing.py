@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.model import formula
+from tui.model.memory import free_after_startup
 from tui.model.model_config import (
     CellSize,
     ModelConfigError,
@@ -58,6 +59,8 @@ class SizingExplanation:
     mem_fraction_static: float | None
     steps: tuple[Step, ...]
     reserve_spent: tuple[tuple[str, float], ...]  # where the reserve went, GiB
+    free_after_pool_gib: float | None
+    free_after_startup_gib: float | None
     what_ifs: tuple[formula.WhatIf, ...]
     reverse: tuple[Step, ...]  # mem_fraction_static needed for N tokens / requests
     draft_rule: formula.DraftBudgetRule | None
@@ -74,6 +77,12 @@ def sglang_version(startup: Startup, override: str | None = None) -> tuple[int, 
     if hint.high <= (0, 5, 13) or hint.low >= (0, 5, 14):
         return hint.high if hint.high <= (0, 5, 13) else hint.low
     return None
+
+
+def page_size(startup: Startup) -> int:
+    """SGLang's page size from server_args (1 when not logged)."""
+    args = startup.server_args
+    return args.page_size if args is not None and args.page_size else 1
 
 
 def mem_fraction_static(startup: Startup) -> float | None:
@@ -146,8 +155,9 @@ def choose_cell_size(
         and reference.target.kv_gib > 0
         and reference.target.kv_tokens
     ):
-        page = (args.page_size if args and args.page_size else 1) or 1
-        cell = cell_size_inferred(reference.target.kv_gib, reference.target.kv_tokens, page)
+        cell = cell_size_inferred(
+            reference.target.kv_gib, reference.target.kv_tokens, page_size(startup)
+        )
         where = f"no config.json for {model_path}" if model_path else "model path unknown"
         return CellSizeChoice(cell, f"{problem}{where}: inferred from the KV Cache line")
     return CellSizeChoice(None, f"{problem}no config.json and no KV Cache line to infer from")
@@ -161,7 +171,7 @@ def rank_sizing(rank: RankStartup, startup: Startup, cell: CellSize | None) -> R
     post = rank.post_load_free_gib
     if mfs is None or pre is None or post is None or cell is None or not usable(pre, cell.bytes):
         return None
-    page = (args.page_size if args and args.page_size else 1) or 1
+    page = page_size(startup)
     cap = args.max_total_tokens if args else None
     rest = formula.rest_gib(post, pre, mfs)
     return RankSizing(
@@ -236,7 +246,7 @@ def explain(
         return None
     args = startup.server_args
     mfs = mem_fraction_static(startup)
-    page = (args.page_size if args and args.page_size else 1) or 1
+    page = page_size(startup)
     cap = args.max_total_tokens if args else None
     ranks = startup.sorted_ranks()
     pres = [p for p in (pre_load_free(r) for r in ranks) if p is not None]
@@ -319,6 +329,7 @@ def explain(
                     "rounding explains: another limit applied (page size, --max-total-tokens, a "
                     "hybrid/SWA pool, or draft layers in the cell size from 0.5.14)."
                 )
+    last_free = None
     if rank.target.avail_after_pool_gib is not None:
         spent.append(("free after the KV pool", rank.target.avail_after_pool_gib))
         draft = rank.draft
@@ -330,9 +341,7 @@ def explain(
             spent.append(("target CUDA graphs", rank.target.graph_gib))
         if draft is not None and draft.graph_gib is not None:
             spent.append(("draft CUDA graphs", draft.graph_gib))
-        last_free = next(
-            (p.avail_gib for p in reversed(rank.phases) if p.avail_gib is not None), None
-        )
+        last_free, _ = free_after_startup(rank)
         if last_free is not None:
             itemised = sum(v for _, v in spent[1:])
             other = round(rank.target.avail_after_pool_gib - itemised - last_free, 2)
@@ -343,7 +352,7 @@ def explain(
     if host_step is not None:
         steps.append(host_step)
     draft_rule = formula.draft_budget_rule(version) if startup.speculative else None
-    headroom = spent[-1][1] if spent and spent[-1][0].startswith("still free") else None
+    headroom = last_free if rank.target.avail_after_pool_gib is not None else None
     if (
         pre is not None
         and post is not None
@@ -392,6 +401,8 @@ def explain(
         mem_fraction_static=mfs,
         steps=tuple(steps),
         reserve_spent=tuple(spent),
+        free_after_pool_gib=rank.target.avail_after_pool_gib,
+        free_after_startup_gib=headroom,
         what_ifs=tuple(what_ifs),
         reverse=tuple(reverse),
         draft_rule=draft_rule,
