@@ -27,6 +27,14 @@ import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))
 PY
 
+# The tests also use real systemd parts: journal files written by systemd-journal-remote and a
+# private systemd-journald (tests that need them skip, saying why, when they are absent).
+if [ "$extras" = test ]; then
+  [ -x /lib/systemd/systemd-journal-remote ] || missing+=(systemd-journal-remote)
+  [ -x /lib/systemd/systemd-journald ] || missing+=(systemd)
+  command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+fi
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "kvtop setup: installing ${missing[*]}" >&2
