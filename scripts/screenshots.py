@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tui.cli import DEMO_LOG
-from tui.report.build import build_report
+from tui.model.analysis import analyse
 from tui.report.text import print_report
 from tui.sglang.story import fold_lines
 
@@ -19,7 +19,7 @@ OUT = Path(__file__).resolve().parent.parent / "screenshots"
 
 def main() -> None:
     with resources.as_file(resources.files("tui.data") / DEMO_LOG) as path, path.open() as lines:
-        report = build_report(fold_lines(lines), "demo: " + DEMO_LOG)
+        report = analyse(fold_lines(lines), "demo: " + DEMO_LOG)
     console = Console(record=True, width=110, file=open("/dev/null", "w"))  # noqa: SIM115
     print_report(report, console)
     svg = OUT / "once-report-demo.svg"

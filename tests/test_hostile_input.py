@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from tui.report.build import build_report, to_json
+from tui.model.analysis import analyse
+from tui.report.json_report import to_json
 from tui.report.text import print_report
 from tui.sglang import events as ev
 from tui.sglang.log_line import MAX_LINE_CHARS, parse_line
@@ -39,7 +40,7 @@ def _check_event(result: object) -> None:
 def _report_everything(lines: Iterable[str | bytes], **options: object) -> dict[str, object]:
     """fold -> build -> strict JSON -> text render; returns the JSON dict."""
     tracker = fold_lines(lines)
-    report = build_report(tracker, "hostile.log", **options)  # type: ignore[arg-type]
+    report = analyse(tracker, "hostile.log", **options)  # type: ignore[arg-type]
     data = to_json(report)
     text = json.dumps(data, allow_nan=False)  # raises ValueError on NaN / Infinity
     assert json.loads(text)["schema"] == "kvtop/1"
@@ -559,7 +560,7 @@ def test_rich_markup_is_kept_literally() -> None:
     assert "[bold]boom[/] [red]x" in startup["failure"]
     tracker = fold_lines([*_story(), line])
     out = io.StringIO()
-    print_report(build_report(tracker, "[red]x[/]"), Console(file=out, width=200))
+    print_report(analyse(tracker, "[red]x[/]"), Console(file=out, width=200))
     text = out.getvalue()
     assert "[bold]boom[/] [red]x" in text
     assert "[red]x[/]" in text  # the source name is shown literally too

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import STORY_LOG
 
-from tui.report.build import build_report, to_json
+from tui.model.analysis import analyse
+from tui.report.json_report import to_json
 from tui.sglang.story import fold_lines
 
 KIMI_CONFIG = {
@@ -32,7 +33,7 @@ KIMI_CONFIG = {
 def story(**kwargs: object):  # type: ignore[no-untyped-def]
     with STORY_LOG.open(encoding="utf-8") as handle:
         tracker = fold_lines(handle)
-    return build_report(tracker, "story", **kwargs)  # type: ignore[arg-type]
+    return analyse(tracker, "story", **kwargs)  # type: ignore[arg-type]
 
 
 def hf_cache(tmp_path: Path) -> Path:

@@ -71,7 +71,8 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
 def run_once(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tui.report.build import build_report, to_json
+    from tui.model.analysis import analyse
+    from tui.report.json_report import to_json
     from tui.report.text import print_report
     from tui.sglang.story import fold_lines
     from tui.sources.log_text import LogUnreadable, log_lines
@@ -91,7 +92,7 @@ def run_once(args: argparse.Namespace) -> int:
         except LogUnreadable as exc:
             print(f"kvtop: {exc}", file=sys.stderr)
             return EXIT_UNREADABLE
-    report = build_report(
+    report = analyse(
         tracker,
         source,
         config_path=args.model_config,

@@ -1,4 +1,4 @@
-"""Render a OnceReport as plain text with Rich tables (log text is always shown literally)."""
+"""Render a Analysis as plain text with Rich tables (log text is always shown literally)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tui.model.analysis import Analysis
 from tui.model.sizing import SAFE_HEADROOM_GIB
-from tui.report.build import OnceReport
 from tui.sglang.startup import RankStartup
 
 
@@ -42,7 +42,7 @@ def _titled(title: str, table: Table) -> Group:
     return Group(Text(title, style="bold"), table)
 
 
-def _header(report: OnceReport) -> Text:
+def _header(report: Analysis) -> Text:
     startup = report.startup
     args = startup.server_args
     parts = [f"kvtop report · {report.source}", f"SGLang {startup.version.text()}", startup.state]
@@ -76,7 +76,7 @@ def _header(report: OnceReport) -> Text:
     return Text(line1 + "\n" + " · ".join(facts))
 
 
-def _summary(report: OnceReport) -> Text:
+def _summary(report: Analysis) -> Text:
     s = report.startup.summary
     if s is None:
         return Text("summary line: not in this log")
@@ -87,7 +87,7 @@ def _summary(report: OnceReport) -> Text:
     )
 
 
-def _memory_table(report: OnceReport) -> Group:
+def _memory_table(report: Analysis) -> Group:
     table = _table(
         "rank",
         "pre-load free",
@@ -119,7 +119,7 @@ def _memory_table(report: OnceReport) -> Group:
     return _titled("Memory per rank (GiB, from the log)", table)
 
 
-def _kv_pool(report: OnceReport) -> Text:
+def _kv_pool(report: Analysis) -> Text:
     ranks = [r for r in report.ranks if r.target.kv_tokens is not None]
     if not ranks:
         return Text("KV pool: no `KV Cache is allocated` line in this log")
@@ -157,7 +157,7 @@ def _phases(rank: RankStartup) -> Group:
     return _titled(f"Startup phases ({rank.rank or 'single GPU'})", table)
 
 
-def _formula(report: OnceReport) -> RenderableType:
+def _formula(report: Analysis) -> RenderableType:
     e = report.explanation
     if e is None:
         return Text("Formula: nothing to explain yet (no rank lines).")
@@ -212,7 +212,7 @@ def _formula(report: OnceReport) -> RenderableType:
     return Group(*spaced)
 
 
-def render(report: OnceReport) -> Group:
+def render(report: Analysis) -> Group:
     startup = report.startup
     parts: list[RenderableType] = [_header(report), Text(""), _summary(report)]
     if startup.failure is not None:
@@ -260,6 +260,6 @@ def render(report: OnceReport) -> Group:
     return Group(*parts)
 
 
-def print_report(report: OnceReport, console: Console | None = None) -> None:
+def print_report(report: Analysis, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False)
     console.print(render(report))

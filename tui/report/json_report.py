@@ -1,85 +1,12 @@
-"""Assemble everything the one-shot report shows from a parsed log, and its JSON form."""
+"""The JSON form of an analysed startup (schema kvtop/1)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
-from tui.model.insights import insights, next_step
-from tui.model.memory import MemoryBreakdown, memory_breakdown
-from tui.model.sizing import (
-    CellSizeChoice,
-    RankSizing,
-    SizingExplanation,
-    choose_cell_size,
-    explain,
-    mem_fraction_static,
-    rank_sizing,
-    sglang_version,
-)
-from tui.sglang.startup import ModelMemory, RankStartup, Startup, StartupTracker
+from tui.model.analysis import Analysis
+from tui.model.memory import MemoryBreakdown
+from tui.sglang.startup import ModelMemory, RankStartup
 
 SCHEMA = "kvtop/1"
-
-
-@dataclass(frozen=True, slots=True)
-class OnceReport:
-    source: str
-    lines_seen: int
-    startup: Startup
-    ranks: tuple[RankStartup, ...]
-    breakdowns: tuple[MemoryBreakdown, ...]
-    sizings: tuple[RankSizing, ...]
-    cell: CellSizeChoice
-    explanation: SizingExplanation | None
-    insights: tuple[str, ...]
-    next_step: str | None
-    version: tuple[int, ...] | None
-
-
-def build_report(
-    tracker: StartupTracker,
-    source: str,
-    *,
-    config_path: str | None = None,
-    version_override: str | None = None,
-    what_if_mfs: Sequence[float] = (),
-    request_len: int | None = None,
-) -> OnceReport:
-    startup = tracker.current
-    ranks = tuple(startup.sorted_ranks())
-    mfs = mem_fraction_static(startup)
-    cell = choose_cell_size(startup, config_path)
-    version = sglang_version(startup, version_override)
-    problem = None
-    try:
-        sizings = tuple(
-            s for s in (rank_sizing(r, startup, cell.cell) for r in ranks) if s is not None
-        )
-        explanation = explain(startup, cell, version, what_if_mfs, request_len)
-    except (ArithmeticError, ValueError) as exc:
-        # Numbers no real server logs (absurd sizes, overflowing products): say so, keep the rest.
-        sizings, explanation = (), None
-        problem = (
-            f"the sizing formula could not be replayed with this log's numbers ({exc}); "
-            "the memory table shows them as logged."
-        )
-    found = insights(startup, explanation)
-    if problem:
-        found.append(problem)
-    return OnceReport(
-        source=source,
-        lines_seen=tracker.lines_seen,
-        startup=startup,
-        ranks=ranks,
-        breakdowns=tuple(memory_breakdown(r, mfs) for r in ranks),
-        sizings=sizings,
-        cell=cell,
-        explanation=explanation,
-        insights=tuple(found),
-        next_step=next_step(startup.failure, startup) if startup.failure else None,
-        version=version,
-    )
 
 
 def _r(value: float | None, digits: int = 4) -> float | None:
@@ -150,7 +77,7 @@ def _rank_json(rank: RankStartup) -> dict[str, object]:
     }
 
 
-def to_json(report: OnceReport) -> dict[str, object]:
+def to_json(report: Analysis) -> dict[str, object]:
     startup = report.startup
     summary = startup.summary
     explanation = report.explanation

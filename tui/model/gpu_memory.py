@@ -1,0 +1,112 @@
+"""One GPU's memory picture: the log's itemised startup memory reconciled with an NVML reading."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tui.model.memory import MemoryBreakdown
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemory:
+    """GiB per segment of the stacked bar, left to right, summing to the card's total.
+
+    `baseline` is what was in use before SGLang loaded anything (CUDA context, NCCL, other
+    processes: total − pre-load free); `runtime` is NVML's used memory minus everything
+    itemised (activations, allocator cache, buffers). `reserve_starts_at_gib` is where SGLang's
+    reserve pre-load free × (1 − mem_fraction_static) begins on the bar.
+    """
+
+    total_gib: float
+    baseline_gib: float | None
+    weights_gib: float | None
+    kv_cache_gib: float | None
+    draft_weights_gib: float | None
+    draft_kv_gib: float | None
+    graphs_gib: float | None
+    runtime_gib: float | None
+    free_gib: float
+    reserve_gib: float | None
+    reserve_starts_at_gib: float | None
+
+    def segments(self) -> list[tuple[str, float]]:
+        """(name, GiB) in bar order, leaving out unknown segments."""
+        named = [
+            ("baseline", self.baseline_gib),
+            ("weights", self.weights_gib),
+            ("KV cache", self.kv_cache_gib),
+            ("draft weights", self.draft_weights_gib),
+            ("draft KV", self.draft_kv_gib),
+            ("CUDA graphs", self.graphs_gib),
+            ("runtime", self.runtime_gib),
+            ("free", self.free_gib),
+        ]
+        return [(name, value) for name, value in named if value is not None]
+
+
+def reconcile(total_gib: float, free_gib: float, log: MemoryBreakdown | None) -> GpuMemory:
+    """Join NVML's total/free with a rank's log breakdown (None: only used and free are known)."""
+    in_use = max(0.0, total_gib - free_gib)  # NVML v2 "used" excludes the driver reserve
+    if log is None:
+        return GpuMemory(
+            total_gib, None, None, None, None, None, None, in_use, free_gib, None, None
+        )
+    baseline = None
+    if log.pre_load_free_gib is not None:
+        baseline = max(0.0, round(total_gib - log.pre_load_free_gib, 4))
+    items = (
+        baseline,
+        log.weights_gib,
+        log.kv_cache_gib,
+        log.draft_weights_gib,
+        log.draft_kv_gib,
+        log.graphs_gib,
+    )
+    itemised = sum(v for v in items if v is not None)
+    runtime = round(in_use - itemised, 4)
+    reserve_start = None
+    if log.reserve_gib is not None:
+        reserve_start = round(total_gib - log.reserve_gib, 4)
+    return GpuMemory(
+        total_gib=total_gib,
+        baseline_gib=baseline,
+        weights_gib=log.weights_gib,
+        kv_cache_gib=log.kv_cache_gib,
+        draft_weights_gib=log.draft_weights_gib,
+        draft_kv_gib=log.draft_kv_gib,
+        graphs_gib=log.graphs_gib,
+        # Negative means the log itemises more than NVML sees in use (another start, rounding):
+        # shown as it is, never hidden.
+        runtime_gib=runtime,
+        free_gib=free_gib,
+        reserve_gib=log.reserve_gib,
+        reserve_starts_at_gib=reserve_start,
+    )
+
+
+def ranks_by_order(
+    gpu_indices: Sequence[int], ranks: Sequence[str], base_gpu_id: int = 0
+) -> dict[int, tuple[str, ...]]:
+    """Rank i on GPU base_gpu_id + i (SGLang's placement) when processes cannot tell."""
+    present = set(gpu_indices)
+    mapping: dict[int, tuple[str, ...]] = {}
+    for position, rank in enumerate(ranks):
+        gpu = base_gpu_id + position
+        if gpu in present:
+            mapping[gpu] = (*mapping.get(gpu, ()), rank)
+    return mapping
+
+
+def choose_rank_mapping(
+    gpu_indices: Sequence[int],
+    ranks: Sequence[str],
+    by_process: Mapping[int, tuple[str, ...]],
+    base_gpu_id: int = 0,
+) -> tuple[dict[int, tuple[str, ...]], str]:
+    """Process titles when they name ranks, else SGLang's order; with how it was decided."""
+    if any(by_process.values()):
+        return dict(by_process), "process"
+    if ranks:
+        return ranks_by_order(gpu_indices, ranks, base_gpu_id), "order"
+    return {}, "none"
