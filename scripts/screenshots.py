@@ -9,9 +9,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tui.cli import DEMO_LOG
 from tui.model.analysis import analyse
 from tui.report.text import print_report
+from tui.session import DEMO_LOG
 from tui.sglang.story import fold_lines
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"

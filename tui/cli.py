@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Sequence
-from contextlib import ExitStack
-from importlib import resources
 
 from tui import __version__
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
-DEMO_LOG = "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 MAX_REQUEST_LEN = 100_000_000  # far beyond any model's context; keeps the arithmetic finite
 
 
@@ -34,6 +32,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--demo",
         action="store_true",
         help="use the embedded sample: an 8-GPU Kimi-K2.5 TP8 EAGLE-3 startup (SGLang 0.5.8)",
+    )
+    parser.add_argument(
+        "--unit", metavar="NAME", help="read the systemd unit's latest start from the journal"
+    )
+    parser.add_argument(
+        "--journal-dir", metavar="DIR", help="with --unit: journal files in DIR, not the system's"
+    )
+    parser.add_argument(
+        "--url",
+        metavar="URL",
+        help="SGLang server for /metrics and /server_info (default: from the log, else "
+        "http://127.0.0.1:30000)",
+    )
+    parser.add_argument(
+        "--api-key-file",
+        metavar="PATH",
+        help="file holding the server's --api-key (default: $SGLANG_API_KEY)",
+    )
+    parser.add_argument("--no-gpus", action="store_true", help="do not read GPUs through NVML")
+    parser.add_argument(
+        "--no-metrics", action="store_true", help="do not contact the SGLang server over HTTP"
     )
     parser.add_argument(
         "--model-config",
@@ -71,42 +90,52 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
 def run_once(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tui.model.analysis import analyse
-    from tui.report.json_report import to_json
-    from tui.report.text import print_report
-    from tui.sglang.story import fold_lines
-    from tui.sources.log_text import LogUnreadable, log_lines
+    from tui.report.json_report import snapshot_json
+    from tui.report.text import print_snapshot
+    from tui.session import Options, Session, api_key_from
+    from tui.sources.log_text import LogUnreadable
+    from tui.sources.metrics import ApiKeyError
 
-    with ExitStack() as stack:
-        if args.demo:
-            path = str(
-                stack.enter_context(resources.as_file(resources.files("tui.data") / DEMO_LOG))
-            )
-            source = "demo: " + DEMO_LOG
-        else:
-            path = args.log_file
-            source = "stdin" if path == "-" else path
-        try:
-            with log_lines(path) as lines:
-                tracker = fold_lines(lines)
-        except LogUnreadable as exc:
-            print(f"kvtop: {exc}", file=sys.stderr)
-            return EXIT_UNREADABLE
-    report = analyse(
-        tracker,
-        source,
-        config_path=args.model_config,
-        version_override=args.sglang_version,
-        what_if_mfs=args.what_if,
+    try:
+        api_key = api_key_from(args.api_key_file)
+    except ApiKeyError as exc:
+        print(f"kvtop: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    options = Options(
+        log_file=args.log_file,
+        unit=args.unit,
+        journal_dir=args.journal_dir,
+        url=args.url,
+        api_key=api_key,
+        demo=args.demo,
+        # The demo is self-contained: this machine's GPUs and servers are not part of it.
+        nvml=not (args.no_gpus or args.demo),
+        metrics=not (args.no_metrics or args.demo),
+        model_config=args.model_config,
+        sglang_version=args.sglang_version,
+        what_if=tuple(args.what_if),
         request_len=args.request_len,
     )
+    session = Session(options)
+
+    async def collect():  # type: ignore[no-untyped-def]
+        try:
+            return await session.collect_once()
+        finally:
+            await session.close()
+
+    try:
+        snapshot = asyncio.run(collect())
+    except LogUnreadable as exc:
+        print(f"kvtop: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
     if args.json:
-        json.dump(to_json(report), sys.stdout, indent=2, ensure_ascii=False)
+        json.dump(snapshot_json(snapshot), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
         try:
-            print_report(report, console)
+            print_snapshot(snapshot, console)
         except SystemExit:  # Rich's answer to a closed pipe (`kvtop --once ... | head`)
             return EXIT_OK
     return EXIT_OK
@@ -118,8 +147,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return int(exc.code or 0)
-    if args.log_file and args.demo:
-        return _usage_error(parser, "give either --log-file or --demo, not both")
     if args.json and not args.once:
         return _usage_error(parser, "--json goes with --once")
     if args.what_if and any(not 0 < v < 1 for v in args.what_if):
@@ -136,8 +163,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "the live view is not built yet; run `kvtop --once --log-file PATH` "
             "(or `kvtop --once --demo`) for the report",
         )
-    if not args.log_file and not args.demo:
-        return _usage_error(parser, "--once needs --log-file PATH ('-' for stdin) or --demo")
+    if args.journal_dir and not args.unit:
+        return _usage_error(parser, "--journal-dir goes with --unit NAME")
+    if sum(bool(x) for x in (args.log_file, args.unit, args.demo)) > 1:
+        return _usage_error(parser, "give one of --log-file, --unit or --demo")
+    if not (args.log_file or args.demo or args.unit or args.url):
+        return _usage_error(
+            parser,
+            "--once needs --log-file PATH ('-' for stdin), --unit NAME, --url URL or --demo",
+        )
     try:
         return run_once(args)
     except BrokenPipeError:  # `kvtop --once ... | head`

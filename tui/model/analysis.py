@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tui.model.insights import insights, next_step
 from tui.model.memory import MemoryBreakdown, memory_breakdown
@@ -17,6 +17,7 @@ from tui.model.sizing import (
     rank_sizing,
     sglang_version,
 )
+from tui.sglang.server_args import ServerArgs
 from tui.sglang.startup import RankStartup, Startup, StartupTracker
 
 
@@ -43,8 +44,13 @@ def analyse(
     version_override: str | None = None,
     what_if_mfs: Sequence[float] = (),
     request_len: int | None = None,
+    server_args_fallback: ServerArgs | None = None,
 ) -> Analysis:
+    """Everything the report shows; `server_args_fallback` (from /server_info) fills a log
+    that has no `server_args=` line."""
     startup = tracker.current
+    if startup.server_args is None and server_args_fallback is not None:
+        startup = replace(startup, server_args=server_args_fallback)
     ranks = tuple(startup.sorted_ranks())
     mfs = mem_fraction_static(startup)
     cell = choose_cell_size(startup, config_path)

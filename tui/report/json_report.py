@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tui.model.analysis import Analysis
+from tui.model.deployment import GpuView, Snapshot
 from tui.model.memory import MemoryBreakdown
 from tui.sglang.startup import ModelMemory, RankStartup
 
@@ -201,3 +202,65 @@ def to_json(report: Analysis) -> dict[str, object]:
         "runtime": {"latest_batch": latest},
         "insights": list(report.insights),
     }
+
+
+def _gpu_json(view: GpuView) -> dict[str, object]:
+    sample, memory = view.sample, view.memory
+    return {
+        "index": sample.index,
+        "name": sample.name,
+        "uuid": sample.uuid,
+        "pci_bus_id": sample.pci_bus_id,
+        "status": sample.status,
+        "total_gib": _r(sample.total_gib),
+        "used_gib": _r(sample.used_gib),
+        "free_gib": _r(sample.free_gib),
+        "reserved_gib": _r(sample.reserved_gib),
+        "utilization_pct": sample.utilization_pct,
+        "memory_utilization_pct": sample.memory_utilization_pct,
+        "temperature_c": sample.temperature_c,
+        "power_w": _r(sample.power_w, 1),
+        "power_limit_w": _r(sample.power_limit_w, 1),
+        "field_errors": dict(sample.field_errors),
+        "ranks": list(view.ranks),
+        "processes": [
+            {"pid": p.pid, "used_gib": _r(p.used_gib), "rank": p.rank} for p in view.processes
+        ],
+        "breakdown": {
+            "total_gib": _r(memory.total_gib),
+            "baseline_gib": _r(memory.baseline_gib),
+            "weights_gib": memory.weights_gib,
+            "kv_cache_gib": memory.kv_cache_gib,
+            "draft_weights_gib": memory.draft_weights_gib,
+            "draft_kv_gib": memory.draft_kv_gib,
+            "graphs_gib": memory.graphs_gib,
+            "runtime_gib": _r(memory.runtime_gib),
+            "free_gib": _r(memory.free_gib),
+            "reserve_gib": _r(memory.reserve_gib),
+            "reserve_starts_at_gib": _r(memory.reserve_starts_at_gib),
+        },
+    }
+
+
+def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
+    """The startup report plus the live parts: GPUs, metrics, host memory, source health."""
+    data = to_json(snapshot.analysis)
+    metrics = snapshot.metrics
+    data["gpus"] = [_gpu_json(g) for g in snapshot.gpus]
+    data["rank_mapping"] = snapshot.rank_mapping
+    data["metrics"] = None if metrics is None else {k: _r(v, 6) for k, v in metrics.values.items()}
+    data["host"] = (
+        None
+        if snapshot.host is None
+        else {
+            "total_gb": snapshot.host.total_gb,
+            "used_gb": snapshot.host.used_gb,
+            "available_gb": snapshot.host.available_gb,
+            "host_kv_total_gb": snapshot.host_kv_total_gb,
+        }
+    )
+    data["sources"] = [
+        {"name": s.name, "state": s.state, "detail": s.detail} for s in snapshot.sources
+    ]
+    data["notes"] = list(snapshot.notes)
+    return data

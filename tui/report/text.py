@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tui.model.analysis import Analysis
+from tui.model.deployment import Snapshot
 from tui.model.sizing import SAFE_HEADROOM_GIB
 from tui.sglang.startup import RankStartup
 
@@ -263,3 +264,102 @@ def render(report: Analysis) -> Group:
 def print_report(report: Analysis, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False)
     console.print(render(report))
+
+
+def _sources_line(snapshot: Snapshot) -> Text:
+    marks = {"ok": "●", "degraded": "◐", "off": "○"}
+    text = Text("sources: ")
+    for source in snapshot.sources:
+        text.append(f"{source.name} {marks.get(source.state, '?')} {source.state}  ")
+    for source in snapshot.sources:
+        if source.detail:
+            text.append(f"\n  {source.name}: {source.detail}")
+    return text
+
+
+def _gpu_table(snapshot: Snapshot) -> Group:
+    table = _table(
+        "GPU",
+        "rank",
+        "name",
+        "total",
+        "baseline",
+        "weights",
+        "KV",
+        "draft",
+        "graphs",
+        "runtime",
+        "free",
+        "reserve",
+        "util %",
+        "temp C",
+        "power W",
+    )
+    for view in snapshot.gpus:
+        s, m = view.sample, view.memory
+        draft = None
+        if m.draft_weights_gib is not None or m.draft_kv_gib is not None:
+            draft = (m.draft_weights_gib or 0.0) + (m.draft_kv_gib or 0.0)
+        table.add_row(
+            str(s.index),
+            Text(" ".join(view.ranks) or "—"),
+            Text(s.name if s.status == "ok" else f"{s.name} ({s.status})"),
+            _g(m.total_gib),
+            _g(m.baseline_gib),
+            _g(m.weights_gib),
+            _g(m.kv_cache_gib),
+            _g(draft),
+            _g(m.graphs_gib),
+            _g(m.runtime_gib),
+            _g(m.free_gib),
+            _g(m.reserve_gib),
+            _i(s.utilization_pct),
+            _i(s.temperature_c),
+            _g(s.power_w, 0),
+        )
+    title = f"GPUs (GiB; NVML joined with the log, ranks by {snapshot.rank_mapping})"
+    return _titled(title, table)
+
+
+def _metrics_line(snapshot: Snapshot) -> Text | None:
+    m = snapshot.metrics
+    if m is None:
+        return None
+    parts = [
+        f"KV {_i(m.used_tokens)} / {_i(m.max_total_num_tokens)} tokens"
+        + (f" ({m.token_usage:.0%})" if m.token_usage is not None else ""),
+        f"{_i(m.running_requests)} running",
+        f"{_i(m.queued_requests)} queued",
+        f"{_g(m.gen_throughput, 1)} tok/s",
+    ]
+    if m.cache_hit_rate is not None:
+        parts.append(f"hit {m.cache_hit_rate:.0%}")
+    if m.spec_accept_length is not None:
+        parts.append(f"accept len {m.spec_accept_length:.2f}")
+    return Text("metrics: " + " · ".join(parts))
+
+
+def render_snapshot(snapshot: Snapshot) -> Group:
+    parts: list[RenderableType] = [_sources_line(snapshot)]
+    line = _metrics_line(snapshot)
+    if line is not None:
+        parts.append(line)
+    if snapshot.gpus:
+        parts += [Text(""), _gpu_table(snapshot)]
+    for note in snapshot.notes:
+        parts.append(Text(f"note: {note}"))
+    if snapshot.host is not None and snapshot.host_kv_total_gb is not None:
+        host = snapshot.host
+        parts.append(
+            Text(
+                f"host RAM: {host.used_gb:,.1f} / {host.total_gb:,.1f} GB used, "
+                f"hierarchical KV pools {snapshot.host_kv_total_gb:,.2f} GB (from the log)"
+            )
+        )
+    parts += [Text(""), render(snapshot.analysis)]
+    return Group(*parts)
+
+
+def print_snapshot(snapshot: Snapshot, console: Console | None = None) -> None:
+    console = console or Console(highlight=False, soft_wrap=False)
+    console.print(render_snapshot(snapshot))

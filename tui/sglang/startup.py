@@ -203,9 +203,11 @@ class StartupTracker:
         self.current = Startup()
         self.previous: Startup | None = None
         self.lines_seen = 0
+        self.changes = 0  # bumped by every event: lets a live view re-analyse only on change
 
     # -- entry point ----------------------------------------------------------------------------
     def feed(self, event: ev.Event) -> None:
+        self.changes += 1
         startup = self.current
         stamp = event.prefix.timestamp
         if isinstance(event, ev.ServerArgsLogged):

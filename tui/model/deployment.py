@@ -1,0 +1,127 @@
+"""One immutable Snapshot per refresh: GPUs, ranks, startup analysis, metrics and source health."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tui.model.analysis import Analysis
+from tui.model.gpu_memory import GpuMemory, choose_rank_mapping, reconcile
+from tui.model.memory import MemoryBreakdown
+from tui.sglang.metrics import MetricsSample, ServerInfo
+from tui.sources.nvml import GpuSample, NvmlReading
+
+OK, DEGRADED, OFF = "ok", "degraded", "off"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceHealth:
+    """One input's state: ok, degraded (with the reason) or off (with the reason)."""
+
+    name: str
+    state: str
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcessView:
+    pid: int
+    used_gib: float | None
+    rank: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    sample: GpuSample
+    ranks: tuple[str, ...]
+    memory: GpuMemory
+    processes: tuple[GpuProcessView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostMemory:
+    """Host RAM in decimal GB, the unit of SGLang's hierarchical-cache lines."""
+
+    total_gb: float
+    used_gb: float
+    available_gb: float
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    taken_at: float
+    analysis: Analysis
+    gpus: tuple[GpuView, ...]
+    rank_mapping: str  # "process", "order" or "none"
+    metrics: MetricsSample | None
+    server_info: ServerInfo | None
+    host: HostMemory | None
+    sources: tuple[SourceHealth, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def host_kv_total_gb(self) -> float | None:
+        sizes = [r.host_kv_gb for r in self.analysis.ranks if r.host_kv_gb is not None]
+        return round(sum(sizes), 2) if sizes else None
+
+
+def build_snapshot(
+    analysis: Analysis,
+    *,
+    taken_at: float,
+    nvml: NvmlReading | None,
+    process_ranks: Mapping[int, str | None],
+    pids_visible: bool,
+    metrics: MetricsSample | None,
+    server_info: ServerInfo | None,
+    host: HostMemory | None,
+    sources: tuple[SourceHealth, ...],
+) -> Snapshot:
+    """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title."""
+    samples = nvml.gpus if nvml is not None else ()
+    by_process: dict[int, tuple[str, ...]] = {}
+    for sample in samples:
+        named = sorted({r for p in sample.processes if (r := process_ranks.get(p.pid))})
+        if named:
+            by_process[sample.index] = tuple(named)
+    args = analysis.startup.server_args
+    base = args.base_gpu_id if args is not None and args.base_gpu_id is not None else 0
+    mapping, how = choose_rank_mapping(
+        [s.index for s in samples], [r.rank for r in analysis.ranks], by_process, base
+    )
+    breakdowns: dict[str, MemoryBreakdown] = {b.rank: b for b in analysis.breakdowns}
+    gpus: list[GpuView] = []
+    for sample in samples:
+        ranks = mapping.get(sample.index, ())
+        log = breakdowns.get(ranks[0]) if len(ranks) == 1 else None
+        gpus.append(
+            GpuView(
+                sample=sample,
+                ranks=ranks,
+                memory=reconcile(sample.total_gib, sample.free_gib, log),
+                processes=tuple(
+                    GpuProcessView(p.pid, p.used_gib, process_ranks.get(p.pid))
+                    for p in sample.processes
+                ),
+            )
+        )
+    notes: list[str] = []
+    if samples and analysis.ranks and how == "order":
+        reason = (
+            "the SGLang processes are not visible here (a container without the host PID "
+            "namespace?)"
+            if not pids_visible
+            else "no GPU process carries an SGLang scheduler title"
+        )
+        notes.append(f"ranks mapped to GPUs by order from GPU {base}: {reason}.")
+    return Snapshot(
+        taken_at=taken_at,
+        analysis=analysis,
+        gpus=tuple(gpus),
+        rank_mapping=how,
+        metrics=metrics,
+        server_info=server_info,
+        host=host,
+        sources=sources,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,324 @@
+"""Run the sources side by side and turn what they deliver into Snapshots (once, or every refresh)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+
+import psutil
+
+from tui.model.analysis import Analysis, analyse
+from tui.model.deployment import (
+    DEGRADED,
+    OFF,
+    OK,
+    HostMemory,
+    Snapshot,
+    SourceHealth,
+    build_snapshot,
+)
+from tui.sglang.log_line import parse_line
+from tui.sglang.metrics import MetricsSample, ServerInfo
+from tui.sglang.startup import StartupTracker
+from tui.sglang.story import fold_lines
+from tui.sources.gpu_processes import pids_visible, rank_of_pid
+from tui.sources.log_follow import LogFollower
+from tui.sources.log_text import LogUnreadable, log_lines
+from tui.sources.metrics import MetricsSource
+from tui.sources.nvml import NvmlReading, NvmlSource
+
+DEFAULT_URL = "http://127.0.0.1:30000"
+DEMO_LOG = "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    log_file: str | None = None
+    unit: str | None = None
+    journal_dir: str | None = None
+    url: str | None = None
+    api_key: str | None = None
+    demo: bool = False
+    nvml: bool = True
+    metrics: bool = True
+    interval_s: float = 1.0
+    process_interval_s: float = 2.0
+    model_config: str | None = None
+    sglang_version: str | None = None
+    what_if: tuple[float, ...] = ()
+    request_len: int | None = None
+
+    @property
+    def source_name(self) -> str:
+        if self.demo:
+            return "demo: " + DEMO_LOG
+        if self.unit:
+            where = f" in {self.journal_dir}" if self.journal_dir else ""
+            return f"journal: {self.unit}{where}"
+        if self.log_file == "-":
+            return "stdin"
+        return self.log_file or "no log"
+
+
+def server_url(explicit: str | None, tracker: StartupTracker) -> str:
+    """--url, else host and port from the logged server_args, else SGLang's default."""
+    if explicit:
+        return explicit
+    args = tracker.current.server_args
+    if args is not None and args.port:
+        host = args.host or "127.0.0.1"
+        if host in ("0.0.0.0", "::", "[::]"):  # listening everywhere: reach it on loopback
+            host = "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{args.port}"
+    return DEFAULT_URL
+
+
+def host_memory() -> HostMemory:
+    mem = psutil.virtual_memory()
+    return HostMemory(
+        total_gb=round(mem.total / 1e9, 2),
+        used_gb=round((mem.total - mem.available) / 1e9, 2),
+        available_gb=round(mem.available / 1e9, 2),
+    )
+
+
+def _nvml_health(reading: NvmlReading | None) -> SourceHealth:
+    if reading is None:
+        return SourceHealth("nvml", OFF, "GPU readings are off (--no-gpus, or the demo).")
+    if not reading.available:
+        return SourceHealth("nvml", OFF, reading.problem)
+    if reading.stale or reading.problem or any(g.status != "ok" for g in reading.gpus):
+        return SourceHealth("nvml", DEGRADED, reading.problem or "a GPU is not answering.")
+    return SourceHealth("nvml", OK)
+
+
+def _process_ranks(
+    reading: NvmlReading | None, cache: dict[int, str | None]
+) -> dict[int, str | None]:
+    """pid -> rank from each GPU process's title (cached: a pid's title does not change)."""
+    if reading is None:
+        return {}
+    pids = {p.pid for g in reading.gpus for p in g.processes}
+    for pid in pids - cache.keys():
+        cache[pid] = rank_of_pid(pid)
+    return {pid: cache[pid] for pid in pids}
+
+
+@dataclass
+class Session:
+    """Owns the sources and the startup tracker; `collect_once()` or `snapshots()` for a live view."""
+
+    options: Options
+    tracker: StartupTracker = field(default_factory=StartupTracker)
+    nvml: NvmlSource | None = None
+    metrics_source: MetricsSource | None = None
+    log_health: SourceHealth = field(
+        default_factory=lambda: SourceHealth("log", OFF, "no log given.")
+    )
+    metrics_health: SourceHealth = field(
+        default_factory=lambda: SourceHealth("metrics", OFF, "not read yet.")
+    )
+    latest_metrics: MetricsSample | None = None
+    latest_info: ServerInfo | None = None
+    latest_nvml: NvmlReading | None = None
+    _rank_cache: dict[int, str | None] = field(default_factory=dict)
+    _analysis: Analysis | None = None
+    _analysed_at: tuple[int, int] = (-1, -1)
+
+    def __post_init__(self) -> None:
+        if self.options.nvml:
+            self.nvml = NvmlSource(process_interval_s=self.options.process_interval_s)
+
+    # -- log ------------------------------------------------------------------------------------
+    def _read_whole_log(self) -> None:
+        opts = self.options
+        if opts.demo:
+            with resources.as_file(resources.files("tui.data") / DEMO_LOG) as path:
+                self._fold_file(str(path))
+        elif opts.log_file:
+            self._fold_file(opts.log_file)
+
+    def _fold_file(self, path: str) -> None:
+        try:
+            with log_lines(path) as lines:
+                fold_lines(lines, self.tracker)
+        except LogUnreadable as exc:
+            self.log_health = SourceHealth("log", OFF, str(exc))
+            raise
+        self.log_health = SourceHealth("log", OK)
+
+    # -- metrics --------------------------------------------------------------------------------
+    def _metrics(self) -> MetricsSource:
+        url = server_url(self.options.url, self.tracker)
+        if self.metrics_source is None or self.metrics_source.url != url.rstrip("/"):
+            old = self.metrics_source
+            if old is not None:
+                asyncio.get_running_loop().create_task(old.aclose())
+            self.metrics_source = MetricsSource(url, api_key=self.options.api_key)
+            self.latest_info = None
+        return self.metrics_source
+
+    async def _scrape(self) -> None:
+        source = self._metrics()
+        reading = await source.scrape()
+        self.latest_metrics = reading.sample if reading.sample is not None else self.latest_metrics
+        if reading.status == OK:
+            self.metrics_health = SourceHealth("metrics", OK)
+        else:
+            self.metrics_health = SourceHealth("metrics", reading.status, reading.problem)
+        # server_info once per server start: when missing, or when the log shows a new start.
+        if reading.status == OK and self.latest_info is None:
+            info = await source.server_info()
+            self.latest_info = info.info
+
+    # -- snapshot -------------------------------------------------------------------------------
+    def analysis(self) -> Analysis:
+        """Re-analysed only when the log or /server_info changed (config.json is read then)."""
+        key = (self.tracker.changes, id(self.latest_info))
+        if self._analysis is None or key != self._analysed_at:
+            opts = self.options
+            fallback = self.latest_info.server_args if self.latest_info else None
+            self._analysis = analyse(
+                self.tracker,
+                opts.source_name,
+                config_path=opts.model_config,
+                version_override=opts.sglang_version,
+                what_if_mfs=opts.what_if,
+                request_len=opts.request_len,
+                server_args_fallback=fallback,
+            )
+            self._analysed_at = key
+        return self._analysis
+
+    def snapshot(self) -> Snapshot:
+        reading = self.latest_nvml
+        ranks = _process_ranks(reading, self._rank_cache)
+        visible = pids_visible(ranks) if ranks else True
+        sources = [self.log_health, _nvml_health(reading if self.options.nvml else None)]
+        if self.options.metrics:
+            sources.append(self.metrics_health)
+        return build_snapshot(
+            self.analysis(),
+            taken_at=time.time(),
+            nvml=reading,
+            process_ranks=ranks,
+            pids_visible=visible,
+            metrics=self.latest_metrics,
+            server_info=self.latest_info,
+            host=None if self.options.demo else host_memory(),
+            sources=tuple(sources),
+        )
+
+    async def collect_once(self) -> Snapshot:
+        """Read the whole log, one NVML poll and one scrape (concurrently), and join them."""
+        await asyncio.to_thread(self._read_whole_log)
+        if self.options.unit:
+            await self._read_journal_once()
+        jobs = []
+        if self.nvml is not None:
+            jobs.append(self._poll_nvml())
+        if self.options.metrics:
+            jobs.append(self._scrape())
+        await asyncio.gather(*jobs)
+        return self.snapshot()
+
+    async def _poll_nvml(self) -> None:
+        assert self.nvml is not None
+        self.latest_nvml = await self.nvml.poll_async()
+
+    async def _read_journal_once(self) -> None:
+        from tui.sources.journal import JournalSource  # imports systemd only when asked for
+
+        source = JournalSource(self.options.unit or "", directory=self.options.journal_dir)
+        lines = [line.text async for line in source.read_latest()]
+        fold_lines(lines, self.tracker)
+        self.log_health = SourceHealth(
+            "journal", DEGRADED if source.status else OK, source.status or None
+        )
+
+    # -- live -------------------------------------------------------------------------------------
+    async def snapshots(self) -> AsyncIterator[Snapshot]:
+        """A Snapshot every interval; each source runs in its own task at its own pace."""
+        tasks = [asyncio.create_task(self._follow_log())]
+        if self.nvml is not None:
+            tasks.append(asyncio.create_task(self._every(self.options.interval_s, self._poll_nvml)))
+        if self.options.metrics:
+            tasks.append(asyncio.create_task(self._metrics_loop()))
+        try:
+            while True:
+                yield self.snapshot()
+                await asyncio.sleep(self.options.interval_s)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await self.close()
+
+    @staticmethod
+    async def _every(interval_s: float, job: Callable[[], object]) -> None:
+        # Re-armed after each poll finishes: polls never overlap, a slow one stretches its period.
+        while True:
+            await job()  # type: ignore[misc]
+            await asyncio.sleep(interval_s)
+
+    async def _metrics_loop(self) -> None:
+        while True:
+            await self._scrape()
+            assert self.metrics_source is not None
+            await asyncio.sleep(self.metrics_source.next_delay_s())
+
+    async def _follow_log(self) -> None:
+        opts = self.options
+        if opts.demo:
+            await asyncio.to_thread(self._read_whole_log)
+            return
+        if opts.unit:
+            from tui.sources.journal import JournalSource
+
+            journal = JournalSource(opts.unit, directory=opts.journal_dir)
+            self.log_health = SourceHealth("journal", OK)
+            async for line in journal.lines():
+                self._feed([line.text])
+                self.log_health = SourceHealth(
+                    "journal", DEGRADED if journal.status else OK, journal.status
+                )
+            return
+        if not opts.log_file:
+            return
+        follower = LogFollower(opts.log_file)
+        self.log_health = SourceHealth("log", OK)
+        async for line in follower.lines():
+            self._feed([line])
+            status = follower.status
+            self.log_health = SourceHealth("log", DEGRADED if status else OK, status)
+        if follower.status:
+            self.log_health = SourceHealth("log", DEGRADED, follower.status)
+
+    def _feed(self, lines: Iterable[str]) -> None:
+        for text in lines:
+            event = parse_line(text)
+            if event is not None:
+                self.tracker.feed(event)
+        self.tracker.lines_seen += 1
+
+    async def close(self) -> None:
+        if self.metrics_source is not None:
+            await self.metrics_source.aclose()
+        if self.nvml is not None:
+            self.nvml.close()
+
+
+def api_key_from(path: str | None) -> str | None:
+    """--api-key-file, else SGLANG_API_KEY (see sources.metrics.load_api_key)."""
+    from tui.sources.metrics import load_api_key
+
+    return load_api_key(path, os.environ)

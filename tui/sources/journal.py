@@ -1,0 +1,563 @@
+"""Read a systemd unit's log from the journal: its latest run first, then new lines as they come."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
+
+# Entries per call into the reader thread: big enough to amortise the hop, small enough that a
+# run of a hundred thousand lines reaches the caller in steps rather than all at the end.
+BATCH_ENTRIES = 2000
+# Permission problems and a missing journalctl are fixed by a person: retry slowly.
+RETRY_S = 2.0
+# With a reliable inotify descriptor this is only a safety net; without one it is the poll period.
+SAFETY_POLL_S = 5.0
+UNRELIABLE_POLL_S = 0.5
+MAX_SIMILAR_UNITS = 8
+# journalctl -o json prints one entry per line; a traceback in one MESSAGE can be long.
+JSON_LINE_LIMIT = 64 << 20
+DEFAULT_JOURNAL_DIRS = ("/var/log/journal", "/run/log/journal")
+_UNIT_SUFFIXES = frozenset(
+    [
+        "service",
+        "socket",
+        "device",
+        "mount",
+        "automount",
+        "swap",
+        "target",
+        "path",
+        "timer",
+        "slice",
+        "scope",
+    ]
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_T = TypeVar("_T")
+
+
+def normalize_unit(name: str) -> str:
+    """ "sglang-kimi" -> "sglang-kimi.service"; a name with a unit suffix (".scope") is kept."""
+    name = name.strip()
+    _, dot, suffix = name.rpartition(".")
+    if dot and suffix in _UNIT_SUFFIXES:
+        return name
+    return name + ".service"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalLine:
+    """One journal entry of the unit: its MESSAGE as text, plus where and when it was logged."""
+
+    text: str
+    realtime: datetime | None
+    invocation_id: str | None
+    cursor: str | None
+
+
+def permission_sentence(unit: str) -> str:
+    return (
+        f"cannot read the journal for {unit}: permission denied. Add your user to the "
+        "systemd-journal group (sudo usermod -aG systemd-journal $USER, then log in again), "
+        "or run kvtop with sudo."
+    )
+
+
+def missing_sentence(unit: str, known_units: Iterable[str]) -> str:
+    similar = similar_units(unit, known_units)
+    return (
+        f"no journal entries for {unit}. Units with a similar name: "
+        f"{', '.join(similar) if similar else 'none'}"
+    )
+
+
+def similar_units(unit: str, known_units: Iterable[str]) -> list[str]:
+    """Units sharing a word (3+ letters) with UNIT, case-insensitive: "sglang-kim" finds sglang-*."""
+    stem = unit.lower().rpartition(".")[0] or unit.lower()
+    words = [w for w in re.split(r"[^a-z0-9]+", stem) if len(w) >= 3]
+    found = {
+        name
+        for name in known_units
+        if isinstance(name, str) and name != unit and any(w in name.lower() for w in words)
+    }
+    return sorted(found)[:MAX_SIMILAR_UNITS]
+
+
+def unreadable_journal_files(directory: str | None) -> bool:
+    """True when some journal file (or a journal folder) exists that this user may not read.
+
+    A reader opened without the rights does not fail: it silently sees only the files it may
+    read (a user's own journal), so "no entries" has to be told apart from "not allowed".
+    """
+    roots = [directory] if directory else list(DEFAULT_JOURNAL_DIRS)
+    stack = [(root, 0) for root in roots]
+    while stack:
+        path, depth = stack.pop()
+        try:
+            entries = list(os.scandir(path))
+        except FileNotFoundError:
+            continue
+        except PermissionError:
+            return True
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith((".journal", ".journal~")):
+                if not os.access(entry.path, os.R_OK):
+                    return True
+            elif depth < 1 and entry.is_dir(follow_symlinks=False):
+                stack.append((entry.path, depth + 1))  # the machine-id folder
+    return False
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, list):  # a field logged twice: the first one is the one that was meant
+        value = value[0] if value else None
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _message(value: Any) -> str:
+    # journalctl -o json writes a MESSAGE that is not valid UTF-8 as a list of byte values.
+    if isinstance(value, list) and value and all(isinstance(b, int) for b in value):
+        value = bytes(value)
+    elif isinstance(value, list):
+        value = value[0] if value else ""
+        if isinstance(value, list):
+            value = bytes(value)
+    return _text(value) or ""
+
+
+def _realtime(value: Any) -> datetime | None:
+    try:
+        return _EPOCH + timedelta(microseconds=int(value))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _line(entry: dict[str, Any]) -> JournalLine:
+    return JournalLine(
+        text=_message(entry.get("MESSAGE")),
+        realtime=_realtime(entry.get("__REALTIME_TIMESTAMP")),
+        invocation_id=_text(entry.get("_SYSTEMD_INVOCATION_ID")),
+        cursor=_text(entry.get("__CURSOR")),
+    )
+
+
+def _keep(value: Any) -> Any:
+    return value
+
+
+# Raw values: MESSAGE is decoded here with replacement (the module's default would hand back
+# bytes on bad UTF-8), and the timestamp stays in µs so both back-ends share one conversion.
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "MESSAGE": _keep,
+    "__REALTIME_TIMESTAMP": _keep,
+    "__MONOTONIC_TIMESTAMP": _keep,
+    "_BOOT_ID": _keep,
+}
+
+
+def _choose_backend(backend: str) -> tuple[str, str | None]:
+    if backend not in ("auto", "python", "journalctl"):
+        raise ValueError(f"unknown journal backend {backend!r}: use auto, python or journalctl")
+    if backend == "journalctl":
+        return "journalctl", "journalctl was asked for"
+    try:
+        import systemd.journal  # noqa: F401
+    except ImportError as exc:
+        if backend == "python":
+            raise ValueError(
+                f"the systemd Python module cannot be imported ({exc}). Install it with "
+                "`pip install systemd-python` (needs libsystemd-dev to build), or use the "
+                "journalctl back-end."
+            ) from None
+        return "journalctl", f"the systemd Python module cannot be imported ({exc})"
+    return "python", None
+
+
+class JournalSource:
+    """`async for line in JournalSource("sglang-kimi").lines():` the unit's latest run, then live.
+
+    The latest run (invocation) is found from the end of the journal, so a unit with years of
+    history costs the same as a new one. When the unit restarts, `restarts_seen` goes up,
+    `invocation_id` changes and the new run's lines keep coming. `status` is None while all is
+    well, else a sentence saying what is wrong and what to do. `backend_used` is "python"
+    (systemd.journal) or "journalctl"; `backend_reason` says why journalctl was used.
+    """
+
+    def __init__(self, unit: str, directory: str | None = None, backend: str = "auto") -> None:
+        self.unit = normalize_unit(unit)
+        self.directory = directory
+        self.backend_used, self.backend_reason = _choose_backend(backend)
+        self.status: str | None = None
+        self.invocation_id: str | None = None
+        self.restarts_seen = 0
+        self._superseded: set[str] = set()
+        self._closed = False
+        self._wake: asyncio.Event | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        """Stop following; `lines()` returns at its next wait. Call from the event loop's thread."""
+        self._closed = True
+        if self._wake is not None:
+            self._wake.set()
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+
+    async def lines(self) -> AsyncIterator[JournalLine]:
+        """The latest run's lines from its first entry, then new lines until close()."""
+        async for line in self._lines(follow=True):
+            yield line
+
+    async def read_latest(self) -> AsyncIterator[JournalLine]:
+        """The latest run's lines as they stand now, then stop (for one-shot reports)."""
+        async for line in self._lines(follow=False):
+            yield line
+
+    async def _lines(self, follow: bool) -> AsyncIterator[JournalLine]:
+        self._wake = asyncio.Event()
+        if self._closed:
+            return
+        if self.backend_used == "python":
+            batches = self._python_batches(follow)
+        else:
+            batches = self._journalctl_batches(follow)
+        try:
+            async for batch in batches:
+                for line in batch:
+                    yield line
+                    if self._closed:
+                        return
+        finally:
+            await batches.aclose()
+
+    async def _sleep(self, seconds: float) -> None:
+        # Waiting on an event rather than asyncio.sleep lets close() end the wait at once.
+        assert self._wake is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+
+    def _follow_lines(self, entries: list[dict[str, Any]]) -> list[JournalLine]:
+        """Lines of live entries, noting restarts; late lines of a replaced run are dropped."""
+        out = []
+        for entry in entries:
+            line = _line(entry)
+            inv = line.invocation_id
+            if inv is not None and inv != self.invocation_id:
+                if inv in self._superseded:
+                    continue
+                if self.invocation_id is not None:
+                    self._superseded.add(self.invocation_id)
+                    self.restarts_seen += 1
+                self.invocation_id = inv
+            out.append(line)
+        if out:
+            self.status = None
+        return out
+
+    # -- systemd.journal ---------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        # One dedicated thread: sd-journal objects are not thread-safe, and close() queued
+        # behind a running call can never free the reader under it.
+        assert self._executor is not None
+        return await asyncio.wrap_future(self._executor.submit(fn, *args))
+
+    def _open_reader(self) -> tuple[Any, int, bool]:
+        from systemd import journal
+
+        if self.directory:
+            reader = journal.Reader(path=self.directory, converters=_CONVERTERS)
+        else:
+            reader = journal.Reader(converters=_CONVERTERS)
+        # The inotify watches start now, before the first read, so nothing written while the
+        # latest run is being read can slip between the read and the follow.
+        fd = reader.fileno()
+        return reader, fd, bool(reader.reliable_fd())
+
+    def _open_error(self, exc: OSError) -> str:
+        if isinstance(exc, PermissionError):
+            return permission_sentence(self.unit)
+        if isinstance(exc, FileNotFoundError) and self.directory:
+            return (
+                f"cannot read the journal for {self.unit}: {self.directory} does not exist. "
+                "Check the journal directory; retrying every few seconds."
+            )
+        where = f" in {self.directory}" if self.directory else ""
+        return (
+            f"cannot open the journal{where} for {self.unit}: {exc.strerror or exc}. "
+            "Check that the journal is there and readable; retrying every few seconds."
+        )
+
+    def _find_latest(self, reader: Any) -> dict[str, Any] | None:
+        reader.flush_matches()
+        reader.add_match(_SYSTEMD_UNIT=self.unit)
+        reader.seek_tail()
+        return reader.get_previous() or None
+
+    def _seek_run(self, reader: Any, latest: dict[str, Any], invocation_id: str | None) -> None:
+        if invocation_id is None:
+            # No invocation id (systemd before 232, or an imported journal): start at the last
+            # entry rather than guess where the run began.
+            reader.seek_cursor(latest["__CURSOR"])
+            return
+        reader.flush_matches()
+        # journald indexes every field value, so this match walks only this run's entries.
+        reader.add_match(_SYSTEMD_UNIT=self.unit, _SYSTEMD_INVOCATION_ID=invocation_id)
+        reader.seek_head()
+
+    def _explain_missing(self, reader: Any) -> str:
+        if unreadable_journal_files(self.directory):
+            return permission_sentence(self.unit)
+        return missing_sentence(self.unit, reader.query_unique("_SYSTEMD_UNIT"))
+
+    def _match_unit(self, reader: Any, from_head: bool) -> None:
+        # Changing the matches keeps the reader's position: the next entry read is the unit's
+        # next one after the last entry of the run, whatever its invocation.
+        reader.flush_matches()
+        reader.add_match(_SYSTEMD_UNIT=self.unit)
+        if from_head:
+            # With no entry yet there is no position; from the tail, entries that arrive
+            # later are never reached, from the head they are (and the match index keeps
+            # this cheap).
+            reader.seek_head()
+
+    @staticmethod
+    def _read_batch(reader: Any, process: bool = False) -> list[dict[str, Any]]:
+        if process:
+            reader.process()  # take in appended entries and new files, clear the fd's event
+        out = []
+        for _ in range(BATCH_ENTRIES):
+            entry = reader.get_next()
+            if not entry:
+                break
+            out.append(entry)
+        return out
+
+    async def _python_batches(self, follow: bool) -> AsyncIterator[list[JournalLine]]:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvtop-journal")
+        reader = None
+        try:
+            while reader is None:
+                try:
+                    reader, fd, reliable = await self._call(self._open_reader)
+                except OSError as exc:
+                    self.status = self._open_error(exc)
+                    if not follow or self._closed:
+                        return
+                    await self._sleep(RETRY_S)
+                    if self._closed:
+                        return
+
+            latest = await self._call(self._find_latest, reader)
+            if latest is None:
+                self.status = await self._call(self._explain_missing, reader)
+                if not follow:
+                    return
+                await self._call(self._match_unit, reader, True)
+            else:
+                self.status = None
+                self.invocation_id = _text(latest.get("_SYSTEMD_INVOCATION_ID"))
+                await self._call(self._seek_run, reader, latest, self.invocation_id)
+                while True:
+                    batch = await self._call(self._read_batch, reader)
+                    if batch:
+                        yield [_line(entry) for entry in batch]
+                    if len(batch) < BATCH_ENTRIES:
+                        break
+                if not follow:
+                    return
+                await self._call(self._match_unit, reader, False)
+
+            loop = asyncio.get_running_loop()
+            timeout = SAFETY_POLL_S if reliable else UNRELIABLE_POLL_S
+            while not self._closed:
+                batch = await self._call(self._read_batch, reader, True)
+                lines = self._follow_lines(batch)
+                if lines:
+                    yield lines
+                if len(batch) < BATCH_ENTRIES:
+                    await self._wait_readable(loop, fd, timeout)
+        finally:
+            if reader is not None:
+                self._executor.submit(reader.close)
+            self._executor.shutdown(wait=False)
+
+    async def _wait_readable(
+        self, loop: asyncio.AbstractEventLoop, fd: int, timeout: float
+    ) -> None:
+        assert self._wake is not None
+        self._wake.clear()
+        if self._closed:
+            return
+        try:
+            loop.add_reader(fd, self._wake.set)
+        except (NotImplementedError, ValueError, OSError):
+            # A loop without add_reader (e.g. Windows' proactor): poll instead.
+            await self._sleep(UNRELIABLE_POLL_S)
+            return
+        try:
+            await self._sleep(timeout)
+        finally:
+            loop.remove_reader(fd)
+
+    # -- journalctl --------------------------------------------------------------------------
+
+    def _journalctl(self) -> list[str] | None:
+        exe = shutil.which("journalctl")
+        if exe is None:
+            return None
+        where = ["--directory", self.directory] if self.directory else []
+        # --all: without it journalctl prints fields over 4 KiB (long tracebacks) as null.
+        return [exe, *where, "--no-pager", "--all"]
+
+    async def _journalctl_stream(self, args: list[str]) -> AsyncIterator[list[dict[str, Any]]]:
+        """Entries printed by `journalctl ARGS` in batches as they arrive; raises on failure."""
+        proc = await asyncio.create_subprocess_exec(
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=JSON_LINE_LIMIT,
+        )
+        self._proc = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        pending = b""
+        try:
+            if self._closed:
+                proc.kill()
+            while chunk := await proc.stdout.read(1 << 20):
+                parts = (pending + chunk).split(b"\n")
+                pending = parts.pop()
+                batch = []
+                for part in parts:
+                    with contextlib.suppress(ValueError):
+                        entry = json.loads(part)
+                        if isinstance(entry, dict):
+                            batch.append(entry)
+                if batch:
+                    yield batch
+            err = await proc.stderr.read()
+            await proc.wait()
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+            self._proc = None
+        if proc.returncode != 0 and not self._closed:
+            raise _JournalctlFailed(err.decode("utf-8", errors="replace").strip())
+
+    async def _journalctl_list(self, args: list[str]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        async for batch in self._journalctl_stream(args):
+            out.extend(batch)
+        return out
+
+    def _journalctl_error(self, exc: _JournalctlFailed) -> str:
+        if unreadable_journal_files(self.directory):
+            return permission_sentence(self.unit)
+        said = str(exc).splitlines()[0] if str(exc) else "no message"
+        return (
+            f"journalctl failed for {self.unit}: {said}. Check the journal directory and "
+            "try `journalctl -u UNIT` by hand; retrying every few seconds."
+        )
+
+    async def _journalctl_missing(self, base: list[str]) -> str:
+        if unreadable_journal_files(self.directory):
+            return permission_sentence(self.unit)
+        proc = await asyncio.create_subprocess_exec(
+            *base,
+            "-F",
+            "_SYSTEMD_UNIT",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        out, _ = await proc.communicate()
+        units = out.decode("utf-8", errors="replace").split()
+        return missing_sentence(self.unit, units)
+
+    async def _journalctl_batches(self, follow: bool) -> AsyncIterator[list[JournalLine]]:
+        base = self._journalctl()
+        if base is None:
+            self.status = (
+                f"cannot read the journal for {self.unit}: neither the systemd Python module "
+                "nor journalctl is available. Install systemd-python (pip install "
+                "systemd-python), or run kvtop on the host whose journal it should read."
+            )
+            return
+        unit_match = f"_SYSTEMD_UNIT={self.unit}"
+        missing_base, base = base, [*base, "-o", "json"]
+        while True:
+            try:
+                tail = await self._journalctl_list([*base, "-n", "1", unit_match])
+                break
+            except _JournalctlFailed as exc:
+                self.status = self._journalctl_error(exc)
+            if not follow or self._closed:
+                return
+            await self._sleep(RETRY_S)
+            if self._closed:
+                return
+
+        cursor: str | None = None
+        if not tail:
+            self.status = await self._journalctl_missing(missing_base)
+        else:
+            self.status = None
+            latest = tail[-1]
+            self.invocation_id = _text(latest.get("_SYSTEMD_INVOCATION_ID"))
+            cursor = _text(latest.get("__CURSOR"))
+            if self.invocation_id is None:
+                yield [_line(latest)]
+            else:
+                run = [*base, unit_match, f"_SYSTEMD_INVOCATION_ID={self.invocation_id}"]
+                try:
+                    async for batch in self._journalctl_stream(run):
+                        yield [_line(entry) for entry in batch]
+                        cursor = _text(batch[-1].get("__CURSOR")) or cursor
+                except _JournalctlFailed as exc:
+                    self.status = self._journalctl_error(exc)
+        if not follow:
+            return
+
+        while not self._closed:
+            # -n all: with -f journalctl would otherwise start at the last 10 entries, even
+            # after --after-cursor.
+            start = ["-n", "all"] + ([f"--after-cursor={cursor}"] if cursor else [])
+            try:
+                async for batch in self._journalctl_stream([*base, "-f", *start, unit_match]):
+                    lines = self._follow_lines(batch)
+                    cursor = _text(batch[-1].get("__CURSOR")) or cursor
+                    if lines:
+                        yield lines
+            except _JournalctlFailed as exc:
+                self.status = self._journalctl_error(exc)
+            if self._closed:
+                return
+            if self.status is None:
+                self.status = (
+                    f"journalctl stopped following {self.unit}; restarting it every few seconds."
+                )
+            await self._sleep(RETRY_S)
+
+
+class _JournalctlFailed(Exception):
+    """journalctl exited non-zero; the message is what it printed on stderr."""
