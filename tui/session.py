@@ -123,7 +123,7 @@ class Session:
         default_factory=lambda: SourceHealth("log", OFF, "no log given.")
     )
     metrics_health: SourceHealth = field(
-        default_factory=lambda: SourceHealth("metrics", OFF, "not read yet.")
+        default_factory=lambda: SourceHealth("metrics", DEGRADED, "waiting for the first scrape.")
     )
     latest_metrics: MetricsSample | None = None
     latest_info: ServerInfo | None = None

@@ -1,0 +1,78 @@
+"""The live session: a followed log and a loopback server turned into a Snapshot every refresh."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from conftest import STORY_LOG
+from sglang_http import Deployment, FakeSGLang
+
+from tui.model.deployment import Snapshot
+from tui.session import Options, Session
+
+
+async def next_matching(stream, predicate, timeout_s: float = 5.0) -> Snapshot:  # type: ignore[no-untyped-def]
+    async def find() -> Snapshot:
+        async for snapshot in stream:
+            if predicate(snapshot):
+                return snapshot
+        raise AssertionError("the stream ended")
+
+    return await asyncio.wait_for(find(), timeout_s)
+
+
+async def test_follows_the_log_and_the_server(tmp_path: Path) -> None:
+    lines = STORY_LOG.read_text().splitlines(keepends=True)
+    ready = next(i for i, line in enumerate(lines) if "fired up and ready" in line)
+    log = tmp_path / "sglang.log"
+    log.write_text("".join(lines[: ready - 40]))  # mid-startup
+    with FakeSGLang() as server:
+        session = Session(Options(log_file=str(log), url=server.url, nvml=False, interval_s=0.05))
+        stream = session.snapshots()
+        try:
+            first = await next_matching(stream, lambda s: s.analysis.ranks)
+            assert first.analysis.startup.state == "starting"
+            with log.open("a") as handle:  # the server finishes starting
+                handle.writelines(lines[ready - 40 :])
+            ready_snap = await next_matching(
+                stream, lambda s: s.analysis.startup.state == "ready" and s.metrics is not None
+            )
+            assert ready_snap.metrics is not None
+            assert ready_snap.metrics.max_total_num_tokens == 159277
+            assert {s.name: s.state for s in ready_snap.sources} == {
+                "log": "ok",
+                "nvml": "off",
+                "metrics": "ok",
+            }
+            # the service restarts: a new server_args line begins a new startup story
+            args_line = next(line for line in lines if "server_args=" in line)
+            with log.open("a") as handle:
+                handle.write(args_line)
+            restarted = await next_matching(stream, lambda s: s.analysis.startup.restarts == 1)
+            assert restarted.analysis.startup.state == "starting"
+        finally:
+            await stream.aclose()
+
+
+async def test_metrics_fault_and_recovery(tmp_path: Path) -> None:
+    log = tmp_path / "empty.log"
+    log.write_text("")
+    with FakeSGLang(Deployment()) as server:
+        server.switches.status["/metrics"] = 404  # the server runs without --enable-metrics
+        session = Session(Options(log_file=str(log), url=server.url, nvml=False, interval_s=0.05))
+        stream = session.snapshots()
+        try:
+            off = await next_matching(
+                stream, lambda s: any(x.name == "metrics" and x.state == "off" for x in s.sources)
+            )
+            detail = next(x.detail for x in off.sources if x.name == "metrics")
+            assert detail is not None and "--enable-metrics" in detail
+            server.switches.status.pop("/metrics")
+            await next_matching(
+                stream,
+                lambda s: any(x.name == "metrics" and x.state == "ok" for x in s.sources),
+                timeout_s=8.0,  # back-off after one failure is 1 s
+            )
+        finally:
+            await stream.aclose()
