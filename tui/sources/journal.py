@@ -8,7 +8,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -176,7 +176,7 @@ def _choose_backend(backend: str) -> tuple[str, str | None]:
     if backend == "journalctl":
         return "journalctl", "journalctl was asked for"
     try:
-        import systemd.journal  # noqa: F401
+        import systemd.journal  # type: ignore[import-untyped]  # noqa: F401
     except ImportError as exc:
         if backend == "python":
             raise ValueError(
@@ -234,6 +234,7 @@ class JournalSource:
         self._wake = asyncio.Event()
         if self._closed:
             return
+        batches: AsyncGenerator[list[JournalLine], None]
         if self.backend_used == "python":
             batches = self._python_batches(follow)
         else:
@@ -280,7 +281,7 @@ class JournalSource:
         return await asyncio.wrap_future(self._executor.submit(fn, *args))
 
     def _open_reader(self) -> tuple[Any, int, bool]:
-        from systemd import journal
+        from systemd import journal  # type: ignore[import-untyped]
 
         if self.directory:
             reader = journal.Reader(path=self.directory, converters=_CONVERTERS)
@@ -297,12 +298,12 @@ class JournalSource:
         if isinstance(exc, FileNotFoundError) and self.directory:
             return (
                 f"cannot read the journal for {self.unit}: {self.directory} does not exist. "
-                "Check the journal directory; retrying every few seconds."
+                "Check the journal directory."
             )
         where = f" in {self.directory}" if self.directory else ""
         return (
             f"cannot open the journal{where} for {self.unit}: {exc.strerror or exc}. "
-            "Check that the journal is there and readable; retrying every few seconds."
+            "Check that the journal is there and readable."
         )
 
     def _find_latest(self, reader: Any) -> dict[str, Any] | None:
@@ -350,7 +351,7 @@ class JournalSource:
             out.append(entry)
         return out
 
-    async def _python_batches(self, follow: bool) -> AsyncIterator[list[JournalLine]]:
+    async def _python_batches(self, follow: bool) -> AsyncGenerator[list[JournalLine], None]:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvtop-journal")
         reader = None
         try:
@@ -494,7 +495,7 @@ class JournalSource:
         units = out.decode("utf-8", errors="replace").split()
         return missing_sentence(self.unit, units)
 
-    async def _journalctl_batches(self, follow: bool) -> AsyncIterator[list[JournalLine]]:
+    async def _journalctl_batches(self, follow: bool) -> AsyncGenerator[list[JournalLine], None]:
         base = self._journalctl()
         if base is None:
             self.status = (
