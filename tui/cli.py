@@ -50,6 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="file holding the server's --api-key (default: $SGLANG_API_KEY)",
     )
+    parser.add_argument(
+        "--interval",
+        metavar="SECONDS",
+        type=float,
+        default=1.0,
+        help="refresh period of the live view (default 1 s)",
+    )
     parser.add_argument("--no-gpus", action="store_true", help="do not read GPUs through NVML")
     parser.add_argument(
         "--no-metrics", action="store_true", help="do not contact the SGLang server over HTTP"
@@ -115,6 +122,7 @@ def run_once(args: argparse.Namespace) -> int:
         sglang_version=args.sglang_version,
         what_if=tuple(args.what_if),
         request_len=args.request_len,
+        interval_s=args.interval,
     )
     session = Session(options)
 
@@ -163,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "the live view is not built yet; run `kvtop --once --log-file PATH` "
             "(or `kvtop --once --demo`) for the report",
         )
+    if not 0.1 <= args.interval <= 3600:
+        return _usage_error(parser, "--interval takes seconds from 0.1 to 3600")
     if args.journal_dir and not args.unit:
         return _usage_error(parser, "--journal-dir goes with --unit NAME")
     if sum(bool(x) for x in (args.log_file, args.unit, args.demo)) > 1:

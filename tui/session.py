@@ -52,6 +52,10 @@ class Options:
     sglang_version: str | None = None
     what_if: tuple[float, ...] = ()
     request_len: int | None = None
+    # The server's CUDA_VISIBLE_DEVICES, for placing ranks by order (kvtop's own by default).
+    cuda_visible_devices: str | None = field(
+        default_factory=lambda: os.environ.get("CUDA_VISIBLE_DEVICES")
+    )
 
     @property
     def source_name(self) -> str:
@@ -129,6 +133,7 @@ class Session:
     latest_info: ServerInfo | None = None
     latest_nvml: NvmlReading | None = None
     _rank_cache: dict[int, str | None] = field(default_factory=dict)
+    _info_for_restarts: int = 0
     _analysis: Analysis | None = None
     _analysed_at: tuple[int, int] = (-1, -1)
 
@@ -174,6 +179,9 @@ class Session:
         else:
             self.metrics_health = SourceHealth("metrics", reading.status, reading.problem)
         # server_info once per server start: when missing, or when the log shows a new start.
+        restarts = self.tracker.current.restarts
+        if restarts != self._info_for_restarts:
+            self.latest_info, self._info_for_restarts = None, restarts
         if reading.status == OK and self.latest_info is None:
             info = await source.server_info()
             self.latest_info = info.info
@@ -214,6 +222,7 @@ class Session:
             server_info=self.latest_info,
             host=None if self.options.demo else host_memory(),
             sources=tuple(sources),
+            cuda_visible_devices=self.options.cuda_visible_devices,
         )
 
     async def collect_once(self) -> Snapshot:

@@ -6,7 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tui.model.analysis import Analysis
-from tui.model.gpu_memory import GpuMemory, choose_rank_mapping, reconcile
+from tui.model.gpu_memory import (
+    GpuMemory,
+    choose_rank_mapping,
+    parse_visible_devices,
+    reconcile,
+)
 from tui.model.memory import MemoryBreakdown
 from tui.sglang.metrics import MetricsSample, ServerInfo
 from tui.sources.nvml import GpuSample, NvmlReading
@@ -76,6 +81,7 @@ def build_snapshot(
     server_info: ServerInfo | None,
     host: HostMemory | None,
     sources: tuple[SourceHealth, ...],
+    cuda_visible_devices: str | None = None,
 ) -> Snapshot:
     """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title."""
     samples = nvml.gpus if nvml is not None else ()
@@ -86,8 +92,9 @@ def build_snapshot(
             by_process[sample.index] = tuple(named)
     args = analysis.startup.server_args
     base = args.base_gpu_id if args is not None and args.base_gpu_id is not None else 0
+    visible = parse_visible_devices(cuda_visible_devices, [s.uuid for s in samples])
     mapping, how = choose_rank_mapping(
-        [s.index for s in samples], [r.rank for r in analysis.ranks], by_process, base
+        [s.index for s in samples], [r.rank for r in analysis.ranks], by_process, base, visible
     )
     breakdowns: dict[str, MemoryBreakdown] = {b.rank: b for b in analysis.breakdowns}
     gpus: list[GpuView] = []
@@ -113,7 +120,8 @@ def build_snapshot(
             if not pids_visible
             else "no GPU process carries an SGLang scheduler title"
         )
-        notes.append(f"ranks mapped to GPUs by order from GPU {base}: {reason}.")
+        within = f" within CUDA_VISIBLE_DEVICES={cuda_visible_devices}" if visible else ""
+        notes.append(f"ranks mapped to GPUs by order from device {base}{within}: {reason}.")
     return Snapshot(
         taken_at=taken_at,
         analysis=analysis,

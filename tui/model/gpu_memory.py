@@ -86,16 +86,44 @@ def reconcile(total_gib: float, free_gib: float, log: MemoryBreakdown | None) ->
 
 
 def ranks_by_order(
-    gpu_indices: Sequence[int], ranks: Sequence[str], base_gpu_id: int = 0
+    gpu_indices: Sequence[int],
+    ranks: Sequence[str],
+    base_gpu_id: int = 0,
+    visible_devices: Sequence[int] | None = None,
 ) -> dict[int, tuple[str, ...]]:
-    """Rank i on GPU base_gpu_id + i (SGLang's placement) when processes cannot tell."""
+    """Rank i on CUDA device base_gpu_id + i (SGLang's placement) when processes cannot tell.
+
+    CUDA numbers devices within CUDA_VISIBLE_DEVICES while NVML numbers all of them, so a
+    device number goes through `visible_devices` (NVML indices) when that is known.
+    """
     present = set(gpu_indices)
     mapping: dict[int, tuple[str, ...]] = {}
     for position, rank in enumerate(ranks):
-        gpu = base_gpu_id + position
-        if gpu in present:
-            mapping[gpu] = (*mapping.get(gpu, ()), rank)
+        device = base_gpu_id + position
+        if visible_devices is not None:
+            if device >= len(visible_devices):
+                continue
+            device = visible_devices[device]
+        if device in present:
+            mapping[device] = (*mapping.get(device, ()), rank)
     return mapping
+
+
+def parse_visible_devices(value: str | None, uuids: Sequence[str]) -> list[int] | None:
+    """CUDA_VISIBLE_DEVICES ("4,5,6,7" or GPU UUIDs, possibly abbreviated) -> NVML indices."""
+    if value is None or not value.strip():
+        return None
+    indices: list[int] = []
+    for item in value.split(","):
+        item = item.strip()
+        if item.isdigit():
+            indices.append(int(item))
+            continue
+        match = [i for i, uuid in enumerate(uuids) if item and uuid.startswith(item)]
+        if len(match) != 1:
+            return None  # MIG names or an unknown UUID: placement cannot be derived
+        indices.append(match[0])
+    return indices
 
 
 def choose_rank_mapping(
@@ -103,10 +131,11 @@ def choose_rank_mapping(
     ranks: Sequence[str],
     by_process: Mapping[int, tuple[str, ...]],
     base_gpu_id: int = 0,
+    visible_devices: Sequence[int] | None = None,
 ) -> tuple[dict[int, tuple[str, ...]], str]:
     """Process titles when they name ranks, else SGLang's order; with how it was decided."""
     if any(by_process.values()):
         return dict(by_process), "process"
     if ranks:
-        return ranks_by_order(gpu_indices, ranks, base_gpu_id), "order"
+        return ranks_by_order(gpu_indices, ranks, base_gpu_id, visible_devices), "order"
     return {}, "none"
