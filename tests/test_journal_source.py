@@ -28,6 +28,7 @@ from journal_tools import (
     sglang_entries,
     write_journal,
 )
+from stream_collector import Collector
 
 from tui.sources.journal import JournalLine, JournalSource, normalize_unit
 
@@ -96,34 +97,15 @@ def build_two_runs(directory: Path, old_entries: int = 0) -> None:
     write_journal(directory, old + interleave(run1, run2, noise(T0, 10, 200_000)))
 
 
-class Follow:
-    """Runs `lines()` in a task and collects what it yields, so the test can write meanwhile."""
+class Follow(Collector[JournalLine]):
+    """A journal source followed in the background."""
 
     def __init__(self, source: JournalSource) -> None:
+        super().__init__(source.lines(), source.close)
         self.source = source
-        self.got: list[JournalLine] = []
-        self._task = asyncio.ensure_future(self._run())
-
-    async def _run(self) -> None:
-        async for line in self.source.lines():
-            self.got.append(line)
-
-    async def until(self, check: Callable[[], bool]) -> None:
-        async def poll() -> None:
-            while not check():
-                if self._task.done():
-                    self._task.result()  # surface a crash instead of timing out
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(poll(), WAIT)
 
     async def texts(self, n: int) -> list[str]:
-        await self.until(lambda: len(self.got) >= n)
-        return [line.text for line in self.got]
-
-    async def stop(self) -> None:
-        self.source.close()
-        await asyncio.wait_for(self._task, WAIT)
+        return [line.text for line in await self.at_least(n)]
 
 
 @pytest.fixture

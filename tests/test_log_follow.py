@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from stream_collector import Collector
 
 from tui.sources.log_follow import LogFollower, _LineSplitter
 
@@ -19,34 +20,15 @@ POLL = 0.02
 WAIT = 5.0
 
 
-class Reader:
-    """Runs a follower in a task and collects its lines, so the test can write meanwhile."""
+class Reader(Collector[str]):
+    """A log follower followed in the background."""
 
     def __init__(self, follower: LogFollower) -> None:
+        super().__init__(follower.lines(), follower.close)
         self.follower = follower
-        self.got: list[str] = []
-        self._task = asyncio.ensure_future(self._run())
-
-    async def _run(self) -> None:
-        async for line in self.follower.lines():
-            self.got.append(line)
-
-    async def until(self, check: Callable[[], bool]) -> None:
-        async def poll() -> None:
-            while not check():
-                if self._task.done():
-                    self._task.result()  # surface a crash instead of timing out
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(poll(), WAIT)
 
     async def lines(self, n: int) -> list[str]:
-        await self.until(lambda: len(self.got) >= n)
-        return self.got
-
-    async def stop(self) -> None:
-        self.follower.close()
-        await asyncio.wait_for(self._task, WAIT)
+        return await self.at_least(n)
 
 
 @pytest.fixture
