@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -22,7 +22,6 @@ from tui.model.deployment import (
     SourceHealth,
     build_snapshot,
 )
-from tui.sglang.log_line import parse_line
 from tui.sglang.metrics import MetricsSample, ServerInfo
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
@@ -296,7 +295,7 @@ class Session:
             journal = JournalSource(opts.unit, directory=opts.journal_dir)
             self.log_health = SourceHealth("journal", OK)
             async for line in journal.lines():
-                self._feed([line.text])
+                fold_lines([line.text], self.tracker)
                 self.log_health = SourceHealth(
                     "journal", DEGRADED if journal.status else OK, journal.status
                 )
@@ -306,18 +305,11 @@ class Session:
         follower = LogFollower(opts.log_file)
         self.log_health = SourceHealth("log", OK)
         async for line in follower.lines():
-            self._feed([line])
+            fold_lines([line], self.tracker)
             status = follower.status
             self.log_health = SourceHealth("log", DEGRADED if status else OK, status)
         if follower.status:
             self.log_health = SourceHealth("log", DEGRADED, follower.status)
-
-    def _feed(self, lines: Iterable[str]) -> None:
-        for text in lines:
-            event = parse_line(text)
-            if event is not None:
-                self.tracker.feed(event)
-        self.tracker.lines_seen += 1
 
     async def close(self) -> None:
         if self.metrics_source is not None:
