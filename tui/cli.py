@@ -1,10 +1,12 @@
-"""Command line: parse options and run the one-shot report (the live TUI comes later)."""
+"""Command line: parse options, then run the live TUI or the one-shot report (`--once`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
 
@@ -32,6 +34,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--demo",
         action="store_true",
         help="use the embedded sample: an 8-GPU Kimi-K2.5 TP8 EAGLE-3 startup (SGLang 0.5.8)",
+    )
+    parser.add_argument(
+        "--demo-speed",
+        metavar="FACTOR",
+        type=float,
+        default=1.0,
+        help="with --demo: replay the startup FACTOR times faster (1: about 20 s)",
+    )
+    parser.add_argument(
+        "--compact",
+        action="store_true",
+        help="start the live view in compact mode (one line per GPU); `c` toggles",
     )
     parser.add_argument(
         "--unit", metavar="NAME", help="read the systemd unit's latest start from the journal"
@@ -94,21 +108,10 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
     return EXIT_USAGE
 
 
-def run_once(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def _options(args: argparse.Namespace, api_key: str | None):
+    from tui.session import Options
 
-    from tui.report.json_report import snapshot_json
-    from tui.report.text import print_snapshot
-    from tui.session import Options, Session, api_key_from
-    from tui.sources.log_text import LogUnreadable
-    from tui.sources.metrics import ApiKeyError
-
-    try:
-        api_key = api_key_from(args.api_key_file)
-    except ApiKeyError as exc:
-        print(f"kvtop: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    options = Options(
+    return Options(
         log_file=args.log_file,
         unit=args.unit,
         journal_dir=args.journal_dir,
@@ -123,8 +126,69 @@ def run_once(args: argparse.Namespace) -> int:
         what_if=tuple(args.what_if),
         request_len=args.request_len,
         interval_s=args.interval,
+        demo_speed=args.demo_speed,
     )
+
+
+def _api_key(args: argparse.Namespace) -> tuple[bool, str | None]:
+    from tui.session import api_key_from
+    from tui.sources.metrics import ApiKeyError
+
+    try:
+        return True, api_key_from(args.api_key_file)
+    except ApiKeyError as exc:
+        print(f"kvtop: {exc}", file=sys.stderr)
+        return False, None
+
+
+def _live_label(options) -> str:
+    if options.demo:
+        return "demo"
+    if options.log_file or options.unit:
+        return options.unit or options.source_name
+    return "no log (GPUs and metrics only)"
+
+
+def run_live(args: argparse.Namespace) -> int:
+    """The Textual app; Textual is imported only here (the report path stays light)."""
+    ok, api_key = _api_key(args)
+    if not ok:
+        return EXIT_UNREADABLE
+    from tui.app import KvtopApp
+    from tui.session import Session
+
+    options = _options(args, api_key)
+    if options.log_file and options.log_file != "-" and not os.path.exists(options.log_file):
+        print(
+            f"kvtop: {options.log_file}: no such file. Give the SGLang log's path "
+            "(kvtop waits for a file that is rotated away, not for one that never existed).",
+            file=sys.stderr,
+        )
+        return EXIT_UNREADABLE
     session = Session(options)
+    app = KvtopApp(
+        session,
+        source_label=_live_label(options),
+        demo=options.demo,
+        request_len=args.request_len,
+        compact=True if args.compact else None,
+    )
+    result = app.run()
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def run_once(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tui.report.json_report import snapshot_json
+    from tui.report.text import print_snapshot
+    from tui.session import Session
+    from tui.sources.log_text import LogUnreadable
+
+    ok, api_key = _api_key(args)
+    if not ok:
+        return EXIT_UNREADABLE
+    session = Session(_options(args, api_key))
 
     async def collect():  # type: ignore[no-untyped-def]
         try:
@@ -165,18 +229,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _usage_error(
             parser, f"--request-len takes a number of tokens from 1 to {MAX_REQUEST_LEN:,}"
         )
-    if not args.once:
-        return _usage_error(
-            parser,
-            "the live view is not built yet; run `kvtop --once --log-file PATH` "
-            "(or `kvtop --once --demo`) for the report",
-        )
+    if not (math.isfinite(args.demo_speed) and 0 < args.demo_speed <= 10_000):
+        return _usage_error(parser, "--demo-speed takes a factor above 0, up to 10000")
     if not 0.1 <= args.interval <= 3600:
         return _usage_error(parser, "--interval takes seconds from 0.1 to 3600")
     if args.journal_dir and not args.unit:
         return _usage_error(parser, "--journal-dir goes with --unit NAME")
     if sum(bool(x) for x in (args.log_file, args.unit, args.demo)) > 1:
         return _usage_error(parser, "give one of --log-file, --unit or --demo")
+    if not args.once:
+        if args.log_file == "-":
+            return _usage_error(
+                parser,
+                "the live view reads keys from the terminal, so it cannot read the log from "
+                "stdin: give --log-file PATH or --unit NAME (stdin works with --once)",
+            )
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            return _usage_error(
+                parser,
+                "the live view needs a terminal; for a pipe or a script use --once "
+                "(add --json for machine-readable output)",
+            )
+        try:
+            return run_live(args)
+        except KeyboardInterrupt:
+            return EXIT_OK
     if not (args.log_file or args.demo or args.unit or args.url):
         return _usage_error(
             parser,

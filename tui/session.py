@@ -8,10 +8,10 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from importlib import resources
 
 import psutil
 
+from tui.demo.scenario import DemoScenario
 from tui.model.analysis import Analysis, analyse
 from tui.model.deployment import (
     DEGRADED,
@@ -22,10 +22,10 @@ from tui.model.deployment import (
     SourceHealth,
     build_snapshot,
 )
-from tui.sglang.metrics import MetricsSample, ServerInfo
+from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
-from tui.sources.gpu_processes import pids_visible, rank_of_pid
+from tui.sources.gpu_processes import pids_visible, rank_of_pid, user_of_pid
 from tui.sources.log_follow import LogFollower
 from tui.sources.log_text import LogUnreadable, log_lines
 from tui.sources.metrics import MetricsSource
@@ -33,6 +33,8 @@ from tui.sources.nvml import NvmlReading, NvmlSource
 
 DEFAULT_URL = "http://127.0.0.1:30000"
 DEMO_LOG = "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+# The demo host's RAM (simulated, like its GPUs): 1 TiB, with the 8 HiCache host pools in use.
+DEMO_HOST = HostMemory(total_gb=1099.51, used_gb=412.6, available_gb=686.91)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class Options:
     url: str | None = None
     api_key: str | None = None
     demo: bool = False
+    demo_speed: float = 1.0
     nvml: bool = True
     metrics: bool = True
     interval_s: float = 1.0
@@ -102,16 +105,18 @@ def _nvml_health(reading: NvmlReading | None) -> SourceHealth:
     return SourceHealth("nvml", OK)
 
 
-def _process_ranks(
-    reading: NvmlReading | None, cache: dict[int, str | None]
-) -> dict[int, str | None]:
-    """pid -> rank from each GPU process's title (cached: a pid's title does not change)."""
+def _process_facts(
+    reading: NvmlReading | None, cache: dict[int, tuple[str | None, str | None]]
+) -> tuple[dict[int, str | None], dict[int, str | None]]:
+    """pid -> rank from each GPU process's title, and pid -> user (cached: neither changes)."""
     if reading is None:
-        return {}
+        return {}, {}
     pids = {p.pid for g in reading.gpus for p in g.processes}
+    for pid in cache.keys() - pids:
+        del cache[pid]  # gone: a long session must not keep every pid it ever saw
     for pid in pids - cache.keys():
-        cache[pid] = rank_of_pid(pid)
-    return {pid: cache[pid] for pid in pids}
+        cache[pid] = (rank_of_pid(pid), user_of_pid(pid))
+    return {pid: cache[pid][0] for pid in pids}, {pid: cache[pid][1] for pid in pids}
 
 
 @dataclass
@@ -131,21 +136,48 @@ class Session:
     latest_metrics: MetricsSample | None = None
     latest_info: ServerInfo | None = None
     latest_nvml: NvmlReading | None = None
-    _rank_cache: dict[int, str | None] = field(default_factory=dict)
+    _pid_cache: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
     _info_for_restarts: int = 0
     _analysis: Analysis | None = None
     _analysed_at: tuple[int, int] = (-1, -1)
+    scenario: DemoScenario | None = None
+    # The live refresh period; the TUI changes it with +/-.
+    interval_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.options.nvml:
+        self.interval_s = self.options.interval_s
+        if self.options.demo:
+            self.scenario = DemoScenario(self.options.demo_speed)
+        elif self.options.nvml:
             self.nvml = NvmlSource(process_interval_s=self.options.process_interval_s)
+
+    # -- demo -----------------------------------------------------------------------------------
+    def _demo_tick(self) -> None:
+        """Release the lines that are due, then read the simulated GPUs and /metrics."""
+        scenario = self.scenario
+        assert scenario is not None
+        lines = scenario.due_lines()
+        if lines:
+            fold_lines(lines, self.tracker)
+        self.log_health = SourceHealth("log", OK, "demo: the embedded story log, replayed")
+        self.latest_nvml = scenario.nvml_reading(self.tracker.current)
+        text = scenario.exposition()
+        if text is None:
+            self.metrics_health = SourceHealth(
+                "metrics",
+                DEGRADED,
+                "the demo server is still starting: /metrics answers once it is ready.",
+            )
+        else:
+            self.latest_metrics = parse_exposition(text)
+            self.metrics_health = SourceHealth("metrics", OK, "demo: simulated /metrics")
 
     # -- log ------------------------------------------------------------------------------------
     def _read_whole_log(self) -> None:
         opts = self.options
-        if opts.demo:
-            with resources.as_file(resources.files("tui.data") / DEMO_LOG) as path:
-                self._fold_file(str(path))
+        if self.scenario is not None:
+            self.scenario.finish_startup()
+            self._demo_tick()
         elif opts.log_file:
             self._fold_file(opts.log_file)
 
@@ -206,10 +238,18 @@ class Session:
 
     def snapshot(self) -> Snapshot:
         reading = self.latest_nvml
-        ranks = _process_ranks(reading, self._rank_cache)
-        visible = pids_visible(ranks) if ranks else True
-        sources = [self.log_health, _nvml_health(reading if self.options.nvml else None)]
-        if self.options.metrics:
+        demo = self.scenario is not None
+        if self.scenario is not None:
+            ranks: dict[int, str | None] = dict(self.scenario.process_ranks())
+            users: dict[int, str | None] = dict.fromkeys(ranks, "sglang (simulated)")
+            visible = True
+            nvml_health = SourceHealth("nvml", OK, "demo: simulated GPUs")
+        else:
+            ranks, users = _process_facts(reading, self._pid_cache)
+            visible = pids_visible(ranks) if ranks else True
+            nvml_health = _nvml_health(reading if self.options.nvml else None)
+        sources = [self.log_health, nvml_health]
+        if self.options.metrics or demo:
             sources.append(self.metrics_health)
         return build_snapshot(
             self.analysis(),
@@ -219,14 +259,17 @@ class Session:
             pids_visible=visible,
             metrics=self.latest_metrics,
             server_info=self.latest_info,
-            host=None if self.options.demo else host_memory(),
+            host=DEMO_HOST if demo else host_memory(),
             sources=tuple(sources),
             cuda_visible_devices=self.options.cuda_visible_devices,
+            process_users=users,
         )
 
     async def collect_once(self) -> Snapshot:
         """Read the whole log, one NVML poll and one scrape (concurrently), and join them."""
         await asyncio.to_thread(self._read_whole_log)
+        if self.scenario is not None:
+            return self.snapshot()
         if self.options.unit:
             await self._read_journal_once()
         jobs = []
@@ -254,15 +297,18 @@ class Session:
     # -- live -------------------------------------------------------------------------------------
     async def snapshots(self) -> AsyncIterator[Snapshot]:
         """A Snapshot every interval; each source runs in its own task at its own pace."""
-        tasks = [asyncio.create_task(self._follow_log())]
-        if self.nvml is not None:
-            tasks.append(asyncio.create_task(self._every(self.options.interval_s, self._poll_nvml)))
-        if self.options.metrics:
-            tasks.append(asyncio.create_task(self._metrics_loop()))
+        if self.scenario is not None:
+            tasks = [asyncio.create_task(self._demo_loop())]
+        else:
+            tasks = [asyncio.create_task(self._follow_log())]
+            if self.nvml is not None:
+                tasks.append(asyncio.create_task(self._every(self._poll_nvml)))
+            if self.options.metrics:
+                tasks.append(asyncio.create_task(self._metrics_loop()))
         try:
             while True:
                 yield self.snapshot()
-                await asyncio.sleep(self.options.interval_s)
+                await asyncio.sleep(self.interval_s)
         finally:
             for task in tasks:
                 task.cancel()
@@ -271,12 +317,17 @@ class Session:
                     await task
             await self.close()
 
-    @staticmethod
-    async def _every(interval_s: float, job: Callable[[], object]) -> None:
+    async def _every(self, job: Callable[[], object]) -> None:
         # Re-armed after each poll finishes: polls never overlap, a slow one stretches its period.
         while True:
             await job()  # type: ignore[misc]
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(self.interval_s)
+
+    async def _demo_loop(self) -> None:
+        assert self.scenario is not None
+        while True:
+            self._demo_tick()
+            await asyncio.sleep(min(self.interval_s, max(0.05, self.scenario.next_due_in_s())))
 
     async def _metrics_loop(self) -> None:
         while True:
@@ -286,9 +337,6 @@ class Session:
 
     async def _follow_log(self) -> None:
         opts = self.options
-        if opts.demo:
-            await asyncio.to_thread(self._read_whole_log)
-            return
         if opts.unit:
             from tui.sources.journal import JournalSource
 

@@ -33,6 +33,7 @@ class GpuProcessView:
     pid: int
     used_gib: float | None
     rank: str | None
+    user: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,7 @@ class Snapshot:
     host: HostMemory | None
     sources: tuple[SourceHealth, ...]
     notes: tuple[str, ...] = ()
+    driver_version: str | None = None
 
     @property
     def host_kv_total_gb(self) -> float | None:
@@ -82,6 +84,7 @@ def build_snapshot(
     host: HostMemory | None,
     sources: tuple[SourceHealth, ...],
     cuda_visible_devices: str | None = None,
+    process_users: Mapping[int, str | None] | None = None,
 ) -> Snapshot:
     """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title."""
     samples = nvml.gpus if nvml is not None else ()
@@ -107,7 +110,12 @@ def build_snapshot(
                 ranks=ranks,
                 memory=reconcile(sample.total_gib, sample.free_gib, log),
                 processes=tuple(
-                    GpuProcessView(p.pid, p.used_gib, process_ranks.get(p.pid))
+                    GpuProcessView(
+                        p.pid,
+                        p.used_gib,
+                        process_ranks.get(p.pid),
+                        (process_users or {}).get(p.pid),
+                    )
                     for p in sample.processes
                 ),
             )
@@ -132,4 +140,5 @@ def build_snapshot(
         host=host,
         sources=sources,
         notes=tuple(notes),
+        driver_version=nvml.driver_version if nvml is not None else None,
     )

@@ -54,6 +54,21 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class SizingInputs:
+    """What SGLang's sizing used (minimum over ranks), enough to replay it at any value."""
+
+    mem_fraction_static: float
+    pre_load_free_gib: float
+    post_load_free_gib: float
+    cell_size_bytes: float
+    tokens: int
+    page_size: int
+    max_total_tokens: int | None
+    headroom_after_graphs_gib: float | None
+    context_len: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class SizingExplanation:
     rank: str
     mem_fraction_static: float | None
@@ -65,6 +80,7 @@ class SizingExplanation:
     reverse: tuple[Step, ...]  # mem_fraction_static needed for N tokens / requests
     draft_rule: formula.DraftBudgetRule | None
     notes: tuple[str, ...]
+    inputs: SizingInputs | None = None
 
 
 def sglang_version(startup: Startup, override: str | None = None) -> tuple[int, ...] | None:
@@ -263,6 +279,7 @@ def explain(
     spent: list[tuple[str, float]] = []
     what_ifs: list[formula.WhatIf] = []
     reverse: list[Step] = []
+    inputs: SizingInputs | None = None
 
     if pre is not None:
         how = f"free GPU memory before weights, minimum over {len(pres)} rank(s)"
@@ -365,6 +382,7 @@ def explain(
         context = context or (args.context_length if args else None)
         if context is not None and not usable(context):
             context = None
+        inputs = SizingInputs(mfs, pre, post, cell.bytes, tokens, page, cap, headroom, context)
         for value in what_if_values(mfs, what_if_mfs):
             what_ifs.append(
                 formula.what_if(
@@ -407,4 +425,5 @@ def explain(
         reverse=tuple(reverse),
         draft_rule=draft_rule,
         notes=(f"cell size {choice.note}", *notes),
+        inputs=inputs,
     )

@@ -51,6 +51,14 @@ def rank_of_pid(pid: int) -> str | None:
     return None
 
 
+def user_of_pid(pid: int) -> str | None:
+    """The owner of process PID, or None when it is gone or not visible here."""
+    try:
+        return psutil.Process(pid).username()
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, KeyError):
+        return None  # KeyError: a uid without a passwd entry (containers)
+
+
 def pids_visible(pids: Iterable[int]) -> bool:
     """True when every PID exists in this PID namespace.
 

@@ -1,0 +1,1 @@
+"""The embedded `kvtop --demo` scenario: a replayed SGLang startup, then a simulated server."""

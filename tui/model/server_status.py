@@ -1,0 +1,87 @@
+"""The server at a glance: its state in words, uptime, and the facts of the deployment."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from tui.sglang.startup import FAILED, READY, Startup
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    state: str  # "starting", "ready", "failed", or "waiting" (nothing logged yet)
+    text: str  # e.g. "ready 2h14m", "starting: load weights (5/8 ranks)", "failed: CUDA OOM"
+    restarts: int
+    uptime_s: float | None
+
+
+def duration_text(seconds: float) -> str:
+    """2h14m, 3m05s, 42s, 3d4h: the htop way of saying how long."""
+    s = int(max(0, seconds))
+    days, rest = divmod(s, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _progress(startup: Startup) -> str | None:
+    """The phase most ranks are in, e.g. 'load weights (5/8 ranks)'."""
+    latest = Counter(
+        f"{r.phases[-1].name}" + (" (draft)" if r.phases[-1].model == "draft" else "")
+        for r in startup.ranks.values()
+        if r.phases
+    )
+    if not latest:
+        return None
+    phase, count = latest.most_common(1)[0]
+    return f"{phase} ({count}/{len(startup.ranks)} ranks)"
+
+
+def server_status(startup: Startup, now: datetime) -> ServerStatus:
+    """`now` in the log's clock (SGLang writes local time without a zone)."""
+    restarts = startup.restarts
+    if startup.state == FAILED:
+        kind = startup.failure.kind.replace("_", " ") if startup.failure else "error"
+        return ServerStatus(FAILED, f"failed: {kind}", restarts, None)
+    if startup.state == READY:
+        since = startup.ready_at
+        uptime = (now - since).total_seconds() if since is not None else None
+        if uptime is not None and uptime < 0:
+            uptime = None  # the log's clock is ahead of ours (another host, another zone)
+        text = "ready" if uptime is None else f"ready {duration_text(uptime)}"
+        return ServerStatus(READY, text, restarts, uptime)
+    if not startup.has_rank_lines and startup.server_args is None:
+        return ServerStatus("waiting", "waiting for the server's log", restarts, None)
+    progress = _progress(startup)
+    text = f"starting: {progress}" if progress else "starting"
+    if startup.listening_url:
+        text = "starting: listening, not ready yet"
+    return ServerStatus("starting", text, restarts, None)
+
+
+def deployment_facts(startup: Startup) -> list[str]:
+    """Model, parallelism, mem_fraction_static, speculative and host cache, short."""
+    args = startup.server_args
+    if args is None:
+        return ["no server_args line: mem_fraction_static unknown"]
+    facts: list[str] = []
+    if args.model_path:
+        facts.append(args.model_path.rstrip("/").rsplit("/", 1)[-1])
+    for name, value in (("TP", args.tp_size), ("DP", args.dp_size), ("EP", args.ep_size)):
+        if value and (value > 1 or name == "TP"):
+            facts.append(f"{name}{value}")
+    if args.mem_fraction_static is not None:
+        facts.append(f"mfs {args.mem_fraction_static:g}")
+    if args.speculative_algorithm:
+        facts.append(str(args.speculative_algorithm))
+    if args.enable_hierarchical_cache:
+        facts.append("HiCache")
+    return facts

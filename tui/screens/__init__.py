@@ -1,0 +1,1 @@
+"""Textual screens: the overview, one GPU's detail, the formula modal and the help."""

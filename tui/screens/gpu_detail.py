@@ -1,0 +1,213 @@
+"""One GPU drilled into: phase waterfall, every number with its source, processes, history."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tui.model.gpu_detail import GpuDetail, gpu_detail
+from tui.widgets import fmt
+from tui.widgets.gpu_rows import GpuRow, MemoryLegend
+from tui.widgets.segments import MemoryWidget
+from tui.widgets.sparkline import sparkline
+from tui.widgets.status_line import StatusLine
+
+if TYPE_CHECKING:
+    from tui.app import KvtopApp
+
+
+def _table(*columns: tuple[str, str]) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for name, justify in columns:
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    return table
+
+
+class Waterfall(MemoryWidget):
+    """Free memory after each phase of the rank as a bar, with the delta and the duration."""
+
+    DEFAULT_CSS = "Waterfall { height: auto; }"
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(classes="memory section", **kwargs)  # type: ignore[arg-type]
+        self._detail: GpuDetail | None = None
+
+    def show(self, detail: GpuDetail) -> None:
+        key = (detail.waterfall, detail.peak_avail_gib)
+        if self._detail is None or key != (self._detail.waterfall, self._detail.peak_avail_gib):
+            self._detail = detail
+            self.refresh(layout=True)
+
+    def render(self) -> Text:
+        detail = self._detail
+        text = Text(no_wrap=True, overflow="ellipsis")
+        rank = detail.rank.rank if detail and detail.rank else None
+        text.append(f"phase waterfall{f' ({rank})' if rank else ''}", self.label_style())
+        text.append("   free memory after each phase; the delta is what the phase took\n")
+        if detail is None or not detail.waterfall:
+            text.append("no startup phases in the log for this GPU's rank.")
+            return text
+        peak = detail.peak_avail_gib or detail.gpu.sample.total_gib
+        bar = max(10, self.size.width - 62)
+        for i, step in enumerate(detail.waterfall):
+            name = step.name + (" (draft)" if step.model == "draft" else "")
+            text.append(f"{step.time_text:>8} {name[:24]:<24} ")
+            if step.avail_gib is not None and peak > 0:
+                cells = round(max(0.0, step.avail_gib) / peak * bar)
+                text.append(
+                    "█" * cells,
+                    self.segment_style("free" if step.model == "target" else "draft weights"),
+                )
+                text.append(" " * (bar - cells))
+                text.append(f" {step.avail_gib:>6.2f}")
+            else:
+                text.append(" " * bar + "       ")
+            delta = "" if step.delta_gib is None else f"−{step.delta_gib:.2f}"
+            text.append(f" {delta:>7}")
+            took = "" if step.duration_s is None else f"{step.duration_s:.1f} s"
+            text.append(f" {took:>8}")
+            if i < len(detail.waterfall) - 1:
+                text.append("\n")
+        return text
+
+
+class GpuDetailScreen(Screen[None]):
+    BINDINGS = [  # noqa: RUF012
+        Binding("escape", "back", "back"),
+        Binding("down,j", "other(1)", "next GPU", show=False),
+        Binding("up,k", "other(-1)", "previous GPU", show=False),
+    ]
+
+    def __init__(self, gpu_index: int) -> None:
+        super().__init__()
+        self.gpu_index = gpu_index
+        self._shown: object = None
+
+    @property
+    def kvtop(self) -> KvtopApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine()
+        with VerticalScroll(id="detail-body"):
+            yield Static(id="facts")
+            yield GpuRow(self.gpu_index)
+            yield MemoryLegend()
+            yield Waterfall(id="waterfall")
+            yield Static(id="sources", classes="section")
+            yield Static(id="processes", classes="section")
+            yield Static(id="history", classes="section")
+        yield Footer(compact=True)
+
+    _ready = False
+
+    def on_mount(self) -> None:
+        self._ready = True
+        self.query_one(GpuRow).add_class("-selected")
+        self.refresh_view()
+
+    def on_screen_resume(self) -> None:
+        self.refresh_view()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_other(self, step: int) -> None:
+        snapshot = self.kvtop.state.snapshot
+        if snapshot is None or not snapshot.gpus:
+            return
+        indices = [g.sample.index for g in snapshot.gpus]
+        position = indices.index(self.gpu_index) if self.gpu_index in indices else 0
+        self.gpu_index = indices[max(0, min(len(indices) - 1, position + step))]
+        self._shown = None
+        overview = self.app.screen_stack[0]
+        if hasattr(overview, "selected"):
+            overview.selected = indices.index(self.gpu_index)  # Esc comes back to this GPU
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        if not self._ready:
+            return  # a resize can arrive before the widgets exist
+        app = self.kvtop
+        self.query_one(StatusLine).show(app.status_facts())
+        snapshot = app.state.snapshot
+        if snapshot is None:
+            return
+        detail = gpu_detail(snapshot, self.gpu_index)
+        facts = self.query_one("#facts", Static)
+        if detail is None:
+            facts.update(
+                Text(
+                    f"GPU {self.gpu_index} is not in the latest NVML reading (lost, reset or "
+                    "hidden). Esc goes back to the overview."
+                )
+            )
+            return
+        self.query_one(GpuRow).show(detail.gpu)
+        self.query_one(MemoryLegend).show(detail.gpu)
+        self.query_one(Waterfall).show(detail)
+        key = (detail.gpu, detail.breakdown)
+        if key != self._shown:
+            self._shown = key
+            facts.update(self._facts(detail, snapshot.driver_version))
+            self.query_one("#sources", Static).update(self._sources(detail))
+            self.query_one("#processes", Static).update(self._processes(detail))
+        self.query_one("#history", Static).update(self._history(detail))
+
+    @staticmethod
+    def _facts(detail: GpuDetail, driver: str | None) -> Text:
+        s = detail.gpu.sample
+        text = Text(overflow="fold")
+        rank = ", ".join(detail.gpu.ranks) or "no rank"
+        text.append(f"GPU {s.index} · {rank} · ", "bold")
+        text.append(f"{s.name} · {s.uuid} · bus {s.pci_bus_id} · driver {driver or '—'}")
+        power = "—" if s.power_w is None else f"{s.power_w:.0f} W"
+        limit = "" if s.power_limit_w is None else f" of {s.power_limit_w:.0f} W"
+        text.append(
+            f"\nutil {fmt.pct(s.utilization_pct)} · memory util {fmt.pct(s.memory_utilization_pct)}"
+            f" · {'—' if s.temperature_c is None else f'{s.temperature_c} °C'} · {power}{limit}"
+        )
+        if s.field_errors:
+            text.append(" · not supported: " + ", ".join(name for name, _ in s.field_errors))
+        return text
+
+    @staticmethod
+    def _sources(detail: GpuDetail) -> Group:
+        table = _table(("item", "left"), ("GiB", "right"), ("where the number comes from", "left"))
+        for row in detail.breakdown:
+            table.add_row(row.item, fmt.gib(row.gib, 2), Text(row.source))
+        return Group(Text("breakdown", style="bold"), table)
+
+    @staticmethod
+    def _processes(detail: GpuDetail) -> Group | Text:
+        procs = detail.gpu.processes
+        if not procs:
+            return Text("processes: none reported by NVML (or not visible from here)")
+        table = _table(("pid", "right"), ("user", "left"), ("rank", "left"), ("used GiB", "right"))
+        for p in procs:
+            table.add_row(str(p.pid), p.user or "—", p.rank or "—", fmt.gib(p.used_gib, 2))
+        return Group(Text("processes", style="bold"), table)
+
+    def _history(self, detail: GpuDetail) -> Text:
+        history = self.kvtop.state.history
+        key = detail.gpu.sample.uuid or str(detail.gpu.sample.index)
+        width = max(20, self.size.width - 30)
+        used = history.gpu_used_gib(key)
+        util = history.gpu_util_pct(key)
+        text = Text(no_wrap=True)
+        text.append("history", style="bold")
+        text.append(f"  (last {len(used.values)} readings)\n")
+        text.append("used GiB  ")
+        text.append_text(sparkline(used.values, width, 0, detail.gpu.sample.total_gib))
+        text.append(f" {fmt.gib(detail.gpu.sample.used_gib)}\nutil %    ")
+        text.append_text(sparkline(util.values, width, 0, 100))
+        text.append(f" {fmt.pct(detail.gpu.sample.utilization_pct)}")
+        return text

@@ -1,0 +1,94 @@
+"""Help: the keys, what each glyph of the memory bar means, and the state of every source."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK
+
+if TYPE_CHECKING:
+    from tui.app import KvtopApp
+
+KEYS = (
+    ("q", "quit"),
+    ("? / F1", "this help"),
+    ("↑ ↓ / j k", "select a GPU (in GPU detail: the next or previous GPU)"),
+    ("Enter", "GPU detail: phase waterfall, where each number comes from, processes, history"),
+    ("Esc", "back"),
+    ("f", "the formula: SGLang's KV sizing with live numbers, what-if and reverse questions"),
+    ("+ / -", "slower / faster refresh"),
+    ("space", "pause the display (sources keep running, history keeps recording)"),
+    ("c", "compact (one line per GPU, fewer panels) / full"),
+    ("ctrl+p", "command palette: every action by name"),
+)
+MEANINGS = {
+    "baseline": "in use before SGLang loaded anything (CUDA context, NCCL, other processes)",
+    "weights": "the target model's weights (log: Load weight end)",
+    "KV cache": "the target's KV pool (log: KV Cache is allocated)",
+    "draft weights": "the speculative draft model's weights",
+    "draft KV": "the draft's KV pool",
+    "CUDA graphs": "captured CUDA graphs, target and draft",
+    "runtime": "NVML in use minus all of the above: activations, allocator cache, buffers",
+    "in use": "used memory when no rank's log explains this GPU",
+    "free": "free memory (NVML)",
+}
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [  # noqa: RUF012
+        Binding("escape,q,question_mark,f1", "close", "close"),
+    ]
+
+    @property
+    def kvtop(self) -> KvtopApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box"):
+            yield Static(self._content())
+
+    def _content(self) -> Group:
+        keys = Table(box=None, pad_edge=False, show_edge=False, show_header=False)
+        keys.add_column(no_wrap=True, style="bold")
+        keys.add_column()
+        for key, meaning in KEYS:
+            keys.add_row(key, meaning)
+        glyphs = Table(box=None, pad_edge=False, show_edge=False, show_header=False)
+        glyphs.add_column(no_wrap=True)
+        glyphs.add_column(no_wrap=True, style="bold")
+        glyphs.add_column()
+        for name, meaning in MEANINGS.items():
+            glyphs.add_row(GLYPHS[name] * 3, name, meaning)
+        glyphs.add_row(
+            RESERVE_MARK,
+            "reserve",
+            "where SGLang's reserve pre-load free × (1 − mem_fraction_static) begins",
+        )
+        sources = Table(box=None, pad_edge=False, show_edge=False, show_header=False)
+        sources.add_column(no_wrap=True, style="bold")
+        sources.add_column(no_wrap=True)
+        sources.add_column()
+        snapshot = self.kvtop.state.snapshot
+        for health in snapshot.sources if snapshot else ():
+            sources.add_row(health.name, health.state, Text(health.detail or ""))
+        return Group(
+            Text("kvtop keys", style="bold"),
+            keys,
+            Text("\nthe memory bar, left to right (GiB)", style="bold"),
+            glyphs,
+            Text("\nsources (● ok  ◐ degraded  ○ off)", style="bold"),
+            sources,
+            Text("\nEsc closes."),
+        )
+
+    def action_close(self) -> None:
+        self.dismiss(None)

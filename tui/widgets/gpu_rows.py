@@ -1,0 +1,152 @@
+"""The overview's GPU table: a header line, one row per GPU with its stacked bar, a legend."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+
+from tui.model.deployment import GpuView
+from tui.widgets import fmt
+from tui.widgets.segments import MemoryWidget
+from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK, SHORT, render_bar
+
+LEFT_CELLS = 11  # "▶ 0   TP0  "
+RIGHT_CELLS = 35  # "  88.2/95.6    7.4  61%  55C  400W"
+MIN_BAR = 10
+
+
+def bar_width(width: int) -> int:
+    return max(MIN_BAR, width - LEFT_CELLS - RIGHT_CELLS)
+
+
+def bar_segments(view: GpuView) -> list[tuple[str, float]]:
+    """The model's segments; without a rank's log only "in use" and "free" are known."""
+    memory = view.memory
+    if (
+        memory.baseline_gib is None
+        and memory.weights_gib is None
+        and memory.runtime_gib is not None
+    ):
+        return [("in use", memory.runtime_gib), ("free", memory.free_gib)]
+    return memory.segments()
+
+
+def _rank_label(ranks: tuple[str, ...]) -> str:
+    if not ranks:
+        return "—"
+    if len(ranks) == 1:
+        return ranks[0]
+    return f"{ranks[0]}+{len(ranks) - 1}"
+
+
+class GpuHeader(MemoryWidget):
+    """Column titles; the memory column names the card size."""
+
+    DEFAULT_CSS = "GpuHeader { height: 1; }"
+    total_gib: reactive[float | None] = reactive(None)
+
+    def render(self) -> Text:
+        width = self.size.width
+        bar = bar_width(width)
+        total = f"memory ({fmt.gib(self.total_gib)} GiB)" if self.total_gib else "memory"
+        text = Text(no_wrap=True, overflow="crop")
+        text.append(f"  {'GPU':<3} {'rank':<5}".ljust(LEFT_CELLS))
+        text.append(total[:bar].ljust(bar))
+        text.append(f" {'used/total':>11} {'free':>6} {'util':>4} {'temp':>4} {'power':>5}")
+        return text
+
+
+class GpuRow(MemoryWidget):
+    """One GPU: index, rank, stacked memory bar with the reserve mark, and NVML figures."""
+
+    DEFAULT_CSS = "GpuRow { height: 1; }"
+
+    def __init__(self, index: int) -> None:
+        super().__init__(id=f"gpu-{index}", classes="memory")
+        self.index = index
+        self._view: GpuView | None = None
+
+    @property
+    def view(self) -> GpuView | None:
+        return self._view
+
+    def show(self, view: GpuView) -> None:
+        if view != self._view:
+            self._view = view
+            self.refresh()
+
+    def render(self) -> Text:
+        view = self._view
+        text = Text(no_wrap=True, overflow="crop")
+        selected = self.has_class("-selected")
+        if view is None:
+            return text
+        sample = view.sample
+        text.append("▶ " if selected else "  ")
+        text.append(
+            f"{sample.index:<3} {_rank_label(view.ranks)[:6]:<6}"[: LEFT_CELLS - 2].ljust(
+                LEFT_CELLS - 2
+            )
+        )
+        width = bar_width(self.size.width)
+        if sample.status != "ok":
+            reason = (
+                "GPU lost: it fell off the bus (NVML). Check `dmesg` for Xid errors."
+                if sample.status == "lost"
+                else "memory unreadable through NVML right now."
+            )
+            text.append(reason[:width].ljust(width), self.segment_style("runtime"))
+            return text
+        memory = view.memory
+        text.append(
+            render_bar(
+                bar_segments(view),
+                memory.total_gib,
+                width,
+                self.segment_style,
+                memory.reserve_starts_at_gib,
+                self.reserve_style(),
+            )
+        )
+        used = f"{fmt.gib(sample.used_gib)}/{fmt.gib(sample.total_gib)}"
+        text.append(f" {used:>11} {fmt.gib(memory.free_gib):>6}")
+        util = fmt.pct(sample.utilization_pct)
+        temp = "—" if sample.temperature_c is None else f"{sample.temperature_c}C"
+        power = "—" if sample.power_w is None else f"{sample.power_w:.0f}W"
+        text.append(f" {util:>4} {temp:>4} {power:>5}")
+        return text
+
+
+class MemoryLegend(MemoryWidget):
+    """The glyph and colour of every segment, with the selected GPU's GiB per segment."""
+
+    DEFAULT_CSS = "MemoryLegend { height: auto; }"
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(classes="memory", **kwargs)  # type: ignore[arg-type]
+        self._view: GpuView | None = None
+
+    def show(self, view: GpuView | None) -> None:
+        if view != self._view:
+            self._view = view
+            self.refresh(layout=True)
+
+    def render(self) -> Text:
+        view = self._view
+        text = Text(overflow="fold")
+        if view is None:
+            text.append("no GPU readings: memory bars need NVML (see the source markers above)")
+            return text
+        memory = view.memory
+        segments = bar_segments(view)
+        text.append(f"  GPU {view.sample.index}: ", self.label_style())
+        for name, value in segments:
+            text.append(GLYPHS.get(name, "█"), self.segment_style(name))
+            text.append(f" {SHORT.get(name, name)} {fmt.gib(value)}  ")
+        if memory.reserve_starts_at_gib is not None:
+            text.append(RESERVE_MARK, self.reserve_style())
+            text.append(
+                f" reserve {fmt.gib(memory.reserve_gib)} from {fmt.gib(memory.reserve_starts_at_gib)}  "
+            )
+        text.append("(GiB)")
+        return text

@@ -1,0 +1,98 @@
+"""The KV panel: token usage bar, load, a usage sparkline and how many requests fit."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.widget import Widget
+
+from tui.model.history import Series
+from tui.model.kv_usage import KvUsage
+from tui.model.server_status import duration_text
+from tui.widgets import fmt
+from tui.widgets.sparkline import sparkline
+
+LABEL = "KV cache  "
+
+
+class KvPanel(Widget):
+    DEFAULT_CSS = "KvPanel { height: auto; }"
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "kv--used",
+        "kv--free",
+        "kv--spark",
+        "kv--label",
+        "kv--dim",
+    }
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._key: tuple | None = None
+        self._usage: KvUsage | None = None
+        self._series: Series | None = None
+        self._compact = False
+
+    def show(self, usage: KvUsage, series: Series, compact: bool) -> None:
+        key = (usage, series.values[-1:] if series.values else (), len(series.values), compact)
+        if key != self._key:
+            self._key = key
+            self._usage, self._series, self._compact = usage, series, compact
+            self.refresh(layout=True)
+
+    def _style(self, name: str):
+        return self.get_component_rich_style(name, partial=True)
+
+    def render(self) -> Text:
+        usage = self._usage
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(LABEL, self._style("kv--label"))
+        if usage is None:
+            text.append("waiting for the first snapshot")
+            return text
+        width = self.size.width
+        bar = max(10, min(40, width // 5))
+        if usage.usage_pct is not None:
+            filled = round(min(100.0, max(0.0, usage.usage_pct)) / 100 * bar)
+            text.append("█" * filled, self._style("kv--used"))
+            text.append("░" * (bar - filled), self._style("kv--free"))
+        else:
+            text.append("·" * bar, self._style("kv--dim"))
+        text.append(f" {fmt.count(usage.used_tokens)} / {fmt.count(usage.max_tokens)} tokens")
+        text.append(f" ({fmt.pct(usage.usage_pct)})")
+        load = [
+            f"{fmt.count(usage.running_requests)} running",
+            f"{fmt.count(usage.queued_requests)} queued",
+            f"{fmt.count(usage.gen_throughput)} tok/s",
+        ]
+        if usage.cache_hit_pct is not None:
+            load.append(f"hit {fmt.pct(usage.cache_hit_pct)}")
+        if usage.accept_length is not None:
+            load.append(f"accept {usage.accept_length:.2f}")
+        text.append("   " + " · ".join(load))
+        if usage.source == "none":
+            text.append("   (no metrics and no batch line yet)", self._style("kv--dim"))
+        elif usage.source != "metrics":
+            text.append(f"   ({usage.source})", self._style("kv--dim"))
+        fits = self._fits(usage)
+        if self._compact:
+            if fits:
+                text.append("\n" + " " * len(LABEL) + fits)
+            return text
+        series = self._series
+        spark_width = max(10, min(60, width // 3))
+        text.append("\n" + " " * len(LABEL))
+        if series is not None and series.values:
+            text.append_text(sparkline(series.values, spark_width, 0, 100))
+            text.append(f" last {duration_text(series.seconds)} ", self._style("kv--dim"))
+        if fits:
+            text.append("  " + fits)
+        return text
+
+    @staticmethod
+    def _fits(usage: KvUsage) -> str:
+        parts = []
+        for cap in usage.capacity:
+            now = "" if cap.fit_free_now is None else f" ({fmt.ratio(cap.fit_free_now)} free now)"
+            parts.append(f"{fmt.ratio(cap.fit_in_pool)} × {cap.length_tokens:,}{now}")
+        return ("fits " + " · ".join(parts)) if parts else ""

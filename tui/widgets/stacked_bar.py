@@ -1,0 +1,81 @@
+"""Lay out a stacked memory bar in terminal cells: every non-empty segment stays visible.
+
+Display arithmetic only (cells, glyphs); the GiB figures come from the model unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from rich.style import Style
+from rich.text import Text
+
+# One glyph per segment so the bar reads without colour (NO_COLOR, TERM=dumb): block elements
+# only, which every terminal font draws one cell wide.
+GLYPHS = {
+    "baseline": "▚",
+    "weights": "█",
+    "KV cache": "▓",
+    "draft weights": "▒",
+    "draft KV": "▞",
+    "CUDA graphs": "░",
+    "runtime": "▄",
+    "in use": "█",
+    "free": "·",
+}
+SHORT = {
+    "baseline": "base",
+    "weights": "weights",
+    "KV cache": "KV",
+    "draft weights": "draft",
+    "draft KV": "draft KV",
+    "CUDA graphs": "graphs",
+    "runtime": "runtime",
+    "in use": "in use",
+    "free": "free",
+}
+RESERVE_MARK = "│"
+VISIBLE_GIB = 0.05  # smaller than this rounds to nothing even on a 300-column bar
+
+
+def layout(segments: Sequence[tuple[str, float]], total: float, width: int) -> list[int]:
+    """Cells per segment summing to `width` (largest remainder), each visible one ≥ 1 cell."""
+    if width <= 0 or total <= 0:
+        return [0] * len(segments)
+    values = [max(0.0, v) for _, v in segments]
+    scale = width / max(total, sum(values))
+    exact = [v * scale for v in values]
+    cells = [int(x) for x in exact]
+    order = sorted(range(len(exact)), key=lambda i: exact[i] - cells[i], reverse=True)
+    for i in order[: max(0, min(width, round(sum(exact))) - sum(cells))]:
+        cells[i] += 1
+    # A segment that exists but rounds to zero steals a cell from the widest one.
+    for i, value in enumerate(values):
+        if cells[i] == 0 and value >= VISIBLE_GIB:
+            widest = max(range(len(cells)), key=lambda j: cells[j])
+            if cells[widest] > 1:
+                cells[widest] -= 1
+                cells[i] = 1
+    return cells
+
+
+def render_bar(
+    segments: Sequence[tuple[str, float]],
+    total: float,
+    width: int,
+    style_of: Callable[[str], Style],
+    reserve_at: float | None = None,
+    reserve_style: Style | None = None,
+) -> Text:
+    """The bar as Text of exactly `width` cells; `reserve_at` GiB gets the reserve mark."""
+    cells = layout(segments, total, width)
+    text = Text(no_wrap=True, overflow="crop")
+    for (name, _), count in zip(segments, cells, strict=True):
+        if count:
+            text.append(GLYPHS.get(name, "█") * count, style_of(name))
+    if len(text) < width:
+        text.append(" " * (width - len(text)))
+    if reserve_at is not None and total > 0 and width > 1:
+        at = min(width - 1, max(0, round(reserve_at / total * width)))
+        text = text[:at] + Text(RESERVE_MARK, reserve_style or Style(bold=True)) + text[at + 1 :]
+    return text

@@ -1,0 +1,87 @@
+"""The top line: host, log source, SGLang version, model, state and one marker per source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.widget import Widget
+
+from tui.model.deployment import DEGRADED, OK, SourceHealth
+
+MARKS = {OK: "●", DEGRADED: "◐"}  # anything else (off): ○ — readable without colour
+SOURCE_NAMES = {"nvml": "NVML", "log": "log", "journal": "journal", "metrics": "metrics"}
+
+
+@dataclass(frozen=True, slots=True)
+class StatusFacts:
+    """What the status line shows, formatted by the screen from the model."""
+
+    left: tuple[str, ...]  # host and log source, before the state
+    state: str
+    state_kind: str  # "ready", "starting", "failed", "waiting"
+    sources: tuple[SourceHealth, ...]
+    paused: bool
+    interval_s: float
+    demo: bool
+    facts: tuple[str, ...] = ()  # SGLang version, model, parallelism, after the state
+
+
+class StatusLine(Widget):
+    DEFAULT_CSS = "StatusLine { height: 1; }"
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "status--ok",
+        "status--degraded",
+        "status--off",
+        "status--ready",
+        "status--starting",
+        "status--failed",
+        "status--paused",
+        "status--demo",
+    }
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._facts: StatusFacts | None = None
+
+    def show(self, facts: StatusFacts) -> None:
+        if facts != self._facts:
+            self._facts = facts
+            self.refresh()
+
+    def _style(self, name: str):
+        return self.get_component_rich_style(name, partial=True)
+
+    def render(self) -> Text:
+        facts = self._facts
+        if facts is None:
+            return Text(" kvtop · reading sources…")
+        right = Text(no_wrap=True)
+        if facts.demo:
+            right.append(" DEMO: simulated GPUs ", self._style("status--demo"))
+            right.append(" ")
+        if facts.paused:
+            right.append(" PAUSED ", self._style("status--paused"))
+            right.append(" ")
+        right.append(f"{facts.interval_s:g}s ")
+        for health in facts.sources:
+            state = health.state if health.state in MARKS else "off"
+            right.append(" ")
+            right.append(MARKS.get(health.state, "○"), self._style(f"status--{state}"))
+            right.append(SOURCE_NAMES.get(health.name, health.name))
+        right.append(" ")
+        left = Text(no_wrap=True, overflow="ellipsis")
+        left.append(" kvtop", "bold")
+        for part in facts.left:
+            left.append(" · ")
+            left.append(part)
+        left.append(" · ")
+        kind = facts.state_kind if facts.state_kind in ("ready", "failed") else "starting"
+        left.append(facts.state, self._style(f"status--{kind}"))
+        for part in facts.facts:
+            left.append(" · ")
+            left.append(part)
+        room = max(0, self.size.width - right.cell_len)
+        left.truncate(room, overflow="ellipsis", pad=True)
+        return left + right

@@ -1,0 +1,179 @@
+"""Text panels of the overview: host KV lane, insights, events, and source notices.
+
+Log text and messages are always appended as plain Text: markup in a log line is never parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.widget import Widget
+
+from tui.model.deployment import OK, HostMemory, SourceHealth
+from tui.model.timeline import EventRow
+from tui.sglang.metrics import MetricsSample
+from tui.widgets import fmt
+
+PANEL_CLASSES = {"panel--label", "panel--dim", "panel--bad", "panel--warn", "panel--good"}
+
+
+class TextPanel(Widget):
+    """Refreshes only when the content key changes; subclasses build the Text."""
+
+    DEFAULT_CSS = "TextPanel { height: auto; }"
+    COMPONENT_CLASSES: ClassVar[set[str]] = PANEL_CLASSES
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._key: object = object()
+        self._text = Text()
+
+    def style_of(self, name: str):
+        return self.get_component_rich_style(f"panel--{name}", partial=True)
+
+    def set_content(self, key: object, build) -> None:
+        if key != self._key:
+            self._key = key
+            self._text = build()
+            self.display = bool(self._text.plain)
+            self.refresh(layout=True)
+
+    def render(self) -> Text:
+        return self._text
+
+
+class HostKvLane(TextPanel):
+    """Hierarchical cache: the host pool per rank and in total, host RAM, pool usage."""
+
+    def show(
+        self,
+        per_rank_gb: Sequence[float],
+        total_gb: float | None,
+        host: HostMemory | None,
+        metrics: MetricsSample | None,
+    ) -> None:
+        used = metrics.hicache_host_used_tokens if metrics else None
+        total_tokens = metrics.hicache_host_total_tokens if metrics else None
+        key = (tuple(per_rank_gb), total_gb, host, used, total_tokens)
+        self.set_content(key, lambda: self._build(per_rank_gb, total_gb, host, used, total_tokens))
+
+    def _build(self, per_rank, total_gb, host, used, total_tokens) -> Text:
+        if not per_rank:
+            return Text()
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("host KV   ", self.style_of("label"))
+        low, high = min(per_rank), max(per_rank)
+        each = f"{low:,.2f} GB" if low == high else f"{low:,.2f}–{high:,.2f} GB"
+        text.append(f"{each} per rank × {len(per_rank)} = {fmt.gib(total_gb, 2)} GB")
+        if host is not None:
+            text.append(f" · host RAM {host.used_gb:,.0f} / {host.total_gb:,.0f} GB used")
+            if total_gb is not None and total_gb > host.total_gb:
+                text.append(" (pools exceed host RAM!)", self.style_of("bad"))
+        if used is not None and total_tokens:
+            text.append(
+                f" · host pool {100 * used / total_tokens:.0f} % ({used:,} / {total_tokens:,} tokens)"
+            )
+        return text
+
+
+class InsightsPanel(Widget):
+    """Findings from the model, as sentences with a hanging indent (a grid wraps them)."""
+
+    DEFAULT_CSS = "InsightsPanel { height: auto; }"
+    COMPONENT_CLASSES: ClassVar[set[str]] = PANEL_CLASSES
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._key: object = None
+        self._grid: Table | None = None
+
+    def show(self, insights: Sequence[str], limit: int) -> None:
+        key = (tuple(insights), limit)
+        if key == self._key:
+            return
+        self._key = key
+        label = self.get_component_rich_style("panel--label", partial=True)
+        dim = self.get_component_rich_style("panel--dim", partial=True)
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=8, no_wrap=True)
+        grid.add_column(width=1, no_wrap=True)
+        grid.add_column(ratio=1)
+        for i, line in enumerate(insights[:limit]):
+            grid.add_row(Text("insights" if i == 0 else "", label), "•", Text(line))
+        if len(insights) > limit:
+            more = f"{len(insights) - limit} more: c shows more, kvtop --once prints them all"
+            grid.add_row("", "", Text(more, dim))
+        self._grid = grid
+        self.display = bool(insights)
+        self.refresh(layout=True)
+
+    def render(self) -> Table | Text:
+        return self._grid if self._grid is not None else Text()
+
+
+def _event_line(row: EventRow) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    clock = row.time_text[-8:] if row.time_text else "--:--:--"
+    text.append(f"{clock} {row.ranks:<7} ")
+    text.append(row.what)
+    if row.delta_gib is not None:
+        # The phase took memory: free memory went down by that much.
+        sign = "−" if row.delta_gib >= 0 else "+"
+        text.append(f"  {sign}{abs(row.delta_gib):.2f} GiB")
+    if row.avail_gib is not None:
+        text.append(f" → {row.avail_gib:.2f} GiB free")
+    if row.duration_s is not None:
+        text.append(f" in {row.duration_s:.1f} s")
+    return text
+
+
+class EventsPanel(TextPanel):
+    """Newest first: phases across ranks with the memory they moved; failures with a next step."""
+
+    def show(self, rows: Sequence[EventRow], limit: int) -> None:
+        shown = tuple(rows[:limit])
+        self.set_content(shown, lambda: self._build(shown))
+
+    def _build(self, rows: Sequence[EventRow]) -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for i, row in enumerate(rows):
+            text.append("events    " if i == 0 else "          ", self.style_of("label"))
+            if row.failure:
+                line = Text(no_wrap=True, overflow="ellipsis")
+                line.append(
+                    f"{row.time_text[-8:]} {row.ranks:<7} {row.what}: ", self.style_of("bad")
+                )
+                line.append(row.message, self.style_of("bad"))
+                text.append_text(line)
+                if row.next_step:
+                    text.append("\n          ")
+                    text.append("→ " + row.next_step, self.style_of("warn"))
+            else:
+                text.append_text(_event_line(row))
+            if i < len(rows) - 1:
+                text.append("\n")
+        return text
+
+
+class NoticesPanel(TextPanel):
+    """Sources that are degraded or off, with their reason, and the snapshot's notes."""
+
+    def show(self, sources: Sequence[SourceHealth], notes: Sequence[str], demo: bool) -> None:
+        bad = tuple(h for h in sources if h.state != OK and h.detail)
+        key = (bad, tuple(notes))
+        self.set_content(key, lambda: self._build(bad, notes))
+
+    def _build(self, bad: Sequence[SourceHealth], notes: Sequence[str]) -> Text:
+        text = Text(overflow="fold")
+        lines: list[tuple[str, str]] = [(h.name, h.detail or "") for h in bad]
+        lines += [("note", n) for n in notes]
+        for i, (name, detail) in enumerate(lines):
+            style = self.style_of("warn" if name != "note" else "dim")
+            text.append(f" {name}: ", style)
+            text.append(detail)
+            if i < len(lines) - 1:
+                text.append("\n")
+        return text
