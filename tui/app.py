@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterable
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -48,7 +49,7 @@ class ViewState:
     interval_s: float = 1.0
     compact: bool | None = None  # None: decided by the terminal height
     request_len: int | None = None
-    host_name: str = field(default_factory=socket.gethostname)
+    host_name: str = ""
     problem: str | None = None
 
 
@@ -79,15 +80,19 @@ class KvtopApp(App[int]):
         demo: bool = False,
         request_len: int | None = None,
         compact: bool | None = None,
+        clock: Callable[[], float] = time.time,
+        host_name: str | None = None,
     ) -> None:
         super().__init__()
         self.feed = feed
+        self.clock = clock  # for uptimes; tests fix it
         self.state = ViewState(
             source_label=source_label,
             demo=demo,
             interval_s=feed.interval_s,
             request_len=request_len,
             compact=compact,
+            host_name=host_name or socket.gethostname(),
         )
         self._feed_task: asyncio.Task[None] | None = None
 
@@ -168,7 +173,7 @@ class KvtopApp(App[int]):
             elif startup.version.known:
                 after.append(f"SGLang {startup.version.text()}")
             after.extend(deployment_facts(startup))
-            status = server_status(startup, datetime.now())
+            status = server_status(startup, datetime.fromtimestamp(self.clock()))
             kind, text = status.state, status.text
             if status.restarts:
                 text += f" · restarted {status.restarts}×"

@@ -143,11 +143,12 @@ class Session:
     scenario: DemoScenario | None = None
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
+    clock: Callable[[], float] = time.time  # stamps snapshots (tests fix it)
 
     def __post_init__(self) -> None:
         self.interval_s = self.options.interval_s
-        if self.options.demo:
-            self.scenario = DemoScenario(self.options.demo_speed)
+        if self.options.demo and self.scenario is None:
+            self.scenario = DemoScenario(self.options.demo_speed, clock=self.clock)
         elif self.options.nvml:
             self.nvml = NvmlSource(process_interval_s=self.options.process_interval_s)
 
@@ -253,7 +254,7 @@ class Session:
             sources.append(self.metrics_health)
         return build_snapshot(
             self.analysis(),
-            taken_at=time.time(),
+            taken_at=self.clock(),
             nvml=reading,
             process_ranks=ranks,
             pids_visible=visible,

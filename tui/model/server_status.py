@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
+from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import FAILED, READY, Startup
 
 
@@ -74,14 +75,14 @@ def deployment_facts(startup: Startup) -> list[str]:
         return ["no server_args line: mem_fraction_static unknown"]
     facts: list[str] = []
     if args.model_path:
-        facts.append(args.model_path.rstrip("/").rsplit("/", 1)[-1])
+        facts.append(make_visible(args.model_path.rstrip("/").rsplit("/", 1)[-1]))
     for name, value in (("TP", args.tp_size), ("DP", args.dp_size), ("EP", args.ep_size)):
         if value and (value > 1 or name == "TP"):
             facts.append(f"{name}{value}")
     if args.mem_fraction_static is not None:
         facts.append(f"mfs {args.mem_fraction_static:g}")
     if args.speculative_algorithm:
-        facts.append(str(args.speculative_algorithm))
+        facts.append(make_visible(str(args.speculative_algorithm)))
     if args.enable_hierarchical_cache:
         facts.append("HiCache")
     return facts

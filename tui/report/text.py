@@ -9,6 +9,7 @@ from rich.text import Text
 from tui.model.analysis import Analysis
 from tui.model.deployment import Snapshot
 from tui.model.sizing import SAFE_HEADROOM_GIB
+from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import RankStartup
 
 
@@ -74,7 +75,8 @@ def _header(report: Analysis) -> Text:
             facts.append(f"hierarchical cache{ratio}")
     else:
         facts.append("no server_args line in this log: mem_fraction_static unknown")
-    return Text(line1 + "\n" + " · ".join(facts))
+    # server_args strings come from a repr: an escaped control character is real after parsing.
+    return Text(make_visible(line1) + "\n" + make_visible(" · ".join(facts)))
 
 
 def _summary(report: Analysis) -> Text:

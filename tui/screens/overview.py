@@ -128,7 +128,7 @@ class OverviewScreen(Screen[None]):
         self.query_one(HostKvLane).show(
             per_rank, snapshot.host_kv_total_gb, snapshot.host, snapshot.metrics
         )
-        self.query_one(InsightsPanel).show(analysis.insights, 2 if compact else 4)
+        self.query_one(InsightsPanel).show(analysis.insights, 1 if compact else 4)
         # The session re-analyses only when the log changed: same object, same events.
         if analysis is not self._analysis_shown:
             self._analysis_shown = analysis

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 
 from tui.sglang import events as ev
+from tui.sglang.control_chars import make_visible
 from tui.sglang.prefix import split_prefix
 from tui.sglang.server_args import parse_server_args
 
@@ -511,6 +512,7 @@ def parse_line(line: str | bytes) -> ev.Event | None:
     text = normalize(line)
     if not text or _ANY_KNOWN.search(text) is None:
         return None
+    text = make_visible(text)  # no event carries a control character to a screen
     prefix, message = split_prefix(text)
     try:
         return parse_message(prefix, message)

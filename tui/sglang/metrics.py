@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from tui.sglang.control_chars import make_visible
 from tui.sglang.server_args import ServerArgs, server_args_from_mapping
 
 __all__ = [
@@ -401,7 +402,7 @@ def _count(value: object) -> int | None:
 
 
 def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
+    return make_visible(value) if isinstance(value, str) and value else None
 
 
 def _memory_usage(data: object) -> MemoryUsage | None:

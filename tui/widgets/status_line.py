@@ -59,12 +59,12 @@ class StatusLine(Widget):
             return Text(" kvtop · reading sources…")
         right = Text(no_wrap=True)
         if facts.demo:
-            right.append(" DEMO: simulated GPUs ", self._style("status--demo"))
+            right.append(" DEMO ", self._style("status--demo"))
             right.append(" ")
         if facts.paused:
             right.append(" PAUSED ", self._style("status--paused"))
             right.append(" ")
-        right.append(f"{facts.interval_s:g}s ")
+        right.append(f"↻{facts.interval_s:g}s")
         for health in facts.sources:
             state = health.state if health.state in MARKS else "off"
             right.append(" ")

@@ -104,7 +104,7 @@ class InsightsPanel(Widget):
         for i, line in enumerate(insights[:limit]):
             grid.add_row(Text("insights" if i == 0 else "", label), "•", Text(line))
         if len(insights) > limit:
-            more = f"{len(insights) - limit} more: c shows more, kvtop --once prints them all"
+            more = f"+{len(insights) - limit} more (c: full view)"
             grid.add_row("", "", Text(more, dim))
         self._grid = grid
         self.display = bool(insights)

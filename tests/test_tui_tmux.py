@@ -1,0 +1,335 @@
+"""The installed `kvtop` console script, driven for real in a tmux pane.
+
+Each test starts `kvtop --demo --demo-speed 20` in a detached session on a private tmux server
+(`tmux -L kvtop-test-<pid>`), types keys with `send-keys` and reads the screen with
+`capture-pane -p`, polling against a deadline instead of sleeping. The exit status travels
+through a file: the pane runs `sh -c 'kvtop ...; echo $? > STATUS'`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+TMUX = shutil.which("tmux")
+KVTOP_SCRIPT = Path(sys.executable).with_name("kvtop")
+DEADLINE_S = 20.0
+POLL_S = 0.2
+
+pytestmark = [
+    pytest.mark.skipif(TMUX is None, reason="tmux is not installed: cannot drive the terminal UI"),
+    pytest.mark.skipif(
+        not KVTOP_SCRIPT.exists(), reason=f"no kvtop console script next to {sys.executable}"
+    ),
+]
+
+# An overview row: `▶ 0   TP0  ▚███▓▓▒…   88.2/95.6    7.3  35%  45C  300W`.
+GPU_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+TP(?P<rank>\d+)\s.*?\d+\.\d/\d+\.\d")
+READY = re.compile(r"·\s+ready\b")  # not "not ready yet" while starting
+SGR = re.compile(r"\x1b\[([0-9;:]*)m")
+
+
+class Tmux:
+    """A private tmux server; every session keeps its pane after exit (to read a traceback)."""
+
+    def __init__(self, socket: str, cwd: Path) -> None:
+        self.socket = socket
+        self.cwd = cwd
+        # A holder session keeps the server up between tests and carries the global options.
+        self.run("-f", "/dev/null", "new-session", "-d", "-s", "holder", "sleep 3600")
+        self.run("set-option", "-g", "remain-on-exit", "on")
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        assert TMUX is not None
+        return subprocess.run(
+            [TMUX, "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=10,
+            cwd=self.cwd,
+        )
+
+    def new_session(self, name: str, command: str, width: int = 120, height: int = 40) -> None:
+        self.run(
+            "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-c", str(self.cwd)
+        )
+        # Respawn the pane with kvtop only now that the size is set (no early resize).
+        self.run("respawn-pane", "-k", "-t", name, command)
+
+    def capture(self, name: str, *, escapes: bool = False) -> str:
+        args = ["capture-pane", "-p", "-t", name] + (["-e"] if escapes else [])
+        result = self.run(*args, check=False)
+        return result.stdout if result.returncode == 0 else ""
+
+    def send(self, name: str, *keys: str) -> None:
+        self.run("send-keys", "-t", name, *keys)
+
+    def kill_session(self, name: str) -> None:
+        self.run("kill-session", "-t", name)
+
+    def kill_server(self) -> None:
+        self.run("kill-server", check=False)
+
+    def wait_for(self, name: str, what: str, predicate: Callable[[str], bool]) -> str:
+        """Poll the pane until predicate(screen) holds; fail with the last screen after 20 s."""
+        deadline = time.monotonic() + DEADLINE_S
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.capture(name)
+            assert "Traceback" not in screen, f"traceback in the pane:\n{screen}"
+            if predicate(screen):
+                return screen
+            time.sleep(POLL_S)
+        pytest.fail(f"no {what} within {DEADLINE_S:g} s; last screen:\n{screen}")
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    server = Tmux(f"kvtop-test-{os.getpid()}", tmp_path)
+    try:
+        yield server
+    finally:
+        server.kill_server()
+
+
+def kvtop_command(
+    *args: str,
+    env: dict[str, str] | None = None,
+    status_file: Path | None = None,
+    pid_file: Path | None = None,
+) -> str:
+    """`sh -c` line running the installed script with a clean colour environment."""
+    settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+    core = f"env -u NO_COLOR -u FORCE_COLOR {settings} {shlex.quote(str(KVTOP_SCRIPT))}"
+    core += " " + " ".join(shlex.quote(a) for a in args)
+    if pid_file is not None:
+        script = f"echo $$ > {shlex.quote(str(pid_file))}; exec {core}"
+    else:
+        assert status_file is not None
+        script = f"{core}; echo $? > {shlex.quote(str(status_file))}"
+    return f"sh -c {shlex.quote(script)}"
+
+
+DEMO = ("--demo", "--demo-speed", "20")
+
+
+def gpu_rows(screen: str) -> list[tuple[int, int]]:
+    """(gpu index, TP rank) of each overview row, top to bottom."""
+    rows = []
+    for line in screen.splitlines():
+        match = GPU_ROW.match(line)
+        if match:
+            rows.append((int(match["gpu"]), int(match["rank"])))
+    return rows
+
+
+def eight_rows(screen: str) -> bool:
+    return gpu_rows(screen) == [(i, i) for i in range(8)]
+
+
+def status_line_ready(screen: str) -> bool:
+    lines = screen.splitlines()
+    return bool(lines) and READY.search(lines[0]) is not None
+
+
+def wait_for_file(path: Path, what: str) -> str:
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(POLL_S)
+    pytest.fail(f"no {what} within {DEADLINE_S:g} s ({path} not written)")
+
+
+def formula_interior(screen: str) -> list[str]:
+    """Lines inside the formula modal's box: from its title down, those with a left border."""
+    lines = screen.splitlines()
+    start = next(i for i, line in enumerate(lines) if "SGLang's KV sizing" in line)
+    return [line for line in lines[start:] if "│" in line[:3]]
+
+
+def test_overview_detail_formula_quit(tmux: Tmux, tmp_path: Path) -> None:
+    status = tmp_path / "status"
+    tmux.new_session("main", kvtop_command(*DEMO, status_file=status))
+
+    screen = tmux.wait_for("main", "eight GPU rows TP0..TP7", eight_rows)
+    screen = tmux.wait_for("main", "`ready` on the status line", status_line_ready)
+    assert eight_rows(screen), screen
+
+    tmux.send("main", "Enter")
+    screen = tmux.wait_for("main", "GPU detail", lambda s: "phase waterfall" in s)
+    assert "breakdown" in screen, screen
+
+    tmux.send("main", "Escape")
+    screen = tmux.wait_for(
+        "main", "the overview again", lambda s: "phase waterfall" not in s and eight_rows(s)
+    )
+
+    tmux.send("main", "f")
+    screen = tmux.wait_for("main", "the formula modal", lambda s: "SGLang's KV sizing" in s)
+    interior = formula_interior(screen)
+    assert any("0.88" in line for line in interior), screen  # mem_fraction_static in the sums
+
+    tmux.send("main", "Escape")
+    tmux.wait_for(
+        "main", "the modal to close", lambda s: "SGLang's KV sizing" not in s and eight_rows(s)
+    )
+
+    tmux.send("main", "q")
+    assert wait_for_file(status, "exit status after q") == "0"
+    assert "Traceback" not in tmux.capture("main")
+
+
+def test_small_terminal_shows_all_rows(tmux: Tmux, tmp_path: Path) -> None:
+    status = tmp_path / "status"
+    tmux.new_session("small", kvtop_command(*DEMO, status_file=status), width=80, height=24)
+    screen = tmux.wait_for("small", "eight GPU rows at 80x24", eight_rows)
+    lines = screen.splitlines()
+    assert len(lines) <= 24
+    assert all(len(line) <= 80 for line in lines), screen
+    # One line per GPU: eight consecutive lines, each with its memory figures.
+    numbers = [i for i, line in enumerate(lines) if GPU_ROW.match(line)]
+    assert numbers == list(range(numbers[0], numbers[0] + 8)), screen
+    tmux.send("small", "q")
+    assert wait_for_file(status, "exit status after q") == "0"
+
+
+def _alive(pid: int) -> bool:
+    """True while /proc/PID exists and is not a zombie (exited, not yet reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def test_terminal_gone_exits_promptly(tmux: Tmux, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    tmux.new_session("hup", kvtop_command(*DEMO, pid_file=pid_file))
+    pid = int(wait_for_file(pid_file, "kvtop's pid"))
+    tmux.wait_for("hup", "eight GPU rows", eight_rows)
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    assert b"kvtop" in cmdline, cmdline  # exec replaced the shell
+    tree = {pid} | _descendants(pid)
+
+    tmux.kill_session("hup")  # the pane's terminal goes away: SIGHUP
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and any(_alive(p) for p in tree):
+        time.sleep(0.05)
+    left = sorted(p for p in tree if _alive(p))
+    for p in left:  # do not leak it into the rest of the run
+        os.kill(p, 9)
+    assert not left, f"still running 3 s after the terminal went away: {left}"
+
+
+def _foreground_colours(screen: str) -> set[tuple[int, ...]]:
+    """Foreground colours set by SGR sequences: (index,) for 256 colours, (r, g, b) for RGB."""
+    colours: set[tuple[int, ...]] = set()
+    for match in SGR.finditer(screen):
+        params = [int(p) if p else 0 for p in re.split("[;:]", match[1])]
+        i = 0
+        while i < len(params):
+            p = params[i]
+            if p in (38, 48) and i + 1 < len(params):
+                if params[i + 1] == 5 and i + 2 < len(params):
+                    if p == 38:
+                        colours.add((params[i + 2],))
+                    i += 3
+                    continue
+                if params[i + 1] == 2 and i + 4 < len(params):
+                    if p == 38:
+                        colours.add(tuple(params[i + 2 : i + 5]))
+                    i += 5
+                    continue
+            if 30 <= p <= 37 or 90 <= p <= 97:
+                colours.add((p - 30 if p < 90 else p - 82,))
+            i += 1
+    return colours
+
+
+def _is_grey(colour: tuple[int, ...]) -> bool:
+    if len(colour) == 3:
+        return colour[0] == colour[1] == colour[2]
+    return colour[0] in (0, 7, 8, 15, 16, 231) or 232 <= colour[0] <= 255
+
+
+def _row_lines(screen: str) -> str:
+    plain = SGR.sub("", screen)
+    lines = screen.splitlines()
+    return "\n".join(
+        lines[i] for i, line in enumerate(plain.splitlines()) if GPU_ROW.match(line)
+    )
+
+
+def test_no_color_still_draws_bars(tmux: Tmux, tmp_path: Path) -> None:
+    tmux.new_session("colour", kvtop_command(*DEMO, status_file=tmp_path / "colour.status"))
+    tmux.new_session(
+        "mono", kvtop_command(*DEMO, env={"NO_COLOR": "1"}, status_file=tmp_path / "mono.status")
+    )
+    screen = tmux.wait_for("mono", "eight GPU rows with NO_COLOR=1", eight_rows)
+    for line in screen.splitlines():
+        if GPU_ROW.match(line):
+            assert "█" in line and "▓" in line, line  # weights and KV segments still drawn
+    tmux.wait_for("colour", "eight GPU rows in colour", eight_rows)
+
+    mono_rows = _row_lines(tmux.capture("mono", escapes=True))
+    colour_rows = _row_lines(tmux.capture("colour", escapes=True))
+    chromatic = {c for c in _foreground_colours(colour_rows) if not _is_grey(c)}
+    assert len(chromatic) >= 2, f"the colour run should colour its bar segments: {chromatic}"
+    mono_chromatic = {c for c in _foreground_colours(mono_rows) if not _is_grey(c)}
+    assert not mono_chromatic, f"NO_COLOR=1 still drew colours {mono_chromatic}"
+
+
+def test_term_dumb_renders(tmux: Tmux, tmp_path: Path) -> None:
+    """Observed: Textual ignores TERM=dumb and draws the full screen; keys and q still work.
+
+    (An app that refused TERM=dumb would have to do it with a one-line message and a nonzero
+    status; this asserts what kvtop does today.)
+    """
+    status = tmp_path / "status"
+    tmux.new_session("dumb", kvtop_command(*DEMO, env={"TERM": "dumb"}, status_file=status))
+    screen = tmux.wait_for(
+        "dumb", "a frame or an exit", lambda s: eight_rows(s) or status.exists()
+    )
+    if status.exists():  # refused: one clear line, nonzero status
+        code = status.read_text().strip()
+        text = [line for line in tmux.capture("dumb").splitlines() if line.strip()]
+        assert code not in ("", "0"), screen
+        assert len([t for t in text if not t.startswith("Pane is dead")]) == 1, screen
+        return
+    assert eight_rows(screen)
+    tmux.send("dumb", "Enter")
+    tmux.wait_for("dumb", "GPU detail under TERM=dumb", lambda s: "phase waterfall" in s)
+    tmux.send("dumb", "q")
+    assert wait_for_file(status, "exit status after q") == "0"
+    assert "Traceback" not in tmux.capture("dumb")
