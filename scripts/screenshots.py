@@ -1,34 +1,92 @@
-"""Write screenshots/ from the embedded demo: the --once report as SVG (and PNG if rsvg-convert)."""
+"""Regenerate screenshots/ from the demo: the TUI's screens and the --once report, SVG + PNG.
+
+    .venv/bin/python scripts/screenshots.py
+
+The TUI shots are a still of the demo (tui.demo.still: fixed clock, UTC, host name "gpu-host"),
+so they change only when the UI does. PNGs need `rsvg-convert` (apt-get install librsvg2-bin).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
 import subprocess
-from importlib import resources
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
 
-from tui.model.analysis import analyse
-from tui.report.text import print_report
-from tui.session import DEMO_LOG
-from tui.sglang.story import fold_lines
+from tui.app import KvtopApp
+from tui.demo.still import STILL_EPOCH, StillFeed, still_series, still_snapshot
+from tui.report.text import print_snapshot
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 
+# name, terminal size, keys pressed before the shot, title
+SHOTS: Sequence[tuple[str, tuple[int, int], Sequence[str], str]] = (
+    ("overview", (120, 40), (), "kvtop --demo (120×40)"),
+    ("overview-compact", (80, 24), (), "kvtop --demo (80×24, compact)"),
+    ("gpu-detail", (120, 40), ("j", "j", "j", "enter"), "kvtop: GPU detail (Enter)"),
+    ("formula", (120, 40), ("f",), "kvtop: the formula (f)"),
+)
+
+
+def png(svg: Path) -> None:
+    if not shutil.which("rsvg-convert"):
+        print("  (no rsvg-convert: PNG skipped; apt-get install librsvg2-bin)")
+        return
+    # Rich writes spaces as &#160; but rsvg still trims them at the start of a <text> unless
+    # whitespace is declared significant.
+    text = svg.read_text(encoding="utf-8").replace("<svg ", '<svg xml:space="preserve" ', 1)
+    fixed = svg.with_suffix(".tmp.svg")
+    fixed.write_text(text, encoding="utf-8")
+    try:
+        subprocess.run(["rsvg-convert", "-o", str(svg.with_suffix(".png")), str(fixed)], check=True)
+    finally:
+        fixed.unlink()
+    print(f"wrote {svg.with_suffix('.png')}")
+
+
+async def tui_shot(name: str, size: tuple[int, int], keys: Sequence[str], title: str) -> Path:
+    app = KvtopApp(
+        StillFeed(*still_series(120)),  # ten minutes of history for the sparklines
+        source_label="demo",
+        demo=True,
+        clock=lambda: STILL_EPOCH,
+        host_name="gpu-host",
+    )
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause(0.5)
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        for field in app.screen.query("Input"):
+            field.cursor_blink = False  # type: ignore[attr-defined]
+        await pilot.pause(0.2)
+        path = OUT / f"{name}.svg"
+        path.write_text(app.export_screenshot(title=title), encoding="utf-8")
+    print(f"wrote {path}")
+    return path
+
+
+def report_shot() -> Path:
+    console = Console(record=True, width=110, file=open(os.devnull, "w"))  # noqa: SIM115
+    print_snapshot(still_snapshot(), console)
+    path = OUT / "once-report-demo.svg"
+    console.save_svg(str(path), title="kvtop --once --demo")
+    print(f"wrote {path}")
+    return path
+
 
 def main() -> None:
-    with resources.as_file(resources.files("tui.data") / DEMO_LOG) as path, path.open() as lines:
-        report = analyse(fold_lines(lines), "demo: " + DEMO_LOG)
-    console = Console(record=True, width=110, file=open("/dev/null", "w"))  # noqa: SIM115
-    print_report(report, console)
-    svg = OUT / "once-report-demo.svg"
-    console.save_svg(str(svg), title="kvtop --once --demo")
-    print(f"wrote {svg}")
-    if shutil.which("rsvg-convert"):
-        png = svg.with_suffix(".png")
-        subprocess.run(["rsvg-convert", "-o", str(png), str(svg)], check=True)
-        print(f"wrote {png}")
+    os.environ["TZ"] = "UTC"  # the demo's log times are local times
+    time.tzset()
+    OUT.mkdir(exist_ok=True)
+    for shot in SHOTS:
+        png(asyncio.run(tui_shot(*shot)))
+    png(report_shot())
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ class Session:
             self.nvml = NvmlSource(process_interval_s=self.options.process_interval_s)
 
     # -- demo -----------------------------------------------------------------------------------
-    def _demo_tick(self) -> None:
+    def demo_tick(self) -> None:
         """Release the lines that are due, then read the simulated GPUs and /metrics."""
         scenario = self.scenario
         assert scenario is not None
@@ -178,7 +178,7 @@ class Session:
         opts = self.options
         if self.scenario is not None:
             self.scenario.finish_startup()
-            self._demo_tick()
+            self.demo_tick()
         elif opts.log_file:
             self._fold_file(opts.log_file)
 
@@ -327,7 +327,7 @@ class Session:
     async def _demo_loop(self) -> None:
         assert self.scenario is not None
         while True:
-            self._demo_tick()
+            self.demo_tick()
             await asyncio.sleep(min(self.interval_s, max(0.05, self.scenario.next_due_in_s())))
 
     async def _metrics_loop(self) -> None:

@@ -56,10 +56,10 @@ class Waterfall(MemoryWidget):
             text.append("no startup phases in the log for this GPU's rank.")
             return text
         peak = detail.peak_avail_gib or detail.gpu.sample.total_gib
-        bar = max(10, self.size.width - 62)
+        bar = max(10, self.size.width - 68)
         for i, step in enumerate(detail.waterfall):
             name = step.name + (" (draft)" if step.model == "draft" else "")
-            text.append(f"{step.time_text:>8} {name[:24]:<24} ")
+            text.append(f"{step.time_text:>8} {name[:30]:<30} ")
             if step.avail_gib is not None and peak > 0:
                 cells = round(max(0.0, step.avail_gib) / peak * bar)
                 text.append(

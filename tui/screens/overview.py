@@ -61,6 +61,7 @@ class OverviewScreen(Screen[None]):
         self.refresh_view()
 
     def on_screen_resume(self) -> None:
+        self._mark_selection()  # GPU detail may have moved to another GPU
         self.refresh_view()
 
     # -- actions --------------------------------------------------------------------------------

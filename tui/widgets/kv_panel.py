@@ -60,6 +60,35 @@ class KvPanel(Widget):
             text.append("·" * bar, self._style("kv--dim"))
         text.append(f" {fmt.count(usage.used_tokens)} / {fmt.count(usage.max_tokens)} tokens")
         text.append(f" ({fmt.pct(usage.usage_pct)})")
+        # The rest flows into as many lines as the width needs: load, where the numbers come
+        # from, capacity, and (full view) the usage sparkline.
+        pieces: list[Text] = [Text(self._load(usage))]
+        if usage.source == "none":
+            pieces.append(Text("no metrics and no batch line yet", self._style("kv--dim")))
+        elif usage.source != "metrics":
+            pieces.append(Text(f"({usage.source})", self._style("kv--dim")))
+        fits = self._fits(usage)
+        if fits:
+            pieces.append(Text(fits))
+        series = self._series
+        if not self._compact and series is not None and series.values:
+            spark = sparkline(series.values, max(10, min(60, width // 3)), 0, 100)
+            spark.append(f" usage, last {duration_text(series.seconds)}", self._style("kv--dim"))
+            pieces.append(spark)
+        line_len = text.cell_len
+        for piece in pieces:
+            if line_len + 3 + piece.cell_len > width:
+                text.append("\n" + " " * len(LABEL))
+                line_len = len(LABEL)
+            else:
+                text.append("   ")
+                line_len += 3
+            text.append_text(piece)
+            line_len += piece.cell_len
+        return text
+
+    @staticmethod
+    def _load(usage: KvUsage) -> str:
         load = [
             f"{fmt.count(usage.running_requests)} running",
             f"{fmt.count(usage.queued_requests)} queued",
@@ -69,25 +98,7 @@ class KvPanel(Widget):
             load.append(f"hit {fmt.pct(usage.cache_hit_pct)}")
         if usage.accept_length is not None:
             load.append(f"accept {usage.accept_length:.2f}")
-        text.append("   " + " · ".join(load))
-        if usage.source == "none":
-            text.append("   (no metrics and no batch line yet)", self._style("kv--dim"))
-        elif usage.source != "metrics":
-            text.append(f"   ({usage.source})", self._style("kv--dim"))
-        fits = self._fits(usage)
-        if self._compact:
-            if fits:
-                text.append("\n" + " " * len(LABEL) + fits)
-            return text
-        series = self._series
-        spark_width = max(10, min(60, width // 3))
-        text.append("\n" + " " * len(LABEL))
-        if series is not None and series.values:
-            text.append_text(sparkline(series.values, spark_width, 0, 100))
-            text.append(f" last {duration_text(series.seconds)} ", self._style("kv--dim"))
-        if fits:
-            text.append("  " + fits)
-        return text
+        return " · ".join(load)
 
     @staticmethod
     def _fits(usage: KvUsage) -> str:

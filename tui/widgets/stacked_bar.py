@@ -5,6 +5,7 @@ Display arithmetic only (cells, glyphs); the GiB figures come from the model unc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from rich.style import Style
@@ -76,6 +77,23 @@ def render_bar(
     if len(text) < width:
         text.append(" " * (width - len(text)))
     if reserve_at is not None and total > 0 and width > 1:
-        at = min(width - 1, max(0, round(reserve_at / total * width)))
+        at = min(width - 1, max(0, cell_at(segments, cells, reserve_at)))
         text = text[:at] + Text(RESERVE_MARK, reserve_style or Style(bold=True)) + text[at + 1 :]
     return text
+
+
+def cell_at(segments: Sequence[tuple[str, float]], cells: Sequence[int], gib: float) -> int:
+    """The cell where `gib` falls on the drawn bar: interpolated inside the segment holding it,
+    so a mark at a segment boundary (the reserve starts where the KV pool ends) sits exactly
+    there even when small segments were widened to one cell."""
+    start_gib, start_cell = 0.0, 0
+    for (_, value), count in zip(segments, cells, strict=True):
+        value = max(0.0, value)
+        if gib <= start_gib + value + VISIBLE_GIB:  # within rounding of a boundary: snap
+            inside = 0.0 if value <= 0 else min(1.0, max(0.0, (gib - start_gib) / value))
+            # The mark takes the cell where the reserve begins: the last cell of a segment
+            # that ends exactly there, so no one-cell segment after it is covered.
+            return start_cell + max(0, math.ceil(inside * count - 1e-9) - 1)
+        start_gib += value
+        start_cell += count
+    return start_cell
