@@ -318,7 +318,11 @@ def test_unreadable_file(tmp_path: Path) -> None:
         (["--once", "--demo", "--log-file", "x.log"], 2, "--demo"),
         (["--no-such-flag"], 2, "--no-such-flag"),
         (["--once", "--demo", "extra"], 2, "extra"),
-        ([], 2, "--once"),
+        ([], 2, "--once"),  # the live view needs a terminal; these pipes are not one
+        (["--demo"], 2, "needs a terminal"),
+        (["--demo", "--demo-speed", "0"], 2, "--demo-speed"),
+        (["--demo", "--demo-speed", "nan"], 2, "--demo-speed"),
+        (["--log-file", "-"], 2, "stdin"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else str(v),
 )
@@ -327,6 +331,21 @@ def test_usage_errors(args: list[str], code: int, needle: str) -> None:
     message = _one_line_error(result, code)
     assert needle in message
     assert "usage: kvtop" in message
+
+
+def test_demo_script_without_a_terminal_prints_the_report() -> None:
+    """The README's first command in CI or a pipe: the one-shot report, not a broken TUI."""
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "demo.sh")],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+        env=_env(),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no terminal here" in result.stderr
+    assert "159,277" in result.stdout
 
 
 def test_no_arguments(command: list[str]) -> None:

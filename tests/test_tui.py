@@ -141,6 +141,10 @@ async def test_formula_typed_values_and_reverse_questions() -> None:
         await pilot.press(*"abc")
         assert "not a number" in str(screen.query_one("#what-if").render())
         screen.query_one("#tokens").focus()
+        await pilot.press(*"qcf")  # typed into the field: not quit, compact or formula
+        assert isinstance(app.screen, FormulaScreen) and not app.state.compact
+        assert "is not a count of tokens" in str(screen.query_one("#tokens-answer").render())
+        screen.query_one("#tokens").value = ""
         await pilot.press(*"300k")
         answer = str(screen.query_one("#tokens-answer").render())
         assert re.search(r"307,200 tokens in the pool: mem_fraction_static 0\.\d{3}", answer)
