@@ -325,3 +325,28 @@ async def test_a_broken_feed_becomes_a_sentence_not_a_traceback() -> None:
         assert "journal reader exploded" in app.state.problem
         assert "restart kvtop" in app.state.problem
         assert "TP0" in screen_text(app)  # the last readings stay on screen
+
+
+async def test_sixteen_gpus_scroll_and_the_selection_stays_visible() -> None:
+    from dataclasses import replace
+
+    base = demo_snapshot()
+    extra = tuple(
+        replace(g, sample=replace(g.sample, index=g.sample.index + 8, uuid=g.sample.uuid + "x"))
+        for g in base.gpus
+    )
+    app = make_app(replace(base, gpus=base.gpus + extra))
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        rows = list(app.screen.query(GpuRow))
+        assert len(rows) == 16
+        container = app.screen.query_one("#gpu-list")
+        assert container.region.height < 16  # they do not all fit: the list scrolls
+        await pilot.press("end")
+        await pilot.pause()
+        last = rows[-1]
+        assert container.region.contains_region(last.region)
+        assert "15 " in screen_text(app)
+        await pilot.press("home")
+        await pilot.pause()
+        assert container.region.contains_region(rows[0].region)

@@ -34,6 +34,13 @@ class KvUsage:
     host_total_tokens: int | None = None
 
     @property
+    def host_usage_pct(self) -> float | None:
+        """HiCache host pool in use (metrics give it from SGLang 0.5.12)."""
+        if self.host_used_tokens is None or not self.host_total_tokens:
+            return None
+        return 100 * self.host_used_tokens / self.host_total_tokens
+
+    @property
     def free_tokens(self) -> int | None:
         if self.max_tokens is None or self.used_tokens is None:
             return None

@@ -126,9 +126,7 @@ class OverviewScreen(Screen[None]):
         self.query_one(KvPanel).show(usage, state.history.token_usage_pct(), compact)
         analysis = snapshot.analysis
         per_rank = [r.host_kv_gb for r in analysis.ranks if r.host_kv_gb is not None]
-        self.query_one(HostKvLane).show(
-            per_rank, snapshot.host_kv_total_gb, snapshot.host, snapshot.metrics
-        )
+        self.query_one(HostKvLane).show(per_rank, snapshot.host_kv_total_gb, snapshot.host, usage)
         self.query_one(InsightsPanel).show(analysis.insights, 1 if compact else 4)
         # The session re-analyses only when the log changed: same object, same events.
         if analysis is not self._analysis_shown:

@@ -13,8 +13,8 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tui.model.deployment import OK, HostMemory, SourceHealth
+from tui.model.kv_usage import KvUsage
 from tui.model.timeline import EventRow
-from tui.sglang.metrics import MetricsSample
 from tui.widgets import fmt
 
 PANEL_CLASSES = {"panel--label", "panel--dim", "panel--bad", "panel--warn", "panel--good"}
@@ -53,14 +53,18 @@ class HostKvLane(TextPanel):
         per_rank_gb: Sequence[float],
         total_gb: float | None,
         host: HostMemory | None,
-        metrics: MetricsSample | None,
+        usage: KvUsage,
     ) -> None:
-        used = metrics.hicache_host_used_tokens if metrics else None
-        total_tokens = metrics.hicache_host_total_tokens if metrics else None
-        key = (tuple(per_rank_gb), total_gb, host, used, total_tokens)
-        self.set_content(key, lambda: self._build(per_rank_gb, total_gb, host, used, total_tokens))
+        key = (tuple(per_rank_gb), total_gb, host, usage.host_used_tokens, usage.host_total_tokens)
+        self.set_content(key, lambda: self._build(per_rank_gb, total_gb, host, usage))
 
-    def _build(self, per_rank, total_gb, host, used, total_tokens) -> Text:
+    def _build(
+        self,
+        per_rank: Sequence[float],
+        total_gb: float | None,
+        host: HostMemory | None,
+        usage: KvUsage,
+    ) -> Text:
         if not per_rank:
             return Text()
         text = Text(no_wrap=True, overflow="ellipsis")
@@ -72,9 +76,10 @@ class HostKvLane(TextPanel):
             text.append(f" · host RAM {host.used_gb:,.0f} / {host.total_gb:,.0f} GB used")
             if total_gb is not None and total_gb > host.total_gb:
                 text.append(" (pools exceed host RAM!)", self.style_of("bad"))
-        if used is not None and total_tokens:
+        if usage.host_usage_pct is not None:
             text.append(
-                f" · host pool {100 * used / total_tokens:.0f} % ({used:,} / {total_tokens:,} tokens)"
+                f" · host pool {usage.host_usage_pct:.0f} % ({usage.host_used_tokens:,} / "
+                f"{usage.host_total_tokens:,} tokens)"
             )
         return text
 
