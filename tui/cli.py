@@ -244,6 +244,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "the live view reads keys from the terminal, so it cannot read the log from "
                 "stdin: give --log-file PATH or --unit NAME (stdin works with --once)",
             )
+        if os.environ.get("TERM", "") in ("dumb", "unknown"):
+            # Textual would draw anyway, sending escape codes such a terminal prints as garbage.
+            print(
+                "kvtop: TERM=dumb cannot draw the live view: use --once (or TERM=xterm-256color).",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             return _usage_error(
                 parser,

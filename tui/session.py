@@ -33,6 +33,9 @@ from tui.sources.nvml import NvmlReading, NvmlSource
 
 DEFAULT_URL = "http://127.0.0.1:30000"
 DEMO_LOG = "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+# How long the first live frame waits for the first GPU reading (a hung driver must not keep
+# the screen empty: after this the frame shows what there is, and the GPUs follow).
+FIRST_READING_WAIT_S = 0.5
 # The demo host's RAM (simulated, like its GPUs): 1 TiB, with the 8 HiCache host pools in use.
 DEMO_HOST = HostMemory(total_gb=1099.51, used_gb=412.6, available_gb=686.91)
 
@@ -144,6 +147,8 @@ class Session:
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
     clock: Callable[[], float] = time.time  # stamps snapshots (tests fix it)
+    # Set by the first GPU reading: the first live frame waits for it (briefly) so it shows GPUs.
+    _first_reading: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         self.interval_s = self.options.interval_s
@@ -157,6 +162,7 @@ class Session:
         """Release the lines that are due, then read the simulated GPUs and /metrics."""
         scenario = self.scenario
         assert scenario is not None
+        self._first_reading.set()
         lines = scenario.due_lines()
         if lines:
             fold_lines(lines, self.tracker)
@@ -229,7 +235,9 @@ class Session:
                 self.tracker,
                 opts.source_name,
                 config_path=opts.model_config,
-                version_override=opts.sglang_version,
+                # The server knows its version; the log only narrows it down.
+                version_override=opts.sglang_version
+                or (self.latest_info.version if self.latest_info else None),
                 what_if_mfs=opts.what_if,
                 request_len=opts.request_len,
                 server_args_fallback=fallback,
@@ -284,6 +292,7 @@ class Session:
     async def _poll_nvml(self) -> None:
         assert self.nvml is not None
         self.latest_nvml = await self.nvml.poll_async()
+        self._first_reading.set()
 
     async def _read_journal_once(self) -> None:
         from tui.sources.journal import JournalSource  # imports systemd only when asked for
@@ -306,6 +315,9 @@ class Session:
                 tasks.append(asyncio.create_task(self._every(self._poll_nvml)))
             if self.options.metrics:
                 tasks.append(asyncio.create_task(self._metrics_loop()))
+        if self.nvml is not None or self.scenario is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._first_reading.wait(), FIRST_READING_WAIT_S)
         try:
             while True:
                 yield self.snapshot()

@@ -17,6 +17,8 @@ from tui.sglang.metrics import MetricsSample, ServerInfo
 from tui.sources.nvml import GpuSample, NvmlReading
 
 OK, DEGRADED, OFF = "ok", "degraded", "off"
+# NVML in use below what the log itemises by more than rounding: log and GPUs do not match.
+MISMATCH_GIB = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,14 @@ def build_snapshot(
             )
         )
     notes: list[str] = []
+    for gpu in gpus:
+        runtime = gpu.memory.runtime_gib
+        if gpu.memory.baseline_gib is not None and runtime is not None and runtime < -MISMATCH_GIB:
+            notes.append(
+                f"GPU {gpu.sample.index}: the log itemises {-runtime:.1f} GiB more than NVML sees "
+                f"in use on it; the log may come from another host, other GPUs or an earlier "
+                "start (check --unit / --log-file)."
+            )
     if samples and analysis.ranks and how == "order":
         reason = (
             "the SGLang processes are not visible here (a container without the host PID "

@@ -121,7 +121,7 @@ class OverviewScreen(Screen[None]):
         header.total_gib = gpus[0].sample.total_gib if gpus else None
         for row, gpu in zip(self._rows, gpus, strict=False):
             row.show(gpu)
-        self.query_one(MemoryLegend).show(gpus[self.selected] if gpus else None)
+        self.query_one(MemoryLegend).show(gpus[self.selected] if gpus else None, compact)
         usage = kv_usage(snapshot, state.request_len)
         self.query_one(KvPanel).show(usage, state.history.token_usage_pct(), compact)
         analysis = snapshot.analysis

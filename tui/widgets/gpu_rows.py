@@ -125,11 +125,12 @@ class MemoryLegend(MemoryWidget):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(classes="memory", **kwargs)  # type: ignore[arg-type]
         self._view: GpuView | None = None
+        self._compact = False
 
-    def show(self, view: GpuView | None) -> None:
-        if view != self._view:
-            self._view = view
-            self.refresh(layout=True)
+    def show(self, view: GpuView | None, compact: bool = False) -> None:
+        if (view, compact) != (self._view, self._compact):
+            self._view, self._compact = view, compact
+            self.refresh()  # its height is fixed by the stylesheet
 
     def render(self) -> Text:
         view = self._view
@@ -139,9 +140,21 @@ class MemoryLegend(MemoryWidget):
             return text
         memory = view.memory
         segments = bar_segments(view)
+        if self._compact:  # one line: glyphs and GiB only (? explains the glyphs)
+            text.no_wrap, text.overflow = True, "ellipsis"
+            text.append(f"  GPU {view.sample.index} GiB:", self.label_style())
+            for name, value in segments:
+                text.append(" ")
+                text.append(GLYPHS.get(name, "▀"), self.segment_style(name))
+                text.append(fmt.gib(value))
+            if memory.reserve_gib is not None:
+                text.append(" ")
+                text.append(RESERVE_MARK, self.reserve_style())
+                text.append(f"reserve {fmt.gib(memory.reserve_gib)}")
+            return text
         text.append(f"  GPU {view.sample.index}: ", self.label_style())
         for name, value in segments:
-            text.append(GLYPHS.get(name, "█"), self.segment_style(name))
+            text.append(GLYPHS.get(name, "▀"), self.segment_style(name))
             text.append(f" {SHORT.get(name, name)} {fmt.gib(value)}  ")
         if memory.reserve_starts_at_gib is not None:
             text.append(RESERVE_MARK, self.reserve_style())

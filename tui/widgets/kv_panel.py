@@ -5,18 +5,18 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual.widget import Widget
 
 from tui.model.history import Series
 from tui.model.kv_usage import KvUsage
 from tui.model.server_status import duration_text
 from tui.widgets import fmt
+from tui.widgets.segments import StyledWidget
 from tui.widgets.sparkline import sparkline
 
 LABEL = "KV cache  "
 
 
-class KvPanel(Widget):
+class KvPanel(StyledWidget):
     DEFAULT_CSS = "KvPanel { height: auto; }"
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "kv--used",
@@ -38,10 +38,11 @@ class KvPanel(Widget):
         if key != self._key:
             self._key = key
             self._usage, self._series, self._compact = usage, series, compact
-            self.refresh(layout=True)
+            # Its height is fixed by the stylesheet: a repaint, never a new layout.
+            self.refresh()
 
     def _style(self, name: str):
-        return self.get_component_rich_style(name, partial=True)
+        return self.component_style(name)
 
     def render(self) -> Text:
         usage = self._usage

@@ -21,7 +21,7 @@ GLYPHS = {
     "draft KV": "▞",
     "CUDA graphs": "░",
     "runtime": "▄",
-    "in use": "█",
+    "in use": "▀",  # not "█": a GPU no rank's log explains has no weights to show
     "free": "·",
 }
 SHORT = {
@@ -73,7 +73,7 @@ def render_bar(
     text = Text(no_wrap=True, overflow="crop")
     for (name, _), count in zip(segments, cells, strict=True):
         if count:
-            text.append(GLYPHS.get(name, "█") * count, style_of(name))
+            text.append(GLYPHS.get(name, "▀") * count, style_of(name))
     if len(text) < width:
         text.append(" " * (width - len(text)))
     if reserve_at is not None and total > 0 and width > 1:

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual.widget import Widget
 
 from tui.model.deployment import DEGRADED, OK, SourceHealth
+from tui.widgets.segments import StyledWidget
 
 MARKS = {OK: "●", DEGRADED: "◐"}  # anything else (off): ○ — readable without colour
 SOURCE_NAMES = {"nvml": "NVML", "log": "log", "journal": "journal", "metrics": "metrics"}
@@ -28,7 +28,7 @@ class StatusFacts:
     facts: tuple[str, ...] = ()  # SGLang version, model, parallelism, after the state
 
 
-class StatusLine(Widget):
+class StatusLine(StyledWidget):
     DEFAULT_CSS = "StatusLine { height: 1; }"
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "status--ok",
@@ -51,7 +51,7 @@ class StatusLine(Widget):
             self.refresh()
 
     def _style(self, name: str):
-        return self.get_component_rich_style(name, partial=True)
+        return self.component_style(name)
 
     def render(self) -> Text:
         facts = self._facts

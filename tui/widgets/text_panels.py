@@ -10,17 +10,17 @@ from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
-from textual.widget import Widget
 
 from tui.model.deployment import OK, HostMemory, SourceHealth
 from tui.model.kv_usage import KvUsage
 from tui.model.timeline import EventRow
 from tui.widgets import fmt
+from tui.widgets.segments import StyledWidget
 
 PANEL_CLASSES = {"panel--label", "panel--dim", "panel--bad", "panel--warn", "panel--good"}
 
 
-class TextPanel(Widget):
+class TextPanel(StyledWidget):
     """Refreshes only when the content key changes; subclasses build the Text."""
 
     DEFAULT_CSS = "TextPanel { height: auto; }"
@@ -31,15 +31,24 @@ class TextPanel(Widget):
         self._key: object = object()
         self._text = Text()
 
+    # Panels whose lines never wrap: their height is their line count.
+    _fixed_lines = True
+
     def style_of(self, name: str):
-        return self.get_component_rich_style(f"panel--{name}", partial=True)
+        return self.component_style(f"panel--{name}")
 
     def set_content(self, key: object, build) -> None:
         if key != self._key:
             self._key = key
+            old_lines = self._text.plain.count("\n") if self._text.plain else -1
             self._text = build()
-            self.display = bool(self._text.plain)
-            self.refresh(layout=True)
+            lines = self._text.plain.count("\n") if self._text.plain else -1
+            visible = lines >= 0
+            if self.display != visible:
+                self.display = visible
+            # A new layout only when the height may change (wrapping panels, or a new line
+            # count); otherwise a repaint of this widget alone.
+            self.refresh(layout=lines != old_lines or not self._fixed_lines)
 
     def render(self) -> Text:
         return self._text
@@ -84,7 +93,7 @@ class HostKvLane(TextPanel):
         return text
 
 
-class InsightsPanel(Widget):
+class InsightsPanel(StyledWidget):
     """Findings from the model, as sentences with a hanging indent (a grid wraps them)."""
 
     DEFAULT_CSS = "InsightsPanel { height: auto; }"
@@ -100,8 +109,8 @@ class InsightsPanel(Widget):
         if key == self._key:
             return
         self._key = key
-        label = self.get_component_rich_style("panel--label", partial=True)
-        dim = self.get_component_rich_style("panel--dim", partial=True)
+        label = self.component_style("panel--label")
+        dim = self.component_style("panel--dim")
         grid = Table.grid(padding=(0, 1))
         grid.add_column(width=8, no_wrap=True)
         grid.add_column(width=1, no_wrap=True)
@@ -165,6 +174,8 @@ class EventsPanel(TextPanel):
 
 class NoticesPanel(TextPanel):
     """Sources that are degraded or off, with their reason, and the snapshot's notes."""
+
+    _fixed_lines = False  # reasons are sentences: they wrap
 
     def show(self, sources: Sequence[SourceHealth], notes: Sequence[str], demo: bool) -> None:
         bad = tuple(h for h in sources if h.state != OK and h.detail)
