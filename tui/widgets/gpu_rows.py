@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.reactive import reactive
+from textual.strip import Strip
 
 from tui.model.deployment import GpuView
 from tui.widgets import fmt
@@ -65,6 +66,7 @@ class GpuRow(MemoryWidget):
         super().__init__(id=f"gpu-{index}", classes="memory")
         self.index = index
         self._view: GpuView | None = None
+        self._strip: Strip | None = None
 
     @property
     def view(self) -> GpuView | None:
@@ -73,7 +75,25 @@ class GpuRow(MemoryWidget):
     def show(self, view: GpuView) -> None:
         if view != self._view:
             self._view = view
+            self._strip = None
             self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strip = None  # selected or not, or a new theme
+
+    def render_line(self, y: int) -> Strip:
+        """Textual's line API: the row's one line as segments, kept until the GPU or the width
+        changes. It skips the Text → Content → strips conversion of render() (measured: a
+        third of the overview's repaint cost with 8 GPUs changing every second)."""
+        width = self.size.width
+        base = self.rich_style
+        if y != 0:
+            return Strip.blank(width, base)
+        if self._strip is None or self._strip.cell_length != width:
+            segments = self.render().render(self.app.console, end="")
+            self._strip = Strip(segments).crop_extend(0, width, base).apply_style(base)
+        return self._strip
 
     def render(self) -> Text:
         view = self._view
