@@ -32,7 +32,6 @@ import re
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,6 +44,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fake_nvml.build import STATE_ENV, build_fake_nvml, write_state  # noqa: E402
 from sglang_http import FakeSGLang  # noqa: E402
+from tmux_tools import Tmux  # noqa: E402
 
 STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 KVTOP = Path(sys.executable).with_name("kvtop")
@@ -94,54 +94,6 @@ class StateWriter(threading.Thread):
         while not self.stop.wait(1.0):
             tick += 1
             write_state(self.path, gpus=gpu_state(self.count, tick))
-
-
-def clean_env() -> dict[str, str]:
-    """Environment for the tmux server (panes inherit it): no size or colour overrides.
-
-    Rich, under Textual, takes COLUMNS/LINES over the terminal's real size.
-    """
-    drop = {"COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "TMUX", "TMUX_PANE"}
-    return {k: v for k, v in os.environ.items() if k not in drop}
-
-
-class Tmux:
-    def __init__(self, tmux: str, socket: str, cwd: Path) -> None:
-        self.tmux, self.socket, self.cwd = tmux, socket, cwd
-        self.started = False
-        self.socket_path = ""
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [self.tmux, "-L", self.socket, *args],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=10,
-            cwd=self.cwd,
-            env=clean_env(),
-        )
-        if check and result.returncode != 0:
-            raise RuntimeError(f"tmux {' '.join(args)}: {result.stderr.strip()}")
-        return result
-
-    def start(self) -> None:
-        """Start the server up front (a holder session) so spawning kvtop does not pay for it."""
-        self.run("-f", "/dev/null", "new-session", "-d", "-s", "holder", "sleep 86400")
-        self.started = True
-        self.run("set-option", "-g", "remain-on-exit", "on")
-        self.socket_path = self.run("display-message", "-p", "#{socket_path}").stdout.strip()
-
-    def capture(self, name: str) -> str:
-        result = self.run("capture-pane", "-p", "-t", name, check=False)
-        return result.stdout if result.returncode == 0 else ""
-
-    def kill_server(self) -> None:
-        if self.started:
-            self.run("kill-server", check=False)
-            self.started = False
-        if self.socket_path:  # tmux 3.3 leaves its socket file behind
-            Path(self.socket_path).unlink(missing_ok=True)
 
 
 @dataclass
@@ -323,14 +275,14 @@ def main() -> int:
     signal.signal(signal.SIGHUP, _terminate)
 
     work = Path(tempfile.mkdtemp(prefix="kvtop-bench-tui-"))
-    tmux = Tmux(tmux_path, f"kvtop-bench-{os.getpid()}", work)
+    tmux: Tmux | None = None
     writer: StateWriter | None = None
     results: list[Figures] = []
     try:
         lib = build_fake_nvml(work / "lib")
         log = work / STORY_LOG.name
         shutil.copyfile(STORY_LOG, log)
-        tmux.start()
+        tmux = Tmux(tmux_path, f"kvtop-bench-{os.getpid()}", work)
         print(
             f"machine: {os.cpu_count()} CPUs; kvtop {KVTOP}; tmux pane {WIDTH}x{HEIGHT}; "
             f"{args.seconds:g} s idle window per configuration"
@@ -356,7 +308,8 @@ def main() -> int:
     finally:
         if writer is not None:
             writer.stop.set()
-        tmux.kill_server()
+        if tmux is not None:
+            tmux.kill_server()
         shutil.rmtree(work, ignore_errors=True)
     report(results, args.seconds)
     return 0

@@ -12,18 +12,18 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tmux_tools import Tmux
 
 TMUX = shutil.which("tmux")
 KVTOP_SCRIPT = Path(sys.executable).with_name("kvtop")
 DEADLINE_S = 20.0
-POLL_S = 0.2
+POLL_S = 0.2  # wait_for_file and the exit checks poll like tmux_tools does
 
 pytestmark = [
     pytest.mark.skipif(TMUX is None, reason="tmux is not installed: cannot drive the terminal UI"),
@@ -38,85 +38,10 @@ READY = re.compile(r"·\s+ready\b")  # not "not ready yet" while starting
 SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 
 
-def _clean_env() -> dict[str, str]:
-    """The tmux server's environment (its panes inherit it): no size or colour overrides.
-
-    Rich, under Textual, takes COLUMNS and LINES over the terminal's real size, and pytest's
-    environment here carries COLUMNS=80 LINES=24.
-    """
-    drop = {"COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "TMUX", "TMUX_PANE"}
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if k not in drop and not k.startswith(("PYTEST_", "TEXTUAL"))
-    }
-
-
-class Tmux:
-    """A private tmux server; every session keeps its pane after exit (to read a traceback)."""
-
-    def __init__(self, socket: str, cwd: Path) -> None:
-        self.socket = socket
-        self.cwd = cwd
-        self.socket_path = ""
-        # A holder session keeps the server up between tests and carries the global options.
-        self.run("-f", "/dev/null", "new-session", "-d", "-s", "holder", "sleep 3600")
-        self.run("set-option", "-g", "remain-on-exit", "on")
-        self.socket_path = self.run("display-message", "-p", "#{socket_path}").stdout.strip()
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        assert TMUX is not None
-        result = subprocess.run(
-            [TMUX, "-L", self.socket, *args],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=10,
-            cwd=self.cwd,
-            env=_clean_env(),
-        )
-        if check and result.returncode != 0:
-            pytest.fail(f"tmux {' '.join(args)} failed ({result.returncode}): {result.stderr}")
-        return result
-
-    def new_session(self, name: str, command: str, width: int = 120, height: int = 40) -> None:
-        size = ["-x", str(width), "-y", str(height)]
-        self.run("new-session", "-d", "-s", name, *size, "-c", str(self.cwd), command)
-
-    def capture(self, name: str, *, escapes: bool = False, history: bool = False) -> str:
-        args = ["capture-pane", "-p", "-t", name] + (["-e"] if escapes else [])
-        if history:  # what scrolled off too (a dead pane's output can sit above the view)
-            args += ["-S", "-100"]
-        result = self.run(*args, check=False)
-        return result.stdout if result.returncode == 0 else ""
-
-    def send(self, name: str, *keys: str) -> None:
-        self.run("send-keys", "-t", name, *keys)
-
-    def kill_session(self, name: str) -> None:
-        self.run("kill-session", "-t", name)
-
-    def kill_server(self) -> None:
-        self.run("kill-server", check=False)
-        if self.socket_path:  # tmux 3.3 leaves its socket file behind
-            Path(self.socket_path).unlink(missing_ok=True)
-
-    def wait_for(self, name: str, what: str, predicate: Callable[[str], bool]) -> str:
-        """Poll the pane until predicate(screen) holds; fail with the last screen after 20 s."""
-        deadline = time.monotonic() + DEADLINE_S
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = self.capture(name)
-            assert "Traceback" not in screen, f"traceback in the pane:\n{screen}"
-            if predicate(screen):
-                return screen
-            time.sleep(POLL_S)
-        pytest.fail(f"no {what} within {DEADLINE_S:g} s; last screen:\n{screen}")
-
-
 @pytest.fixture(scope="module")
 def tmux_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
-    server = Tmux(f"kvtop-test-{os.getpid()}", tmp_path_factory.mktemp("tmux"))
+    assert TMUX is not None
+    server = Tmux(TMUX, f"kvtop-test-{os.getpid()}", tmp_path_factory.mktemp("tmux"))
     try:
         yield server
     finally:
