@@ -25,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"kvtop {__version__}")
-    parser.add_argument("--once", action="store_true", help="print one report and exit")
+    parser.add_argument(
+        "--once", action="store_true", help="print one report and exit (default: the live view)"
+    )
     parser.add_argument(
         "--json", action="store_true", help="with --once: print JSON (schema kvtop/1)"
     )
@@ -33,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--demo",
         action="store_true",
-        help="use the embedded sample: an 8-GPU Kimi-K2.5 TP8 EAGLE-3 startup (SGLang 0.5.8)",
+        help="the embedded scenario: a Kimi-K2.5 TP8 EAGLE-3 startup (SGLang 0.5.8) replayed on "
+        "8 simulated GPUs, then a changing load; no GPU, server or root needed",
     )
     parser.add_argument(
         "--demo-speed",
