@@ -29,30 +29,23 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shlex
 import shutil
 import signal
 import sys
 import tempfile
-import threading
-import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from fake_nvml.build import STATE_ENV, build_fake_nvml, write_state  # noqa: E402
+from fake_nvml.build import STATE_ENV, build_fake_nvml  # noqa: E402
+from pane_measure import HEIGHT, WIDTH, Figures, StateWriter, measure  # noqa: E402
 from sglang_http import FakeSGLang  # noqa: E402
 from tmux_tools import Tmux  # noqa: E402
 
 STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 KVTOP = Path(sys.executable).with_name("kvtop")
-WIDTH, HEIGHT = 120, 40
-POLL_S = 0.02
-FIRST_FRAME_TIMEOUT_S = 30.0
-SETTLE_S = 2.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 BUDGET_CPU_PCT = 2.0
 BUDGET_RSS_MB = 80.0
 BUDGET_FIRST_FRAME_S = 1.0
@@ -60,167 +53,15 @@ BUDGET_FIRST_FRAME_S = 1.0
 GPU_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+\S+\s.*?\d+\.\d/\d+\.\d")
 
 
-def gpu_state(count: int, tick: int) -> dict[int, dict[str, object]]:
-    """bench_refresh's RTX PRO 6000 host (the story log's GPUs), with numbers moving per tick."""
-    return {
-        i: {
-            "name": "NVIDIA RTX PRO 6000 Blackwell",
-            "uuid": f"GPU-{i:08x}-0000-0000-0000-000000000000",
-            "bus": f"00000000:{i // 8:02X}:{i % 8:02X}.0",
-            "total_mib": 97887,
-            "used_mib": 89800 + (tick * 37 + i * 11) % 300,
-            "reserved_mib": 512,
-            "util": (40 + tick * 7 + i * 3) % 100,
-            "mem_util": (20 + tick * 5 + i) % 100,
-            "temp": 45 + (tick + i) % 20,
-            "power_mw": 250000 + ((tick * 13 + i * 7) % 300) * 1000,
-            "limit_mw": 600000,
-        }
-        for i in range(count)
-    }
-
-
-class StateWriter(threading.Thread):
-    """Rewrites the fake NVML state file once a second until stopped."""
-
-    def __init__(self, path: Path, count: int) -> None:
-        super().__init__(daemon=True)
-        self.path, self.count = path, count
-        self.stop = threading.Event()
-        write_state(path, gpus=gpu_state(count, 0))
-
-    def run(self) -> None:
-        tick = 0
-        while not self.stop.wait(1.0):
-            tick += 1
-            write_state(self.path, gpus=gpu_state(self.count, tick))
-
-
-@dataclass
-class Figures:
-    label: str
-    first_frame_s: float | None
-    cpu_pct: float | None
-    rss_mb: float | None
-    note: str = ""
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[1].split()  # fields from 3 (state) on
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
-            if fields:
-                children.setdefault(int(fields[1]), []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def tree_cpu_s(pid: int) -> float:
-    """utime+stime+cutime+cstime of PID and its live descendants, in seconds."""
-    ticks = 0
-    for p in [pid, *descendants(pid)]:
-        fields = _stat_fields(p)
-        if fields:  # fields[11..14] are utime, stime, cutime, cstime (stat fields 14..17)
-            ticks += sum(int(f) for f in fields[11:15])
-    return ticks / CLK_TCK
-
-
-def tree_rss_mb(pid: int) -> float:
-    total_kb = 0
-    for p in [pid, *descendants(pid)]:
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total_kb += int(line.split()[1])
-        except OSError:
-            pass
-    return total_kb * 1024 / 1e6
-
-
-def alive(pid: int) -> bool:
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] != "Z"
-
-
-def thread_states(pid: int) -> str:
-    """`state:wchan` of each thread, to see where a process that will not exit sits."""
-    out = []
-    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
-        try:
-            state = task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0]
-            out.append(f"{state}:{task.joinpath('wchan').read_text() or '-'}")
-        except OSError:
-            pass
-    return "threads " + " ".join(out)
+def shows(count: int) -> Callable[[str], bool]:
+    """The first complete frame: GPU rows 0..min(count, 16)-1 with their figures."""
+    return lambda screen: rows_shown(screen, count)
 
 
 def rows_shown(screen: str, count: int) -> bool:
     want = set(range(min(count, 16)))
     seen = {int(m["gpu"]) for line in screen.splitlines() if (m := GPU_ROW.match(line))}
     return want <= seen
-
-
-def measure(
-    tmux: Tmux, work: Path, label: str, args: list[str], env: dict[str, str], gpus: int, secs: float
-) -> Figures:
-    name = re.sub(r"\W", "-", label)
-    pid_file = work / f"{name}.pid"
-    settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    core = f"env {settings} {shlex.quote(str(KVTOP))} {' '.join(map(shlex.quote, args))}"
-    script = f"echo $$ > {shlex.quote(str(pid_file))}; exec {core}"
-    size = ["-x", str(WIDTH), "-y", str(HEIGHT)]
-    start = time.monotonic()
-    tmux.run("new-session", "-d", "-s", name, *size, f"sh -c {shlex.quote(script)}")
-    first = None
-    screen = ""
-    while time.monotonic() - start < FIRST_FRAME_TIMEOUT_S:
-        screen = tmux.capture(name)
-        if rows_shown(screen, gpus):
-            first = time.monotonic() - start
-            break
-        if "Traceback" in screen or "Pane is dead" in screen:
-            break
-        time.sleep(POLL_S)
-    pid = int(pid_file.read_text()) if pid_file.exists() else None
-    try:
-        if first is None or pid is None:
-            tail = "\n".join(screen.rstrip().splitlines()[-8:])
-            return Figures(label, None, None, None, f"no first frame; pane ends:\n{tail}")
-        time.sleep(SETTLE_S)
-        before_screen = tmux.capture(name)
-        cpu0, t0 = tree_cpu_s(pid), time.monotonic()
-        time.sleep(secs)
-        cpu1, t1 = tree_cpu_s(pid), time.monotonic()
-        rss = tree_rss_mb(pid)
-        changed = tmux.capture(name) != before_screen
-        note = "" if changed else "screen did not change during the window"
-        if not alive(pid):
-            note = "kvtop exited during the window"
-        return Figures(label, first, 100 * (cpu1 - cpu0) / (t1 - t0), rss, note)
-    finally:
-        tmux.run("kill-session", "-t", name, check=False)  # the terminal goes away: SIGHUP
-        if pid is not None:
-            deadline = time.monotonic() + 3
-            while alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if alive(pid):
-                print(
-                    f"  ({label}: kvtop outlived its terminal by 3 s: {thread_states(pid)}; killed)"
-                )
-                os.kill(pid, signal.SIGKILL)
 
 
 def verdict(value: float | None, budget: float) -> str:
@@ -274,6 +115,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
 
+    secs = args.seconds
     work = Path(tempfile.mkdtemp(prefix="kvtop-bench-tui-"))
     tmux: Tmux | None = None
     writer: StateWriter | None = None
@@ -296,12 +138,14 @@ def main() -> int:
                 label = f"fake NVML {count} GPUs"
                 print(f"running: {label} (log + metrics at {server.url}) ...", flush=True)
                 kv_args = ["--log-file", str(log), "--url", server.url, "--interval", "1"]
-                results.append(measure(tmux, work, label, kv_args, env, count, args.seconds))
+                results.append(
+                    measure(tmux, work, label, [str(KVTOP), *kv_args], env, shows(count), secs)
+                )
                 writer.stop.set()
                 writer.join()
                 writer = None
         print("running: --demo ...", flush=True)
-        results.append(measure(tmux, work, "--demo", ["--demo"], {}, 8, args.seconds))
+        results.append(measure(tmux, work, "--demo", [str(KVTOP), "--demo"], {}, shows(8), secs))
     except KeyboardInterrupt:
         print("\ninterrupted: cleaning up", file=sys.stderr)
         return 130
