@@ -20,6 +20,10 @@
  * NVML_ERROR_GPU_IS_LOST once that line is gone. Memory: used_mib is NVML v2 "used" (reserved
  * excluded); v1 reports used + reserved; free = total - used - reserved in both.
  * With no state file set or readable, every call returns NVML_ERROR_DRIVER_NOT_LOADED.
+ *
+ * Functions that peers such as nvitop call but the state cannot answer are exported as stubs
+ * returning NVML_ERROR_NOT_SUPPORTED (see the block at the end), like a driver on a card without
+ * the feature; error/absent/delay lines apply to them as to every other function.
  */
 #define _GNU_SOURCE
 /* Long values are cut to the NVML buffer sizes on purpose. */
@@ -41,6 +45,7 @@ enum {
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
     NVML_ERROR_FUNCTION_NOT_FOUND = 13,
     NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
     NVML_ERROR_UNKNOWN = 999,
 };
 
@@ -352,6 +357,7 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t result) {
     case 16: return "GPU requires restart";
     case 17: return "Operating System Call Failed";
     case 18: return "RM has detected an NVML/RM version mismatch.";
+    case 25: return "Argument version mismatch";
     default: return "Unknown Error";
     }
 }
@@ -587,3 +593,93 @@ EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, uns
     free(st);
     return ret;
 }
+
+/* ---- temperature (versioned API) and MIG handle check: answered from the state ---- */
+
+typedef struct {
+    unsigned int version;
+    int sensorType;
+    int temperature;
+} nvmlTemperature_v1_t;
+#define NVML_TEMPERATURE_V1 (sizeof(nvmlTemperature_v1_t) | (1u << 24))
+
+EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_v1_t *t) {
+    int i = dev_index(device);
+    STATE_OR_FAIL("nvmlDeviceGetTemperatureV", i);
+    if (!t) ret = NVML_ERROR_INVALID_ARGUMENT;
+    else if (t->version != NVML_TEMPERATURE_V1) ret = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    else if (t->sensorType != 0) ret = NVML_ERROR_NOT_SUPPORTED;
+    else t->temperature = (int)st->gpus[i].temp;
+    free(st);
+    return ret;
+}
+
+/* Handles from nvmlDeviceGetHandleByIndex are whole GPUs, never MIG devices. */
+EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice) {
+    int i = dev_index(device);
+    STATE_OR_FAIL("nvmlDeviceIsMigDeviceHandle", i);
+    if (!isMigDevice) ret = NVML_ERROR_INVALID_ARGUMENT;
+    else *isMigDevice = 0;
+    free(st);
+    return ret;
+}
+
+/*
+ * ---- functions peers such as nvitop call; a card without the feature answers NOT_SUPPORTED ----
+ *
+ * The state file holds no fan, clock, P-state, ECC, MIG, encoder/decoder, persistence,
+ * compute-mode, display or per-process utilization data, so these answer
+ * NVML_ERROR_NOT_SUPPORTED rather than invent values. Like a real driver they first check
+ * init and the handle (UNINITIALIZED, GPU_IS_LOST), and error/absent/delay lines apply by name.
+ * Signatures follow nvml.h; enums are ints and the structs behind pointers are never touched.
+ *
+ * nvmlDeviceGetConfComputeMemSizeInfo and nvmlDeviceGetRunningProcessDetailList are exported
+ * together on purpose: nvitop uses a longer legacy nvmlProcessInfo_v3 struct when a driver has
+ * the first without the second, which would not match what nvmlDeviceGetComputeRunningProcesses_v3
+ * fills in here.
+ */
+
+typedef int nvmlClockType_t, nvmlComputeMode_t, nvmlEnableState_t, nvmlDriverModel_t,
+    nvmlPstates_t, nvmlMemoryErrorType_t, nvmlEccCounterType_t;
+typedef struct nvmlProcessUtilizationSample_st nvmlProcessUtilizationSample_t;
+typedef struct nvmlConfComputeMemSizeInfo_st nvmlConfComputeMemSizeInfo_t;
+typedef struct nvmlProcessDetailList_st nvmlProcessDetailList_t;
+
+static nvmlReturn_t unsupported(const char *fn, nvmlDevice_t device) {
+    int i = dev_index(device);
+    STATE_OR_FAIL(fn, i);
+    free(st);
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define NOT_SUPPORTED_FN(NAME, ...)                              \
+    EXPORT nvmlReturn_t NAME(nvmlDevice_t device, __VA_ARGS__) { \
+        return unsupported(#NAME, device);                       \
+    }
+
+NOT_SUPPORTED_FN(nvmlDeviceGetFanSpeed, unsigned int *speed)
+NOT_SUPPORTED_FN(nvmlDeviceGetPerformanceState, nvmlPstates_t *pState)
+NOT_SUPPORTED_FN(nvmlDeviceGetPersistenceMode, nvmlEnableState_t *mode)
+NOT_SUPPORTED_FN(nvmlDeviceGetDisplayActive, nvmlEnableState_t *isActive)
+NOT_SUPPORTED_FN(nvmlDeviceGetComputeMode, nvmlComputeMode_t *mode)
+NOT_SUPPORTED_FN(nvmlDeviceGetClockInfo, nvmlClockType_t type, unsigned int *clock)
+NOT_SUPPORTED_FN(nvmlDeviceGetTotalEccErrors, nvmlMemoryErrorType_t errorType,
+                 nvmlEccCounterType_t counterType, unsigned long long *eccCounts)
+NOT_SUPPORTED_FN(nvmlDeviceGetMigMode, unsigned int *currentMode, unsigned int *pendingMode)
+NOT_SUPPORTED_FN(nvmlDeviceGetEncoderUtilization, unsigned int *utilization,
+                 unsigned int *samplingPeriodUs)
+NOT_SUPPORTED_FN(nvmlDeviceGetDecoderUtilization, unsigned int *utilization,
+                 unsigned int *samplingPeriodUs)
+NOT_SUPPORTED_FN(nvmlDeviceGetProcessUtilization, nvmlProcessUtilizationSample_t *utilization,
+                 unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp)
+/* WDDM/TCC driver models exist on Windows only; a Linux driver answers NOT_SUPPORTED. */
+NOT_SUPPORTED_FN(nvmlDeviceGetDriverModel, nvmlDriverModel_t *current, nvmlDriverModel_t *pending)
+NOT_SUPPORTED_FN(nvmlDeviceGetDriverModel_v2, nvmlDriverModel_t *current,
+                 nvmlDriverModel_t *pending)
+NOT_SUPPORTED_FN(nvmlDeviceGetConfComputeMemSizeInfo, nvmlConfComputeMemSizeInfo_t *memInfo)
+NOT_SUPPORTED_FN(nvmlDeviceGetRunningProcessDetailList, nvmlProcessDetailList_t *plist)
+
+#undef NOT_SUPPORTED_FN
+#pragma GCC diagnostic pop

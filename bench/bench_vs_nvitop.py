@@ -1,0 +1,324 @@
+"""kvtop and nvitop side by side on the same fake GPUs: CPU, RSS, first frame, and the ratios.
+
+    python bench/bench_vs_nvitop.py                            # 8 GPUs, 3 rounds, 60 s windows
+    python bench/bench_vs_nvitop.py --gpus 8 16 64 --rounds 1  # how cost grows with GPUs
+    python bench/bench_vs_nvitop.py --seconds 20 --rounds 2 --no-micro
+
+Both tools run on the fake libnvidia-ml.so.1 from tests/fake_nvml, whose GPUs change every
+second (this script rewrites its state file), each in a 120×40 tmux pane at a 1 s refresh, in
+turn (the order alternates between rounds). kvtop runs its full live view: the story log
+followed from a file and a loopback SGLang /metrics server (tests/sglang_http.py). nvitop is
+installed from PyPI (pinned below) into bench/out/nvitop-venv on first use; it needs the
+package index once.
+
+Per tool: CPU of the whole process tree over the window (percent of one core, from /proc),
+RSS at the end, time from start to the first frame that shows the GPU rows; the median over
+rounds, and kvtop/nvitop for each. Then micro figures: one NVML poll cycle, one /metrics parse,
+the journal follow cost per entry, and one overview repaint with 8 GPUs. Prints; asserts
+nothing. Targets (issue: performance): CPU ratio ≤ 1.0, RSS ratio ≤ 2.5, first frame under 1 s
+and ratio ≤ 1.5, 64 GPUs under 10 % of a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
+
+from fake_nvml.build import STATE_ENV, build_fake_nvml  # noqa: E402
+from pane_measure import HEIGHT, WIDTH, Figures, StateWriter, measure  # noqa: E402
+from sglang_http import FakeSGLang  # noqa: E402
+from tmux_tools import Tmux  # noqa: E402
+
+NVITOP_VERSION = "1.7.2"
+NVITOP_VENV = ROOT / "bench" / "out" / "nvitop-venv"
+STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+KVTOP = Path(sys.executable).with_name("kvtop")
+ROWS_FOR_FIRST_FRAME = 8  # both tools show at least this many GPU rows in a 40-line pane
+# kvtop: `▶ 0   TP0  ▚███▓▓…   88.2/95.6 …`; nvitop: `│   0  RTX PRO 6000 …  N/A │ 0000…`.
+KVTOP_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+\S+\s.*?\d+\.\d/\d+\.\d")
+NVITOP_ROW = re.compile(r"^│\s*(?P<gpu>\d+)\s+\S.*│")
+
+TARGET_CPU_RATIO, TARGET_RSS_RATIO, TARGET_FIRST_RATIO = 1.0, 2.5, 1.5
+TARGET_FIRST_S, TARGET_64_CPU_PCT = 1.0, 10.0
+
+
+def rows_seen(pattern: re.Pattern[str], count: int) -> Callable[[str], bool]:
+    want = set(range(min(count, ROWS_FOR_FIRST_FRAME)))
+
+    def seen(screen: str) -> bool:
+        found = {int(m["gpu"]) for line in screen.splitlines() if (m := pattern.match(line))}
+        return want <= found
+
+    return seen
+
+
+def ensure_nvitop() -> Path:
+    """nvitop==NVITOP_VERSION in its own venv (its dependencies must not touch kvtop's)."""
+    binary = NVITOP_VENV / "bin" / "nvitop"
+    if binary.exists():
+        probe = subprocess.run([str(binary), "--version"], capture_output=True, text=True)
+        if NVITOP_VERSION in probe.stdout:
+            return binary
+    print(f"installing nvitop=={NVITOP_VERSION} into {NVITOP_VENV} ...", flush=True)
+    NVITOP_VENV.parent.mkdir(parents=True, exist_ok=True)
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--clear", str(NVITOP_VENV)], check=True)
+    subprocess.run(
+        [str(NVITOP_VENV / "bin" / "pip"), "install", "-q", f"nvitop=={NVITOP_VERSION}"],
+        check=True,
+    )
+    return binary
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def med(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def compare(results: dict[int, dict[str, list[Figures]]], secs: float, rounds: int) -> None:
+    print()
+    print(f"median over {rounds} round(s), {secs:g} s windows, 1 s refresh, {WIDTH}×{HEIGHT} pane")
+    head = f"{'GPUs':>4}  {'tool':<7} {'CPU % core':>10} {'RSS MB':>8} {'first frame s':>14}"
+    print(head)
+    for count, by_tool in results.items():
+        row: dict[str, tuple[float | None, float | None, float | None]] = {}
+        for tool, figures in by_tool.items():
+            cpu = med([f.cpu_pct for f in figures])
+            rss = med([f.rss_mb for f in figures])
+            first = med([f.first_frame_s for f in figures])
+            row[tool] = (cpu, rss, first)
+            print(f"{count:>4}  {tool:<7} {fmt(cpu):>10} {fmt(rss, 1):>8} {fmt(first, 3):>14}")
+            for f in figures:
+                if f.note:
+                    print(f"        note ({tool}): {f.note}")
+        (kc, kr, kf), (nc, nr, nf) = row["kvtop"], row["nvitop"]
+        cr, rr, fr = ratio(kc, nc), ratio(kr, nr), ratio(kf, nf)
+        print(
+            f"{count:>4}  {'ratio':<7} {fmt(cr):>10} {fmt(rr):>8} {fmt(fr):>14}   (kvtop / nvitop)"
+        )
+        verdicts = [
+            ("CPU ratio ≤ 1.0", cr is not None and cr <= TARGET_CPU_RATIO),
+            ("RSS ratio ≤ 2.5", rr is not None and rr <= TARGET_RSS_RATIO),
+            ("first frame < 1 s", kf is not None and kf < TARGET_FIRST_S),
+            ("first-frame ratio ≤ 1.5", fr is not None and fr <= TARGET_FIRST_RATIO),
+        ]
+        if count >= 64:
+            verdicts.append(("kvtop < 10 % of a core", kc is not None and kc < TARGET_64_CPU_PCT))
+        print(
+            "        " + "; ".join(f"{name}: {'met' if ok else 'MISSED'}" for name, ok in verdicts)
+        )
+
+
+# --------------------------------------------------------------------------- micro figures
+
+
+def micro_nvml(lib: Path, state: Path, polls: int = 50) -> str:
+    """One NvmlSource.poll() on the fake (in a child: the library path is read at startup)."""
+    code = f"""
+import json, statistics, time
+from tui.sources.nvml import NvmlSource
+source = NvmlSource(process_interval_s=0)
+source.poll()
+walls, cpus = [], []
+for _ in range({polls}):
+    w, c = time.perf_counter(), time.process_time()
+    source.poll()
+    walls.append(time.perf_counter() - w); cpus.append(time.process_time() - c)
+source.close()
+print(json.dumps([statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3]))
+"""
+    env = {**os.environ, "LD_LIBRARY_PATH": str(lib.parent), STATE_ENV: str(state)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    if out.returncode != 0:
+        return f"NVML poll: failed ({out.stderr.strip().splitlines()[-1:]})"
+    wall, cpu = json.loads(out.stdout)
+    return (
+        f"NVML poll cycle (8 GPUs, processes included): {wall:.2f} ms wall, {cpu:.2f} ms CPU "
+        "(the fake re-reads its state file on every call)"
+    )
+
+
+def micro_metrics(runs: int = 50) -> str:
+    from sglang_http import Deployment, build_exposition
+
+    from tui.sglang.metrics import parse_exposition
+
+    text = build_exposition(Deployment(version="0.5.12", tp_size=8))
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        parse_exposition(text)
+        times.append(time.perf_counter() - start)
+    return (
+        f"/metrics parse: {statistics.median(times) * 1e3:.2f} ms for a "
+        f"{len(text) / 1000:.0f} KB exposition"
+    )
+
+
+def micro_journal() -> str:
+    try:
+        from bench_journal_seek import _follow_cost, build, journal_remote_missing
+    except ImportError as exc:  # systemd-python missing
+        return f"journal follow: not measured ({exc})"
+    why = journal_remote_missing()
+    if why:
+        return f"journal follow: not measured ({why})"
+    small = build(10_000, False)
+    scratch = Path(tempfile.mkdtemp(prefix="kvtop-bench-follow-"))
+    try:
+        for path in small.glob("*.journal"):
+            shutil.copy2(path, scratch / path.name)
+        per_entry_us, _ = asyncio.run(_follow_cost(scratch, 5_000))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return f"journal follow: {per_entry_us:.1f} µs CPU per new entry"
+
+
+def micro_render(frames: int = 40) -> str:
+    """The overview with 8 GPUs under Textual's test driver: a new snapshot repainted (only
+    what changed), and a full repaint of every widget."""
+    from tui.app import KvtopApp
+    from tui.demo.still import STILL_EPOCH, StillFeed, still_series
+
+    series = still_series(frames + 1)
+
+    async def run() -> tuple[float, float]:
+        app = KvtopApp(
+            StillFeed(series[0]),
+            source_label="demo",
+            demo=True,
+            clock=lambda: STILL_EPOCH,
+            host_name="gpu-host",
+        )
+        update, full = [], []
+        async with app.run_test(size=(WIDTH, HEIGHT)) as pilot:
+            await pilot.pause()
+            for snapshot in series[1:]:
+                start = time.process_time()
+                app.apply(snapshot)
+                await pilot.pause()
+                update.append(time.process_time() - start)
+                start = time.process_time()
+                for widget in app.screen.walk_children(with_self=True):
+                    widget.refresh()
+                await pilot.pause()
+                full.append(time.process_time() - start)
+        return statistics.median(update) * 1e3, statistics.median(full) * 1e3
+
+    update_ms, full_ms = asyncio.run(run())
+    return (
+        f"overview repaint, 8 GPUs: {update_ms:.1f} ms CPU for a new snapshot, "
+        f"{full_ms:.1f} ms for every widget (Textual's test driver included)"
+    )
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, nargs="+", default=[8])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=60.0, help="CPU window per run")
+    parser.add_argument("--no-micro", action="store_true", help="skip the micro figures")
+    args = parser.parse_args()
+    tmux_path = shutil.which("tmux")
+    if tmux_path is None or not KVTOP.exists():
+        print("needs tmux and the installed kvtop (./scripts/test.sh sets both up)")
+        return 2
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    nvitop = ensure_nvitop()
+    work = Path(tempfile.mkdtemp(prefix="kvtop-vs-nvitop-"))
+    tmux: Tmux | None = None
+    writer: StateWriter | None = None
+    results: dict[int, dict[str, list[Figures]]] = {}
+    micro: list[str] = []
+    try:
+        lib = build_fake_nvml(work / "lib")
+        log = work / STORY_LOG.name
+        shutil.copyfile(STORY_LOG, log)
+        tmux = Tmux(tmux_path, f"kvtop-vs-nvitop-{os.getpid()}", work)
+        print(
+            f"machine: {os.cpu_count()} CPUs · kvtop {KVTOP} · nvitop {NVITOP_VERSION} · "
+            f"{args.rounds} round(s) × {args.seconds:g} s per tool and GPU count"
+        )
+        with FakeSGLang() as server:
+            for count in args.gpus:
+                state = work / f"state-{count}"
+                writer = StateWriter(state, count)
+                writer.start()
+                env = {"LD_LIBRARY_PATH": str(lib.parent), STATE_ENV: str(state)}
+                tools = {
+                    "kvtop": (
+                        [str(KVTOP), "--log-file", str(log), "--url", server.url]
+                        + ["--interval", "1"],
+                        rows_seen(KVTOP_ROW, count),
+                    ),
+                    "nvitop": ([str(nvitop), "--interval", "1"], rows_seen(NVITOP_ROW, count)),
+                }
+                results[count] = {name: [] for name in tools}
+                for round_no in range(args.rounds):
+                    order = list(tools) if round_no % 2 == 0 else list(reversed(tools))
+                    for name in order:
+                        argv, first = tools[name]
+                        label = f"{name} {count} GPUs r{round_no + 1}"
+                        print(f"running: {label} ...", flush=True)
+                        figures = measure(tmux, work, label, argv, env, first, args.seconds)
+                        results[count][name].append(figures)
+                writer.stop.set()
+                writer.join()
+                writer = None
+        if not args.no_micro:
+            state = work / "state-micro"
+            StateWriter(state, 8)  # writes the initial state; no thread needed
+            print("micro figures ...", flush=True)
+            micro = [micro_nvml(lib, state), micro_metrics(), micro_journal(), micro_render()]
+    except KeyboardInterrupt:
+        print("\ninterrupted: cleaning up", file=sys.stderr)
+        return 130
+    finally:
+        if writer is not None:
+            writer.stop.set()
+        if tmux is not None:
+            tmux.kill_server()
+        shutil.rmtree(work, ignore_errors=True)
+    compare(results, args.seconds, args.rounds)
+    if micro:
+        print()
+        for line in micro:
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
