@@ -278,12 +278,10 @@ def main() -> int:
                 writer = StateWriter(state, count)
                 writer.start()
                 env = {"LD_LIBRARY_PATH": str(lib.parent), STATE_ENV: str(state)}
+                kvtop_argv = [str(KVTOP), "--log-file", str(log), "--url", server.url]
+                kvtop_argv += ["--interval", "1"]
                 tools = {
-                    "kvtop": (
-                        [str(KVTOP), "--log-file", str(log), "--url", server.url]
-                        + ["--interval", "1"],
-                        rows_seen(KVTOP_ROW, count),
-                    ),
+                    "kvtop": (kvtop_argv, rows_seen(KVTOP_ROW, count)),
                     "nvitop": ([str(nvitop), "--interval", "1"], rows_seen(NVITOP_ROW, count)),
                 }
                 results[count] = {name: [] for name in tools}
