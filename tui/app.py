@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ from tui.screens.overview import OverviewScreen
 from tui.widgets.status_line import StatusFacts
 
 INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+EXIT_GRACE_S = 2.0  # after SIGHUP/SIGTERM, the longest a clean shutdown may take
 AUTO_COMPACT_BELOW_ROWS = 34
 
 
@@ -105,8 +108,17 @@ class KvtopApp(App[int]):
         for sig in (signal.SIGHUP, signal.SIGTERM):
             # The SSH session went away (SIGHUP) or systemd stops us: leave cleanly, status 0.
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self.exit, 0)
+                loop.add_signal_handler(sig, self._leave)
         self._feed_task = asyncio.create_task(self._consume())
+
+    def _leave(self) -> None:
+        """Exit now, and for certain: with the terminal gone, Textual's shutdown can block for
+        ever (seen: LinuxDriver.close waiting on its writer thread's queue, SIGTERM ignored
+        because the event loop is stuck in that call). There is nothing left to restore."""
+        watchdog = threading.Timer(EXIT_GRACE_S, os._exit, args=(0,))
+        watchdog.daemon = True
+        watchdog.start()
+        self.exit(0)
 
     async def on_unmount(self) -> None:
         if self._feed_task is not None:

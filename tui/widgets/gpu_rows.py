@@ -67,14 +67,23 @@ class GpuRow(MemoryWidget):
         self.index = index
         self._view: GpuView | None = None
         self._strip: Strip | None = None
+        self._shown: Text | None = None
+        self._shown_width = 0
 
     @property
     def view(self) -> GpuView | None:
         return self._view
 
     def show(self, view: GpuView) -> None:
-        if view != self._view:
-            self._view = view
+        if view == self._view:
+            return
+        self._view = view
+        # Repaint only when what the row shows changed: a reading that moved by less than the
+        # digits on screen (88.23 → 88.24 GiB) costs nothing.
+        width = self.size.width
+        text = self.render() if width else None
+        if text is None or text != self._shown:
+            self._shown, self._shown_width = text, width
             self._strip = None
             self.refresh()
 
@@ -91,7 +100,9 @@ class GpuRow(MemoryWidget):
         if y != 0:
             return Strip.blank(width, base)
         if self._strip is None or self._strip.cell_length != width:
-            segments = self.render().render(self.app.console, end="")
+            if self._shown is None or self._shown_width != width:  # resized, or first paint
+                self._shown, self._shown_width = self.render(), width
+            segments = self._shown.render(self.app.console, end="")
             self._strip = Strip(segments).crop_extend(0, width, base).apply_style(base)
         return self._strip
 

@@ -32,14 +32,18 @@ class KvPanel(StyledWidget):
         self._usage: KvUsage | None = None
         self._series: Series | None = None
         self._compact = False
+        self._shown: Text | None = None
 
     def show(self, usage: KvUsage, series: Series, compact: bool) -> None:
         key = (usage, series.values[-1:] if series.values else (), len(series.values), compact)
         if key != self._key:
             self._key = key
             self._usage, self._series, self._compact = usage, series, compact
-            # Its height is fixed by the stylesheet: a repaint, never a new layout.
-            self.refresh()
+            text = self.render() if self.size.width else None
+            if text is None or text != self._shown:
+                self._shown = text
+                # Its height is fixed by the stylesheet: a repaint, never a new layout.
+                self.refresh()
 
     def _style(self, name: str):
         return self.component_style(name)

@@ -38,17 +38,21 @@ class TextPanel(StyledWidget):
         return self.component_style(f"panel--{name}")
 
     def set_content(self, key: object, build) -> None:
-        if key != self._key:
-            self._key = key
-            old_lines = self._text.plain.count("\n") if self._text.plain else -1
-            self._text = build()
-            lines = self._text.plain.count("\n") if self._text.plain else -1
-            visible = lines >= 0
-            if self.display != visible:
-                self.display = visible
-            # A new layout only when the height may change (wrapping panels, or a new line
-            # count); otherwise a repaint of this widget alone.
-            self.refresh(layout=lines != old_lines or not self._fixed_lines)
+        if key == self._key:
+            return
+        self._key = key
+        text = build()
+        visible = bool(text.plain)
+        if self.display != visible:
+            self.display = visible  # an empty panel takes no line
+        if text == self._text:
+            return  # inputs moved, the display did not (host RAM 412.61 → 412.58 GB)
+        old_lines = self._text.plain.count("\n") if self._text.plain else -1
+        self._text = text
+        lines = text.plain.count("\n") if text.plain else -1
+        # A new layout only when the height may change (wrapping panels, or a new line
+        # count); otherwise a repaint of this widget alone.
+        self.refresh(layout=lines != old_lines or not self._fixed_lines)
 
     def render(self) -> Text:
         return self._text
