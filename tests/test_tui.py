@@ -350,3 +350,17 @@ async def test_sixteen_gpus_scroll_and_the_selection_stays_visible() -> None:
         await pilot.press("home")
         await pilot.pause()
         assert container.region.contains_region(rows[0].region)
+
+
+async def test_formula_fits_80x24_with_steps_stacked() -> None:
+    app = make_app(demo_snapshot())
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        await pilot.press("f")
+        await pilot.pause()
+        text = screen_text(app)
+        # Below 100 columns each step is its label and result, the arithmetic on its own line.
+        assert re.search(r"│ reserve\s+11\.18 GiB\s+│", text)
+        assert "pre-load free × (1 − mfs) = 93.17 × (1 − 0.88)" in text
+        assert "0.90 → 187,761 tokens" in text  # the what-if stays in view below the formula
+        assert "Esc closes" in text

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -22,14 +23,34 @@ if TYPE_CHECKING:
     from tui.app import KvtopApp
 
 
-def _steps_table(explanation: SizingExplanation) -> Table:
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", expand=True)
-    table.add_column("step", no_wrap=True)
-    table.add_column("arithmetic", ratio=1)
-    table.add_column("result", justify="right", no_wrap=True)
-    for step in explanation.steps:
-        table.add_row(step.label, Text(step.arithmetic), step.result)
-    return table
+WIDE_STEPS = 100  # below this width a step's arithmetic goes under its label and result
+
+
+class Steps:
+    """The formula's steps: a three-column table when there is room, else each step as its
+    label and result on one line with the arithmetic indented below (80 columns stay legible)."""
+
+    def __init__(self, explanation: SizingExplanation) -> None:
+        self.steps = explanation.steps
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if options.max_width >= WIDE_STEPS:
+            table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+            table.expand = True
+            table.add_column("step", no_wrap=True)
+            table.add_column("arithmetic", ratio=1)
+            table.add_column("result", justify="right", no_wrap=True)
+            for step in self.steps:
+                table.add_row(step.label, Text(step.arithmetic), step.result)
+            yield table
+            return
+        for step in self.steps:
+            head = Table.grid(expand=True)
+            head.add_column(ratio=1)
+            head.add_column(justify="right")
+            head.add_row(Text(step.label, style="bold"), step.result)
+            yield head
+            yield Padding(Text(step.arithmetic), (0, 0, 0, 2))
 
 
 def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
@@ -48,7 +69,7 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
         style="bold",
     )
     parts.append(title)
-    parts.append(_steps_table(e))
+    parts.append(Steps(e))
     sizing = next((s for s in analysis.sizings if s.rank == rank), None)
     if sizing is not None:
         parts.append(
