@@ -48,6 +48,7 @@ NVITOP_VERSION = "1.7.2"
 NVITOP_VENV = ROOT / "bench" / "out" / "nvitop-venv"
 STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 KVTOP = Path(sys.executable).with_name("kvtop")
+FLOOR_APP = ROOT / "bench" / "textual_floor.py"
 ROWS_FOR_FIRST_FRAME = 8  # both tools show at least this many GPU rows in a 40-line pane
 # kvtop: `▶ 0   TP0  ▚███▓▓…   88.2/95.6 …`; nvitop: `│   0  RTX PRO 6000 …  N/A │ 0000…`.
 KVTOP_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+\S+\s.*?\d+\.\d/\d+\.\d")
@@ -115,6 +116,11 @@ def compare(results: dict[int, dict[str, list[Figures]]], secs: float, rounds: i
                 if f.note:
                     print(f"        note ({tool}): {f.note}")
         (kc, kr, kf), (nc, nr, nf) = row["kvtop"], row["nvitop"]
+        if "floor" in row and kc is not None and row["floor"][0] is not None:
+            print(
+                f"        Textual's floor {row['floor'][0]:.2f} %: kvtop's own work "
+                f"{kc - row['floor'][0]:.2f} % of a core"
+            )
         cr, rr, fr = ratio(kc, nc), ratio(kr, nr), ratio(kf, nf)
         print(
             f"{count:>4}  {'ratio':<7} {fmt(cr):>10} {fmt(rr):>8} {fmt(fr):>14}   (kvtop / nvitop)"
@@ -283,6 +289,8 @@ def main() -> int:
                 tools = {
                     "kvtop": (kvtop_argv, rows_seen(KVTOP_ROW, count)),
                     "nvitop": ([str(nvitop), "--interval", "1"], rows_seen(NVITOP_ROW, count)),
+                    # Textual's own cost: one Static updated per second (bench/textual_floor.py).
+                    "floor": ([sys.executable, str(FLOOR_APP)], lambda s: "floor " in s),
                 }
                 results[count] = {name: [] for name in tools}
                 for round_no in range(args.rounds):
