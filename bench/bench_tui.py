@@ -28,40 +28,29 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import shutil
 import signal
 import sys
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from fake_nvml.build import STATE_ENV, build_fake_nvml  # noqa: E402
-from pane_measure import HEIGHT, WIDTH, Figures, StateWriter, measure  # noqa: E402
-from sglang_http import FakeSGLang  # noqa: E402
-from tmux_tools import Tmux  # noqa: E402
+from pane_measure import (  # noqa: E402
+    HEIGHT,
+    KVTOP,
+    KVTOP_ROW,
+    WIDTH,
+    FakeHost,
+    Figures,
+    measure,
+    missing_tools,
+    rows_seen,
+)
 
-STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
-KVTOP = Path(sys.executable).with_name("kvtop")
 BUDGET_CPU_PCT = 2.0
 BUDGET_RSS_MB = 80.0
 BUDGET_FIRST_FRAME_S = 1.0
-# An overview row: `▶ 0   TP0  ▚███▓▓▒…   88.2/95.6    7.3  35%  45C  300W` (rank `—` if none).
-GPU_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+\S+\s.*?\d+\.\d/\d+\.\d")
-
-
-def shows(count: int) -> Callable[[str], bool]:
-    """The first complete frame: GPU rows 0..min(count, 16)-1 with their figures."""
-    return lambda screen: rows_shown(screen, count)
-
-
-def rows_shown(screen: str, count: int) -> bool:
-    want = set(range(min(count, 16)))
-    seen = {int(m["gpu"]) for line in screen.splitlines() if (m := GPU_ROW.match(line))}
-    return want <= seen
+ROWS_FOR_FIRST_FRAME = 16  # a 40-line pane holds the first 16 rows of 64 GPUs
 
 
 def verdict(value: float | None, budget: float) -> str:
@@ -105,57 +94,36 @@ def main() -> int:
         "--gpus", type=int, nargs="+", default=[8], help="fake GPU counts (default 8)"
     )
     args = parser.parse_args()
-    tmux_path = shutil.which("tmux")
-    if tmux_path is None:
-        print("tmux not found: install tmux to run this benchmark", file=sys.stderr)
-        return 2
-    if not KVTOP.exists():
-        print(f"no kvtop console script next to {sys.executable}", file=sys.stderr)
+    why = missing_tools()
+    if why:
+        print(why, file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
-
     secs = args.seconds
-    work = Path(tempfile.mkdtemp(prefix="kvtop-bench-tui-"))
-    tmux: Tmux | None = None
-    writer: StateWriter | None = None
     results: list[Figures] = []
     try:
-        lib = build_fake_nvml(work / "lib")
-        log = work / STORY_LOG.name
-        shutil.copyfile(STORY_LOG, log)
-        tmux = Tmux(tmux_path, f"kvtop-bench-{os.getpid()}", work)
-        print(
-            f"machine: {os.cpu_count()} CPUs; kvtop {KVTOP}; tmux pane {WIDTH}x{HEIGHT}; "
-            f"{args.seconds:g} s idle window per configuration"
-        )
-        with FakeSGLang() as server:
+        with FakeHost("kvtop-bench-tui") as host:
+            print(
+                f"machine: {os.cpu_count()} CPUs; kvtop {KVTOP}; tmux pane {WIDTH}x{HEIGHT}; "
+                f"{secs:g} s idle window per configuration"
+            )
             for count in args.gpus:
-                state = work / f"state-{count}"
-                writer = StateWriter(state, count)
-                writer.start()
-                env = {"LD_LIBRARY_PATH": str(lib.parent), STATE_ENV: str(state)}
-                label = f"fake NVML {count} GPUs"
-                print(f"running: {label} (log + metrics at {server.url}) ...", flush=True)
-                kv_args = ["--log-file", str(log), "--url", server.url, "--interval", "1"]
-                results.append(
-                    measure(tmux, work, label, [str(KVTOP), *kv_args], env, shows(count), secs)
-                )
-                writer.stop.set()
-                writer.join()
-                writer = None
-        print("running: --demo ...", flush=True)
-        results.append(measure(tmux, work, "--demo", [str(KVTOP), "--demo"], {}, shows(8), secs))
+                with host.gpus(count) as env:
+                    label = f"fake NVML {count} GPUs"
+                    print(f"running: {label} (log + metrics at {host.server.url}) ...", flush=True)
+                    first = rows_seen(KVTOP_ROW, count, ROWS_FOR_FIRST_FRAME)
+                    results.append(
+                        measure(host.tmux, host.work, label, host.kvtop_argv(), env, first, secs)
+                    )
+            print("running: --demo ...", flush=True)
+            first = rows_seen(KVTOP_ROW, 8, ROWS_FOR_FIRST_FRAME)
+            argv = [str(KVTOP), "--demo"]
+            results.append(measure(host.tmux, host.work, "--demo", argv, {}, first, secs))
     except KeyboardInterrupt:
         print("\ninterrupted: cleaning up", file=sys.stderr)
         return 130
-    finally:
-        if writer is not None:
-            writer.stop.set()
-        if tmux is not None:
-            tmux.kill_server()
-        shutil.rmtree(work, ignore_errors=True)
-    report(results, args.seconds)
+    report(results, secs)
     return 0
 
 

@@ -26,46 +26,37 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
-from fake_nvml.build import STATE_ENV, build_fake_nvml  # noqa: E402
-from pane_measure import HEIGHT, WIDTH, Figures, StateWriter, measure  # noqa: E402
-from sglang_http import FakeSGLang  # noqa: E402
-from tmux_tools import Tmux  # noqa: E402
+from pane_measure import (  # noqa: E402
+    HEIGHT,
+    KVTOP,
+    KVTOP_ROW,
+    WIDTH,
+    FakeHost,
+    Figures,
+    measure,
+    missing_tools,
+    rows_seen,
+)
 
 NVITOP_VERSION = "1.7.2"
 NVITOP_VENV = ROOT / "bench" / "out" / "nvitop-venv"
-STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
-KVTOP = Path(sys.executable).with_name("kvtop")
 FLOOR_APP = ROOT / "bench" / "textual_floor.py"
-ROWS_FOR_FIRST_FRAME = 8  # both tools show at least this many GPU rows in a 40-line pane
-# kvtop: `▶ 0   TP0  ▚███▓▓…   88.2/95.6 …`; nvitop: `│   0  RTX PRO 6000 …  N/A │ 0000…`.
-KVTOP_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+\S+\s.*?\d+\.\d/\d+\.\d")
+FIRST_ROWS = 8  # both tools show at least this many GPU rows in a 40-line pane
+# nvitop's GPU row: `│   0  RTX PRO 6000 …  N/A │ 0000…` (kvtop's: pane_measure.KVTOP_ROW).
 NVITOP_ROW = re.compile(r"^│\s*(?P<gpu>\d+)\s+\S.*│")
 
 TARGET_CPU_RATIO, TARGET_RSS_RATIO, TARGET_FIRST_RATIO = 1.0, 2.5, 1.5
 TARGET_FIRST_S, TARGET_64_CPU_PCT = 1.0, 10.0
-
-
-def rows_seen(pattern: re.Pattern[str], count: int) -> Callable[[str], bool]:
-    want = set(range(min(count, ROWS_FOR_FIRST_FRAME)))
-
-    def seen(screen: str) -> bool:
-        found = {int(m["gpu"]) for line in screen.splitlines() if (m := pattern.match(line))}
-        return want <= found
-
-    return seen
 
 
 def ensure_nvitop() -> Path:
@@ -141,7 +132,7 @@ def compare(results: dict[int, dict[str, list[Figures]]], secs: float, rounds: i
 # --------------------------------------------------------------------------- micro figures
 
 
-def micro_nvml(lib: Path, state: Path, polls: int = 50) -> str:
+def micro_nvml(env: dict[str, str], polls: int = 50) -> str:
     """One NvmlSource.poll() on the fake (in a child: the library path is read at startup)."""
     code = f"""
 import json, statistics, time
@@ -156,9 +147,12 @@ for _ in range({polls}):
 source.close()
 print(json.dumps([statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3]))
 """
-    env = {**os.environ, "LD_LIBRARY_PATH": str(lib.parent), STATE_ENV: str(state)}
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     if out.returncode != 0:
         return f"NVML poll: failed ({out.stderr.strip().splitlines()[-1:]})"
@@ -188,20 +182,13 @@ def micro_metrics(runs: int = 50) -> str:
 
 def micro_journal() -> str:
     try:
-        from bench_journal_seek import _follow_cost, build, journal_remote_missing
+        from bench_journal_seek import build, follow_cost, journal_remote_missing
     except ImportError as exc:  # systemd-python missing
         return f"journal follow: not measured ({exc})"
     why = journal_remote_missing()
     if why:
         return f"journal follow: not measured ({why})"
-    small = build(10_000, False)
-    scratch = Path(tempfile.mkdtemp(prefix="kvtop-bench-follow-"))
-    try:
-        for path in small.glob("*.journal"):
-            shutil.copy2(path, scratch / path.name)
-        per_entry_us, _ = asyncio.run(_follow_cost(scratch, 5_000))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    per_entry_us, _ = follow_cost(build(10_000, False), 5_000)
     return f"journal follow: {per_entry_us:.1f} µs CPU per new entry"
 
 
@@ -257,67 +244,49 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="CPU window per run")
     parser.add_argument("--no-micro", action="store_true", help="skip the micro figures")
     args = parser.parse_args()
-    tmux_path = shutil.which("tmux")
-    if tmux_path is None or not KVTOP.exists():
-        print("needs tmux and the installed kvtop (./scripts/test.sh sets both up)")
+    why = missing_tools()
+    if why:
+        print(why, file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
     nvitop = ensure_nvitop()
-    work = Path(tempfile.mkdtemp(prefix="kvtop-vs-nvitop-"))
-    tmux: Tmux | None = None
-    writer: StateWriter | None = None
     results: dict[int, dict[str, list[Figures]]] = {}
     micro: list[str] = []
     try:
-        lib = build_fake_nvml(work / "lib")
-        log = work / STORY_LOG.name
-        shutil.copyfile(STORY_LOG, log)
-        tmux = Tmux(tmux_path, f"kvtop-vs-nvitop-{os.getpid()}", work)
-        print(
-            f"machine: {os.cpu_count()} CPUs · kvtop {KVTOP} · nvitop {NVITOP_VERSION} · "
-            f"{args.rounds} round(s) × {args.seconds:g} s per tool and GPU count"
-        )
-        with FakeSGLang() as server:
+        with FakeHost("kvtop-vs-nvitop") as host:
+            print(
+                f"machine: {os.cpu_count()} CPUs · kvtop {KVTOP} · nvitop {NVITOP_VERSION} · "
+                f"{args.rounds} round(s) × {args.seconds:g} s per tool and GPU count"
+            )
             for count in args.gpus:
-                state = work / f"state-{count}"
-                writer = StateWriter(state, count)
-                writer.start()
-                env = {"LD_LIBRARY_PATH": str(lib.parent), STATE_ENV: str(state)}
-                kvtop_argv = [str(KVTOP), "--log-file", str(log), "--url", server.url]
-                kvtop_argv += ["--interval", "1"]
                 tools = {
-                    "kvtop": (kvtop_argv, rows_seen(KVTOP_ROW, count)),
-                    "nvitop": ([str(nvitop), "--interval", "1"], rows_seen(NVITOP_ROW, count)),
+                    "kvtop": (host.kvtop_argv(), rows_seen(KVTOP_ROW, count, FIRST_ROWS)),
+                    "nvitop": (
+                        [str(nvitop), "--interval", "1"],
+                        rows_seen(NVITOP_ROW, count, FIRST_ROWS),
+                    ),
                     # Textual's own cost: one Static updated per second (bench/textual_floor.py).
                     "floor": ([sys.executable, str(FLOOR_APP)], lambda s: "floor " in s),
                 }
                 results[count] = {name: [] for name in tools}
-                for round_no in range(args.rounds):
-                    order = list(tools) if round_no % 2 == 0 else list(reversed(tools))
-                    for name in order:
-                        argv, first = tools[name]
-                        label = f"{name} {count} GPUs r{round_no + 1}"
-                        print(f"running: {label} ...", flush=True)
-                        figures = measure(tmux, work, label, argv, env, first, args.seconds)
-                        results[count][name].append(figures)
-                writer.stop.set()
-                writer.join()
-                writer = None
-        if not args.no_micro:
-            state = work / "state-micro"
-            StateWriter(state, 8)  # writes the initial state; no thread needed
-            print("micro figures ...", flush=True)
-            micro = [micro_nvml(lib, state), micro_metrics(), micro_journal(), micro_render()]
+                with host.gpus(count) as env:
+                    for round_no in range(args.rounds):
+                        order = list(tools) if round_no % 2 == 0 else list(reversed(tools))
+                        for name in order:
+                            argv, first = tools[name]
+                            label = f"{name} {count} GPUs r{round_no + 1}"
+                            print(f"running: {label} ...", flush=True)
+                            results[count][name].append(
+                                measure(host.tmux, host.work, label, argv, env, first, args.seconds)
+                            )
+            if not args.no_micro:
+                print("micro figures ...", flush=True)
+                with host.gpus(8) as env:
+                    micro = [micro_nvml(env), micro_metrics(), micro_journal(), micro_render()]
     except KeyboardInterrupt:
         print("\ninterrupted: cleaning up", file=sys.stderr)
         return 130
-    finally:
-        if writer is not None:
-            writer.stop.set()
-        if tmux is not None:
-            tmux.kill_server()
-        shutil.rmtree(work, ignore_errors=True)
     compare(results, args.seconds, args.rounds)
     if micro:
         print()

@@ -6,22 +6,31 @@ nvitop on the same fake GPUs), with the fake GPUs' state writer: numbers that mo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from fake_nvml.build import write_state  # noqa: E402
+from fake_nvml.build import STATE_ENV, build_fake_nvml, write_state  # noqa: E402
+from sglang_http import FakeSGLang  # noqa: E402
 from tmux_tools import Tmux  # noqa: E402
+
+KVTOP = Path(sys.executable).with_name("kvtop")
+STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+# An overview row: `▶ 0   TP0  ▚███▓▓▒…   88.2/95.6    7.3  35%  45C  300W` (rank `—` if none).
+KVTOP_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+\S+\s.*?\d+\.\d/\d+\.\d")
 
 WIDTH, HEIGHT = 120, 40
 POLL_S = 0.02
@@ -73,6 +82,76 @@ class StateWriter(threading.Thread):
         while not self.stop.wait(1.0):
             tick += 1
             write_state(self.path, gpus=gpu_state(self.count, tick))
+
+
+def rows_seen(pattern: re.Pattern[str], count: int, limit: int) -> Callable[[str], bool]:
+    """A first-frame test: the rows of GPUs 0..min(count, limit)-1 are all on screen."""
+    want = set(range(min(count, limit)))
+
+    def seen(screen: str) -> bool:
+        found = {int(m["gpu"]) for line in screen.splitlines() if (m := pattern.match(line))}
+        return want <= found
+
+    return seen
+
+
+def missing_tools() -> str | None:
+    if shutil.which("tmux") is None:
+        return "tmux not found: install tmux to run this benchmark"
+    if not KVTOP.exists():
+        return f"no kvtop console script next to {sys.executable} (./scripts/test.sh sets it up)"
+    return None
+
+
+class FakeHost:
+    """A simulated GPU host for the panes: scratch folder, the fake NVML library, a copy of
+    the story log, a loopback SGLang /metrics server and a private tmux server, all removed
+    on exit (Ctrl-C included)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> FakeHost:
+        stack = self._stack
+        self.work = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-"))
+        stack.callback(shutil.rmtree, self.work, ignore_errors=True)
+        self.lib = build_fake_nvml(self.work / "lib")
+        self.log = self.work / STORY_LOG.name
+        shutil.copyfile(STORY_LOG, self.log)
+        tmux_path = shutil.which("tmux")
+        assert tmux_path is not None
+        self.tmux = Tmux(tmux_path, f"{self.prefix}-{os.getpid()}", self.work)
+        stack.callback(self.tmux.kill_server)
+        self.server = stack.enter_context(FakeSGLang())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def kvtop_argv(self) -> list[str]:
+        """kvtop's full live view: the log followed, /metrics scraped, a 1 s refresh."""
+        return [
+            str(KVTOP),
+            "--log-file",
+            str(self.log),
+            "--url",
+            self.server.url,
+            "--interval",
+            "1",
+        ]
+
+    @contextlib.contextmanager
+    def gpus(self, count: int) -> Iterator[dict[str, str]]:
+        """`count` fake GPUs whose numbers move every second; yields the panes' environment."""
+        state = self.work / f"state-{count}"
+        writer = StateWriter(state, count)
+        writer.start()
+        try:
+            yield {"LD_LIBRARY_PATH": str(self.lib.parent), STATE_ENV: str(state)}
+        finally:
+            writer.stop.set()
+            writer.join()
 
 
 def _stat_fields(pid: int) -> list[str] | None:
