@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fake_nvml.build import STATE_ENV, build_fake_nvml, write_state  # noqa: E402
+from pane_measure import gpu_state  # noqa: E402
 from sglang_http import FakeSGLang  # noqa: E402
 
 CHILD = r"""
@@ -64,25 +65,6 @@ asyncio.run(main(*sys.argv[1:3], int(sys.argv[3]), float(sys.argv[4])))
 """
 
 
-def gpus_state(count: int) -> dict[int, dict[str, object]]:
-    return {
-        i: {
-            "name": "NVIDIA RTX PRO 6000 Blackwell",
-            "uuid": f"GPU-{i:08x}-0000-0000-0000-000000000000",
-            "bus": f"00000000:{i // 8:02X}:{i % 8:02X}.0",
-            "total_mib": 97887,
-            "used_mib": 89800,
-            "reserved_mib": 512,
-            "util": 60,
-            "mem_util": 30,
-            "temp": 55,
-            "power_mw": 400000,
-            "limit_mw": 600000,
-        }
-        for i in range(count)
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, action="append", help="GPU counts (default 8 16 64)")
@@ -100,7 +82,7 @@ def main() -> None:
     with FakeSGLang() as server:
         for count in counts:
             state = work / f"state-{count}"
-            write_state(state, gpus=gpus_state(count))
+            write_state(state, gpus=gpu_state(count, 0))  # one still reading: sources only
             env = dict(os.environ, LD_LIBRARY_PATH=str(lib.parent), **{STATE_ENV: str(state)})
             env["PYTHONPATH"] = str(ROOT)
             out = subprocess.run(

@@ -49,7 +49,7 @@ class Figures:
 
 
 def gpu_state(count: int, tick: int) -> dict[int, dict[str, object]]:
-    """bench_refresh's RTX PRO 6000 host (the story log's GPUs), with numbers moving per tick."""
+    """The story log's host (8 × RTX PRO 6000 Blackwell and more), numbers moving per tick."""
     return {
         i: {
             "name": "NVIDIA RTX PRO 6000 Blackwell",

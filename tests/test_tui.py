@@ -364,3 +364,19 @@ async def test_formula_fits_80x24_with_steps_stacked() -> None:
         assert "pre-load free × (1 − mfs) = 93.17 × (1 − 0.88)" in text
         assert "0.90 → 187,761 tokens" in text  # the what-if stays in view below the formula
         assert "Esc closes" in text
+
+
+async def test_a_theme_change_recolours_the_cached_rows_and_panels() -> None:
+    app = make_app(demo_snapshot())
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        row = app.screen.query(GpuRow).first()
+
+        def weights_colour() -> object:
+            strip = row.render_line(0)
+            return next(seg.style.color for seg in strip if "█" in seg.text and seg.style)
+
+        before = weights_colour()
+        app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+        await pilot.pause()
+        assert weights_colour() != before  # with no new reading: the cache was dropped

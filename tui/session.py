@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from tui.demo.scenario import DemoScenario
+from tui.demo.scenario import LOG_NAME, DemoScenario
 from tui.model.analysis import Analysis, analyse
 from tui.model.deployment import (
     DEGRADED,
@@ -32,7 +32,7 @@ from tui.sources.metrics import MetricsSource
 from tui.sources.nvml import NvmlReading, NvmlSource
 
 DEFAULT_URL = "http://127.0.0.1:30000"
-DEMO_LOG = "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+DEMO_LOG = LOG_NAME  # the story the demo replays (tui/data)
 # How long the first live frame waits for the first GPU reading (a hung driver must not keep
 # the screen empty: after this the frame shows what there is, and the GPUs follow).
 FIRST_READING_WAIT_S = 0.5

@@ -89,7 +89,8 @@ class GpuRow(MemoryWidget):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._strip = None  # selected or not, or a new theme
+        # Selected or not, or a new theme: the cached text and strip carry the old styles.
+        self._strip, self._shown = None, None
 
     def render_line(self, y: int) -> Strip:
         """Textual's line API: the row's one line as segments, kept until the GPU or the width

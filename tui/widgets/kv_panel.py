@@ -33,29 +33,41 @@ class KvPanel(StyledWidget):
         self._series: Series | None = None
         self._compact = False
         self._shown: Text | None = None
+        self._shown_width = 0
 
     def show(self, usage: KvUsage, series: Series, compact: bool) -> None:
         key = (usage, series.values[-1:] if series.values else (), len(series.values), compact)
         if key != self._key:
             self._key = key
             self._usage, self._series, self._compact = usage, series, compact
-            text = self.render() if self.size.width else None
+            width = self.size.width
+            text = self._build(width) if width else None
             if text is None or text != self._shown:
-                self._shown = text
+                self._shown, self._shown_width = text, width
                 # Its height is fixed by the stylesheet: a repaint, never a new layout.
                 self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._shown = None  # its colours are baked into the cached text (a theme change)
 
     def _style(self, name: str):
         return self.component_style(name)
 
     def render(self) -> Text:
+        # Built once in show() to compare with what is on screen; reused here unless resized.
+        width = self.size.width
+        if self._shown is None or self._shown_width != width:
+            self._shown, self._shown_width = self._build(width), width
+        return self._shown
+
+    def _build(self, width: int) -> Text:
         usage = self._usage
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(LABEL, self._style("kv--label"))
         if usage is None:
             text.append("waiting for the first snapshot")
             return text
-        width = self.size.width
         bar = max(10, min(40, width // 5))
         if usage.usage_pct is not None:
             filled = round(min(100.0, max(0.0, usage.usage_pct)) / 100 * bar)

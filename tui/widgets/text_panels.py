@@ -57,6 +57,10 @@ class TextPanel(StyledWidget):
     def render(self) -> Text:
         return self._text
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._key = object()  # rebuild on the next show(): the text carries the old styles
+
 
 class HostKvLane(TextPanel):
     """Hierarchical cache: the host pool per rank and in total, host RAM, pool usage."""
@@ -130,6 +134,10 @@ class InsightsPanel(StyledWidget):
 
     def render(self) -> Table | Text:
         return self._grid if self._grid is not None else Text()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._key = None  # rebuild on the next show(): the grid carries the old styles
 
 
 def _event_line(row: EventRow) -> Text:
