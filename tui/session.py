@@ -144,6 +144,7 @@ class Session:
     _analysis: Analysis | None = None
     _analysed_at: tuple[int, int] = (-1, -1)
     scenario: DemoScenario | None = None
+    _demo_exposition: str | None = None
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
     clock: Callable[[], float] = time.time  # stamps snapshots (tests fix it)
@@ -176,7 +177,9 @@ class Session:
                 "the demo server is still starting: /metrics answers once it is ready.",
             )
         else:
-            self.latest_metrics = parse_exposition(text)
+            if text != self._demo_exposition:  # its gauges move only with a new batch line
+                self._demo_exposition = text
+                self.latest_metrics = parse_exposition(text)
             self.metrics_health = SourceHealth("metrics", OK, "demo: simulated /metrics")
 
     # -- log ------------------------------------------------------------------------------------
