@@ -353,7 +353,8 @@ def test_hung_call_gives_stale_reading_without_blocking(fake_lib_dir: Path, tmp_
     for reading in (stale, still_stale):
         assert reading["stale"] is True
         assert reading["problem"] == (
-            "NVML did not answer within 0.5 s (a hung driver call); readings are stale"
+            "NVML did not answer within 0.5 s (a hung driver call); readings are stale. Check "
+            "nvidia-smi and dmesg; kvtop keeps the last readings and asks again."
         )
         assert reading["gpus"] == fresh["gpus"]  # the previous reading, marked stale
     assert recovered["stale"] is False

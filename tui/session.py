@@ -7,7 +7,8 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -31,11 +32,16 @@ from tui.sources.log_text import LogUnreadable, log_lines
 from tui.sources.metrics import MetricsSource
 from tui.sources.nvml import NvmlReading, NvmlSource
 
+if TYPE_CHECKING:
+    from tui.sources.journal import JournalSource
+
 DEFAULT_URL = "http://127.0.0.1:30000"
 DEMO_LOG = LOG_NAME  # the story the demo replays (tui/data)
 # How long the first live frame waits for the first GPU reading (a hung driver must not keep
 # the screen empty: after this the frame shows what there is, and the GPUs follow).
 FIRST_READING_WAIT_S = 0.5
+# A log notice (truncated, rotated) stays on screen this long after it happened.
+NOTICE_SHOW_S = 60.0
 # The demo host's RAM (simulated, like its GPUs): 1 TiB, with the 8 HiCache host pools in use.
 DEMO_HOST = HostMemory(total_gb=1099.51, used_gb=412.6, available_gb=686.91)
 
@@ -144,6 +150,10 @@ class Session:
     _analysis: Analysis | None = None
     _analysed_at: tuple[int, int] = (-1, -1)
     scenario: DemoScenario | None = None
+    _follower: LogFollower | None = None
+    _journal: JournalSource | None = None
+    _notice: tuple[int, str | None] = (0, None)  # (count seen, latest text)
+    _notice_at: float = 0.0
     _demo_exposition: str | None = None
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
@@ -207,7 +217,9 @@ class Session:
             old = self.metrics_source
             if old is not None:
                 asyncio.get_running_loop().create_task(old.aclose())
-            self.metrics_source = MetricsSource(url, api_key=self.options.api_key)
+            self.metrics_source = MetricsSource(
+                url, api_key=self.options.api_key, interval_s=self.interval_s
+            )
             self.latest_info = None
         return self.metrics_source
 
@@ -260,10 +272,16 @@ class Session:
             ranks, users = _process_facts(reading, self._pid_cache)
             visible = pids_visible(ranks) if ranks else True
             nvml_health = _nvml_health(reading if self.options.nvml else None)
+        notes: tuple[str, ...] = ()
+        if self._follower is not None:
+            notes = self._log_file_state()
+        if self._journal is not None:
+            status = self._journal.status
+            self.log_health = SourceHealth("journal", DEGRADED if status else OK, status)
         sources = [self.log_health, nvml_health]
         if self.options.metrics or demo:
             sources.append(self.metrics_health)
-        return build_snapshot(
+        snapshot = build_snapshot(
             self.analysis(),
             taken_at=self.clock(),
             nvml=reading,
@@ -276,6 +294,22 @@ class Session:
             cuda_visible_devices=self.options.cuda_visible_devices,
             process_users=users,
         )
+        return replace(snapshot, notes=snapshot.notes + notes) if notes else snapshot
+
+    def _log_file_state(self) -> tuple[str, ...]:
+        """The followed file's state now (it changes without a new line: removed, truncated),
+        and its latest notice while it is recent."""
+        follower = self._follower
+        assert follower is not None
+        status = follower.status
+        self.log_health = SourceHealth("log", DEGRADED if status else OK, status)
+        notices = follower.notices
+        key = (len(notices), notices[-1] if notices else None)
+        if notices and key != self._notice:
+            self._notice, self._notice_at = key, time.monotonic()
+        if notices and time.monotonic() - self._notice_at < NOTICE_SHOW_S:
+            return (f"log: {notices[-1]}",)
+        return ()
 
     async def collect_once(self) -> Snapshot:
         """Read the whole log, one NVML poll and one scrape (concurrently), and join them."""
@@ -349,6 +383,7 @@ class Session:
         while True:
             await self._scrape()
             assert self.metrics_source is not None
+            self.metrics_source.interval_s = self.interval_s  # +/- in the TUI change it
             await asyncio.sleep(self.metrics_source.next_delay_s())
 
     async def _follow_log(self) -> None:
@@ -356,24 +391,17 @@ class Session:
         if opts.unit:
             from tui.sources.journal import JournalSource
 
-            journal = JournalSource(opts.unit, directory=opts.journal_dir)
+            journal = self._journal = JournalSource(opts.unit, directory=opts.journal_dir)
             self.log_health = SourceHealth("journal", OK)
             async for line in journal.lines():
                 fold_lines([line.text], self.tracker)
-                self.log_health = SourceHealth(
-                    "journal", DEGRADED if journal.status else OK, journal.status
-                )
             return
         if not opts.log_file:
             return
-        follower = LogFollower(opts.log_file)
+        follower = self._follower = LogFollower(opts.log_file)
         self.log_health = SourceHealth("log", OK)
         async for line in follower.lines():
             fold_lines([line], self.tracker)
-            status = follower.status
-            self.log_health = SourceHealth("log", DEGRADED if status else OK, status)
-        if follower.status:
-            self.log_health = SourceHealth("log", DEGRADED, follower.status)
 
     async def close(self) -> None:
         if self.metrics_source is not None:

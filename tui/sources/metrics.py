@@ -28,6 +28,9 @@ __all__ = [
 Status = Literal["ok", "degraded", "off"]
 
 _MAX_BACKOFF_S = 30.0
+# The whole fetch (connect, headers, body): a 2 s answer is slow but in time, a hung server is
+# cut here. Each source runs in its own task, so the screen never waits for it.
+FETCH_TIMEOUT_S = 5.0
 
 
 class ApiKeyError(Exception):
@@ -101,7 +104,7 @@ class MetricsSource:
         self,
         url: str = "http://127.0.0.1:30000",
         api_key: str | None = None,
-        timeout_s: float = 2.0,
+        timeout_s: float = FETCH_TIMEOUT_S,
         max_body_bytes: int = 20 * 2**20,
         interval_s: float = 1.0,
     ) -> None:
@@ -130,10 +133,11 @@ class MetricsSource:
             self._client = None
 
     def next_delay_s(self) -> float:
-        """Seconds until the next fetch: the interval, or 1, 2, 4 … 30 after failures."""
+        """Seconds until the next fetch: the interval, then 1, 2, 4 … 30 intervals after
+        failures (never more than 30 s: a server back from a restart is seen within that)."""
         if self._failures == 0:
             return self.interval_s
-        return min(_MAX_BACKOFF_S, 2.0 ** (self._failures - 1))
+        return min(_MAX_BACKOFF_S, self.interval_s * 2.0 ** (self._failures - 1))
 
     def _record(self, ok: bool) -> None:
         self._failures = 0 if ok else self._failures + 1
@@ -234,8 +238,8 @@ class MetricsSource:
             raise _Fault(
                 "degraded",
                 f"{self._shown_url}{path} did not answer within {self.timeout_s:g} s: the "
-                "server may be overloaded or hung; kvtop keeps retrying (raise --timeout if "
-                "scrapes are just slow).",
+                "server may be overloaded or hung; kvtop keeps the last numbers and retries. "
+                "Check the server's log and load.",
             ) from None
         except httpx.ConnectError:
             raise _Fault(

@@ -434,7 +434,8 @@ class NvmlSource:
     def _stale(self) -> NvmlReading:
         problem = (
             f"NVML did not answer within {self.call_timeout_s:g} s (a hung driver call); "
-            "readings are stale"
+            "readings are stale. Check nvidia-smi and dmesg; kvtop keeps the last readings "
+            "and asks again."
         )
         if self._last is None:
             return NvmlReading(
