@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tmux_tools import Tmux
+from tmux_tools import SGR, Tmux, foreground_colours, is_grey
 
 TMUX = shutil.which("tmux")
 KVTOP_SCRIPT = Path(sys.executable).with_name("kvtop")
@@ -35,7 +35,6 @@ pytestmark = [
 # An overview row: `▶ 0   TP0  ▚███▓▓▒…   88.2/95.6    7.3  35%  45C  300W`.
 GPU_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+TP(?P<rank>\d+)\s.*?\d+\.\d/\d+\.\d")
 READY = re.compile(r"·\s+ready\b")  # not "not ready yet" while starting
-SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 
 
 @pytest.fixture(scope="module")
@@ -208,37 +207,6 @@ def test_terminal_gone_exits_promptly(tmux: Tmux, tmp_path: Path) -> None:
     assert not left, f"still running 3 s after the terminal went away: {left}"
 
 
-def _foreground_colours(screen: str) -> set[tuple[int, ...]]:
-    """Foreground colours set by SGR sequences: (index,) for 256 colours, (r, g, b) for RGB."""
-    colours: set[tuple[int, ...]] = set()
-    for match in SGR.finditer(screen):
-        params = [int(p) if p else 0 for p in re.split("[;:]", match[1])]
-        i = 0
-        while i < len(params):
-            p = params[i]
-            if p in (38, 48) and i + 1 < len(params):
-                if params[i + 1] == 5 and i + 2 < len(params):
-                    if p == 38:
-                        colours.add((params[i + 2],))
-                    i += 3
-                    continue
-                if params[i + 1] == 2 and i + 4 < len(params):
-                    if p == 38:
-                        colours.add(tuple(params[i + 2 : i + 5]))
-                    i += 5
-                    continue
-            if 30 <= p <= 37 or 90 <= p <= 97:
-                colours.add((p - 30 if p < 90 else p - 82,))
-            i += 1
-    return colours
-
-
-def _is_grey(colour: tuple[int, ...]) -> bool:
-    if len(colour) == 3:
-        return colour[0] == colour[1] == colour[2]
-    return colour[0] in (0, 7, 8, 15, 16, 231) or 232 <= colour[0] <= 255
-
-
 def _row_lines(screen: str) -> str:
     plain = SGR.sub("", screen)
     lines = screen.splitlines()
@@ -258,9 +226,9 @@ def test_no_color_still_draws_bars(tmux: Tmux, tmp_path: Path) -> None:
 
     mono_rows = _row_lines(tmux.capture("mono", escapes=True))
     colour_rows = _row_lines(tmux.capture("colour", escapes=True))
-    chromatic = {c for c in _foreground_colours(colour_rows) if not _is_grey(c)}
+    chromatic = {c for c in foreground_colours(colour_rows) if not is_grey(c)}
     assert len(chromatic) >= 2, f"the colour run should colour its bar segments: {chromatic}"
-    mono_chromatic = {c for c in _foreground_colours(mono_rows) if not _is_grey(c)}
+    mono_chromatic = {c for c in foreground_colours(mono_rows) if not is_grey(c)}
     assert not mono_chromatic, f"NO_COLOR=1 still drew colours {mono_chromatic}"
 
 

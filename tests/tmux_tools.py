@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 POLL_S = 0.2
+SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 
 
 class TmuxError(RuntimeError):
@@ -92,3 +94,34 @@ class Tmux:
                 return screen
             time.sleep(POLL_S)
         raise TmuxError(f"no {what} within {deadline_s:g} s; last screen:\n{screen}")
+
+
+def foreground_colours(screen: str) -> set[tuple[int, ...]]:
+    """Foreground colours set by SGR sequences: (index,) for 256 colours, (r, g, b) for RGB."""
+    colours: set[tuple[int, ...]] = set()
+    for match in SGR.finditer(screen):
+        params = [int(p) if p else 0 for p in re.split("[;:]", match[1])]
+        i = 0
+        while i < len(params):
+            p = params[i]
+            if p in (38, 48) and i + 1 < len(params):
+                if params[i + 1] == 5 and i + 2 < len(params):
+                    if p == 38:
+                        colours.add((params[i + 2],))
+                    i += 3
+                    continue
+                if params[i + 1] == 2 and i + 4 < len(params):
+                    if p == 38:
+                        colours.add(tuple(params[i + 2 : i + 5]))
+                    i += 5
+                    continue
+            if 30 <= p <= 37 or 90 <= p <= 97:
+                colours.add((p - 30 if p < 90 else p - 82,))
+            i += 1
+    return colours
+
+
+def is_grey(colour: tuple[int, ...]) -> bool:
+    if len(colour) == 3:
+        return colour[0] == colour[1] == colour[2]
+    return colour[0] in (0, 7, 8, 15, 16, 231) or 232 <= colour[0] <= 255

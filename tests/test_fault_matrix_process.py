@@ -1,0 +1,380 @@
+"""The fault matrix's rows that need a process of their own (same shape as test_fault_matrix.py).
+
+- the NVML library missing, then installed: the real `kvtop` in a tmux pane, its dynamic loader
+  looking in an empty directory that the library is copied into mid-run;
+- the journal without permission, then granted: the real app under Pilot in a child that has
+  dropped to `nobody` (root reads every file), the files made readable mid-run;
+- stdin closed: `kvtop --once --log-file -` started with descriptor 0 closed;
+- the terminal: resized to 40×12 and back and 300 columns wide under Pilot; NO_COLOR, TERM=dumb
+  and the terminal going away with the real command in tmux, all on the healthy host's real
+  sources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_nvml import LIB_NAME, STATE_ENV, gcc_path
+from fault_host import API_KEY, FRESH, FaultHost, preload_fake_nvml, wait_screen
+from journal_tools import invocation, journal_remote_missing, sglang_entries, write_journal
+from tmux_tools import Tmux, foreground_colours, is_grey
+
+from tui.app import KvtopApp
+
+ROOT = Path(__file__).resolve().parent.parent
+TMUX = shutil.which("tmux")
+KVTOP = Path(sys.executable).with_name("kvtop")
+STORY = (ROOT / "tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log").read_text().splitlines()
+GPU_ROW = re.compile(r"(?m)^\S?\s*\d+\s+TP\d+\s.*?\d+\.\d/\d+\.\d")
+
+pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML")
+needs_tmux = pytest.mark.skipif(
+    TMUX is None or not KVTOP.exists(), reason="tmux or the kvtop script is missing"
+)
+
+
+@pytest.fixture(scope="module")
+def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return preload_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
+
+
+@pytest.fixture
+def host(fake_lib: Path, tmp_path: Path) -> Iterator[FaultHost]:
+    with FaultHost(tmp_path, fake_lib) as h:
+        yield h
+
+
+@pytest.fixture(scope="module")
+def tmux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
+    assert TMUX is not None
+    server = Tmux(TMUX, f"kvtop-faults-{os.getpid()}", tmp_path_factory.mktemp("tmux"))
+    try:
+        yield server
+    finally:
+        server.kill_server()
+
+
+def kvtop_line(
+    host: FaultHost, *extra: str, env: dict[str, str] | None = None, lib_dir: Path
+) -> str:
+    """The pane's command: the real kvtop on the host's sources, its pid and status in files."""
+    key_file = host.tmp / "api-key"
+    key_file.write_text(API_KEY + "\n")
+    settings = {
+        "LD_LIBRARY_PATH": str(lib_dir),
+        STATE_ENV: str(host.state_path),
+        **(env or {}),
+    }
+    assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
+    args = [
+        "--log-file", str(host.log), "--url", host.server.url,
+        "--api-key-file", str(key_file), "--interval", "0.2", *extra,
+    ]  # fmt: skip
+    core = f"env -u NO_COLOR -u COLUMNS -u LINES {assign} {shlex.quote(str(KVTOP))} "
+    core += " ".join(shlex.quote(a) for a in args)
+    pid, status = host.tmp / "pid", host.tmp / "status"
+    script = f"echo $$ > {shlex.quote(str(pid))}; {core}; echo $? > {shlex.quote(str(status))}"
+    return f"sh -c {shlex.quote(script)}"
+
+
+def once(host: FaultHost, lib_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(lib_dir),
+        STATE_ENV: str(host.state_path),
+        "SGLANG_API_KEY": API_KEY,
+    }
+    return subprocess.run(
+        [str(KVTOP), "--once", "--log-file", str(host.log), "--url", host.server.url, *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+# -- NVML: the library missing, then installed ------------------------------------------------
+@needs_tmux
+def test_nvml_library_missing_then_installed(host: FaultHost, tmux: Tmux, fake_lib: Path) -> None:
+    empty = host.tmp / "no-driver"
+    empty.mkdir()
+    tmux.new_session("nolib", kvtop_line(host, lib_dir=empty))
+    screen = tmux.wait_for(
+        "nolib",
+        "the library-missing sentence",
+        lambda s: "NVML library not found" in flat(s) and "○NVML" in s and "●metrics" in s,
+    )
+    assert "install the NVIDIA driver" in flat(screen)
+    done = once(host, empty)
+    assert done.returncode == 0, done.stderr
+    assert "NVML library not found (libnvidia-ml.so.1): install the NVIDIA driver" in flat(
+        done.stdout
+    )
+    as_json = once(host, empty, "--json")
+    sources = {s["name"]: s for s in json.loads(as_json.stdout)["sources"]}
+    assert sources["nvml"]["state"] == "off"
+
+    shutil.copy(fake_lib, empty / LIB_NAME)  # the driver is installed while kvtop runs
+    screen = tmux.wait_for(
+        "nolib",
+        "GPU rows after the library appeared",
+        lambda s: "●NVML" in s and len(GPU_ROW.findall(s)) == 8,
+    )
+    for out in (screen, done.stdout, done.stderr, as_json.stdout):
+        assert API_KEY not in out
+    tmux.send("nolib", "q")
+    deadline = time.monotonic() + 10
+    while not (host.tmp / "status").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (host.tmp / "status").read_text().strip() == "0"
+
+
+# -- journal: no permission, then granted -----------------------------------------------------
+AS_NOBODY = textwrap.dedent(
+    """\
+    import asyncio, json, os, re, select, sys
+    sys.path.insert(0, sys.argv[2])
+    from tui.app import KvtopApp
+    from tui.session import Options, Session
+    from tui_support import screen_text, make_app, demo_snapshot
+    import systemd.journal, tui.sources.journal
+
+    def say(what, text):
+        print(json.dumps({"at": what, "screen": text}), flush=True)
+
+    async def until(app, pilot, ok, seconds=20):
+        for _ in range(int(seconds / 0.05)):
+            await pilot.pause(0.05)
+            text = screen_text(app)
+            if ok(text):
+                return text
+        return screen_text(app)
+
+    async def main(directory):
+        # Everything imported as root first: the interpreter lives under /root.
+        async with make_app(demo_snapshot()).run_test(size=(120, 40)) as pilot:
+            await pilot.pause(0.2)
+        os.setgroups([]); os.setgid(65534); os.setuid(65534)
+        session = Session(Options(unit="sglang-kimi", journal_dir=directory, nvml=False,
+                                  metrics=False, interval_s=0.1))
+        app = KvtopApp(session, source_label="journal", host_name="gpu-host")
+        async with app.run_test(size=(120, 40)) as pilot:
+            flat = lambda t: re.sub(r"\\s+", " ", t)
+            say("denied", await until(app, pilot, lambda t: "permission denied" in flat(t)))
+            sys.stdin.readline()  # the parent made the files readable
+            say("granted", await until(app, pilot, lambda t: "●journal" in t and "ready" in t))
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
+@pytest.mark.skipif(journal_remote_missing() is not None, reason=journal_remote_missing() or "")
+def test_journal_no_permission_then_granted() -> None:
+    directory = Path(tempfile.mkdtemp(prefix="kvtop-fault-journal-"))
+    try:
+        directory.chmod(0o755)
+        write_journal(
+            directory,
+            sglang_entries("sglang-kimi.service", invocation(2), STORY, 1_700_000_100_000_000),
+        )
+        for path in directory.iterdir():
+            path.chmod(0o600)  # root's: nobody may not read them
+        child = subprocess.Popen(
+            [sys.executable, "-c", AS_NOBODY, str(directory), str(ROOT / "tests")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert child.stdin is not None and child.stdout is not None
+
+        def read() -> dict[str, str]:
+            ready, _, _ = select.select([child.stdout], [], [], 40)
+            assert ready, "the child said nothing within 40 s"
+            line = child.stdout.readline()
+            assert line, child.stderr.read() if child.stderr else ""
+            return json.loads(line)
+
+        denied = read()
+        assert "◐journal" in denied["screen"]
+        assert (
+            "cannot read the journal for sglang-kimi.service: permission denied. Add your user "
+            "to the systemd-journal group"
+        ) in flat(denied["screen"])
+        for path in directory.iterdir():
+            path.chmod(0o644)  # the operator was added to the group
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        granted = read()
+        assert "●journal" in granted["screen"] and "ready" in granted["screen"], granted["screen"]
+        assert child.wait(timeout=20) == 0
+        assert "Traceback" not in (child.stderr.read() if child.stderr else "")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# -- log: stdin closed ----------------------------------------------------------------------
+def test_stdin_closed() -> None:
+    def close_stdin() -> None:
+        os.close(0)
+
+    done = subprocess.run(
+        [str(KVTOP), "--once", "--log-file", "-", "--no-gpus", "--no-metrics"],
+        preexec_fn=close_stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("kvtop: stdin is closed, so there is no log to read: pipe")
+    # ... and an empty stdin (closed by the writer at once) is a report that says so.
+    empty = subprocess.run(
+        [str(KVTOP), "--once", "--log-file", "-", "--no-gpus", "--no-metrics"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert empty.returncode == 0, empty.stderr
+    assert "Traceback" not in empty.stderr
+
+
+# -- terminal -------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [(40, 12), (300, 50)], ids=["40x12", "300-columns"])
+async def test_terminal_resize_and_back(host: FaultHost, size: tuple[int, int]) -> None:
+    session = host.session()
+    app = KvtopApp(session, source_label="fault matrix", host_name="gpu-host")
+
+    def healthy(text: str, snap: object) -> bool:
+        return "●NVML" in text and "●metrics" in text and len(GPU_ROW.findall(text)) == 8
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_screen(app, pilot, "healthy start", healthy, 20, host.outputs)
+        await pilot.resize_terminal(*size)
+        bumped = host.bump()
+
+        def resized(text: str, snap: object) -> bool:
+            lines = text.splitlines()
+            return (
+                len(lines) <= size[1]
+                and all(len(line) <= size[0] for line in lines)
+                and all(FRESH[s](app.state.latest, bumped) for s in ("nvml", "metrics", "log"))
+            )
+
+        text = await wait_screen(app, pilot, f"{size} screen", resized, 10, host.outputs)
+        assert text.splitlines()[0].startswith(" kvtop")
+        if size[0] >= 120:
+            assert len(GPU_ROW.findall(text)) == 8
+            assert max(len(line) for line in text.splitlines()) > 200  # bars use the width
+        else:
+            assert GPU_ROW.search(text), text  # the selected GPU's row at least
+        await pilot.resize_terminal(120, 40)
+        await wait_screen(app, pilot, "120×40 again", healthy, 10, host.outputs)
+    assert all(API_KEY not in out for out in host.outputs)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _tree(pid: int) -> set[int]:
+    found, todo = {pid}, [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            children = (
+                (task / "children").read_text().split() if (task / "children").exists() else []
+            )
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
+@needs_tmux
+def test_terminal_no_color_on_real_sources(host: FaultHost, tmux: Tmux, fake_lib: Path) -> None:
+    tmux.new_session("mono", kvtop_line(host, env={"NO_COLOR": "1"}, lib_dir=fake_lib.parent))
+    tmux.wait_for("mono", "eight rows", lambda s: len(GPU_ROW.findall(s)) == 8 and "●NVML" in s)
+    coloured = tmux.capture("mono", escapes=True)
+    chromatic = sorted(c for c in foreground_colours(coloured) if not is_grey(c))
+    assert not chromatic, f"NO_COLOR=1 still draws colours {chromatic}"
+    assert "▓" in coloured  # the bars stay readable by their glyphs
+    tmux.send("mono", "q")
+
+
+@needs_tmux
+def test_terminal_dumb_is_refused(host: FaultHost, tmux: Tmux, fake_lib: Path) -> None:
+    tmux.new_session("dumb", kvtop_line(host, env={"TERM": "dumb"}, lib_dir=fake_lib.parent))
+    status = host.tmp / "status"
+    deadline = time.monotonic() + 20
+    while not status.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert status.read_text().strip() == "2"
+    screen = tmux.capture("dumb", history=True)
+    assert "TERM=dumb" in screen and "--once" in screen and "Traceback" not in screen
+    assert API_KEY not in screen
+
+
+@needs_tmux
+def test_terminal_gone_exits_without_children(host: FaultHost, tmux: Tmux, fake_lib: Path) -> None:
+    tmux.new_session("hup", kvtop_line(host, lib_dir=fake_lib.parent))
+    tmux.wait_for("hup", "eight rows", lambda s: len(GPU_ROW.findall(s)) == 8 and "●NVML" in s)
+    shell = int((host.tmp / "pid").read_text())
+    tree = _tree(shell)
+    tmux.kill_session("hup")  # the SSH session drops: SIGHUP to the pane's processes
+    deadline = time.monotonic() + 4.0
+    while time.monotonic() < deadline and any(_alive(p) for p in tree):
+        time.sleep(0.05)
+    left = sorted(p for p in tree if _alive(p))
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, f"still running 4 s after the terminal went away: {left}"
+
+
+def test_matrix_rows_are_documented() -> None:
+    """docs/reliability.md carries one table row per fault in both matrix files."""
+    from test_fault_matrix import ROWS
+
+    doc = (ROOT / "docs" / "reliability.md").read_text()
+    ids = [row.id for row in ROWS] + [
+        "nvml-library-missing",
+        "journal-no-permission",
+        "log-stdin-closed",
+        "terminal-40x12",
+        "terminal-300-columns",
+        "terminal-no-color",
+        "terminal-dumb",
+        "terminal-gone",
+    ]
+    missing = [i for i in ids if f"`{i}`" not in doc]
+    assert not missing, f"not in docs/reliability.md: {missing}"
