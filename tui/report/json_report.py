@@ -201,6 +201,14 @@ def to_json(report: Analysis) -> dict[str, object]:
         },
         "runtime": {"latest_batch": latest},
         "insights": list(report.insights),
+        # Numbers the log carried that were refused (their fields above are null), as logged.
+        "rejected_values": {
+            "count": startup.rejected_count,
+            "values": [
+                {"rank": r.rank, "time": r.time_text, "value": r.value, "line": r.line}
+                for r in startup.rejected_values
+            ],
+        },
     }
 
 
@@ -263,4 +271,10 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
         {"name": s.name, "state": s.state, "detail": s.detail} for s in snapshot.sources
     ]
     data["notes"] = list(snapshot.notes)
+    info = snapshot.server_info
+    data["rejected_from_server"] = {
+        "metrics_count": metrics.rejected_count if metrics is not None else 0,
+        "metrics": list(metrics.rejected) if metrics is not None else [],
+        "server_info": list(info.rejected) if info is not None else [],
+    }
     return data

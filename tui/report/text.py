@@ -13,6 +13,16 @@ from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import RankStartup
 
 
+def _visible(value: str) -> str:
+    """`value` with control characters made visible, keeping the report's own line breaks."""
+    return "\n".join(make_visible(line) for line in value.split("\n"))
+
+
+def _text(value: str, style: str = "") -> Text:
+    """Text shown literally: no markup is parsed and no control character reaches the terminal."""
+    return Text(_visible(value), style=style)
+
+
 def _g(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
@@ -41,7 +51,7 @@ def _table(*columns: str) -> Table:
 
 
 def _titled(title: str, table: Table) -> Group:
-    return Group(Text(title, style="bold"), table)
+    return Group(_text(title, style="bold"), table)
 
 
 def _header(report: Analysis) -> Text:
@@ -68,6 +78,9 @@ def _header(report: Analysis) -> Text:
         facts.extend(sizes)
         if args.mem_fraction_static is not None:
             facts.append(f"mem_fraction_static {args.mem_fraction_static:g}")
+        elif "mem_fraction_static" in args.rejected:
+            refused = args.rejected["mem_fraction_static"]
+            facts.append(f"mem_fraction_static {refused}: rejected, sizing not replayed")
         if args.speculative_algorithm:
             facts.append(f"speculative {args.speculative_algorithm}")
         if args.enable_hierarchical_cache:
@@ -76,18 +89,38 @@ def _header(report: Analysis) -> Text:
     else:
         facts.append("no server_args line in this log: mem_fraction_static unknown")
     # server_args strings come from a repr: an escaped control character is real after parsing.
-    return Text(make_visible(line1) + "\n" + make_visible(" · ".join(facts)))
+    return _text(make_visible(line1) + "\n" + make_visible(" · ".join(facts)))
 
 
 def _summary(report: Analysis) -> Text:
     s = report.startup.summary
     if s is None:
-        return Text("summary line: not in this log")
-    return Text(
+        return _text("summary line: not in this log")
+    return _text(
         f"max_total_num_tokens {_i(s.max_total_num_tokens)} · context_len {_i(s.context_len)} · "
         f"max_running_requests {_i(s.max_running_requests)} · chunked_prefill {_i(s.chunked_prefill_size)}"
         f" · free after startup {_g(s.available_gpu_mem_gib)} GiB"
     )
+
+
+def _rejected(report: Analysis) -> Group | None:
+    """Every number kvtop refused, as logged, so a blank cell is never a silent guess."""
+    startup = report.startup
+    args = startup.server_args
+    lines = [
+        f"server_args {name}={value}" for name, value in (args.rejected if args else {}).items()
+    ]
+    lines += [
+        f"{r.rank or 'main'} {r.time_text or '?'} · {r.value} · in: {r.line[:60]}"
+        for r in startup.rejected_values
+    ]
+    if not lines:
+        return None
+    more = startup.rejected_count - len(startup.rejected_values)
+    if more > 0:
+        lines.append(f"… and {more:,} more")
+    title = "Rejected values (not used; their cells show —)"
+    return Group(_text(title, style="bold"), *(_text(f"  {line}") for line in lines))
 
 
 def _memory_table(report: Analysis) -> Group:
@@ -107,7 +140,7 @@ def _memory_table(report: Analysis) -> Group:
     hosts = {r.rank: r.host_kv_gb for r in report.ranks}
     for b in report.breakdowns:
         table.add_row(
-            Text(b.rank or "(single)"),
+            _text(b.rank or "(single)"),
             _g(b.pre_load_free_gib),
             _g(b.weights_gib),
             _g(b.kv_cache_gib),
@@ -125,7 +158,7 @@ def _memory_table(report: Analysis) -> Group:
 def _kv_pool(report: Analysis) -> Text:
     ranks = [r for r in report.ranks if r.target.kv_tokens is not None]
     if not ranks:
-        return Text("KV pool: no `KV Cache is allocated` line in this log")
+        return _text("KV pool: no `KV Cache is allocated` line in this log")
     first = ranks[0]
     cell = report.cell.cell
     text = f"KV pool: {_i(first.target.kv_tokens)} tokens, {_g(first.target.kv_gib)} GiB per rank"
@@ -141,7 +174,7 @@ def _kv_pool(report: Analysis) -> Text:
             f"\nhost KV pool (hierarchical cache): {hosts[0]:.2f} GB per rank × {len(hosts)} = "
             f"{sum(hosts):,.2f} GB host RAM (decimal GB)"
         )
-    return Text(text)
+    return _text(text)
 
 
 def _phases(rank: RankStartup) -> Group:
@@ -152,7 +185,7 @@ def _phases(rank: RankStartup) -> Group:
         table.add_row(
             p.time_text or "",
             p.model,
-            Text(p.name),
+            _text(p.name),
             _g(p.avail_gib),
             _g(p.delta_gib),
             _g(p.duration_s, 1),
@@ -163,10 +196,10 @@ def _phases(rank: RankStartup) -> Group:
 def _formula(report: Analysis) -> RenderableType:
     e = report.explanation
     if e is None:
-        return Text("Formula: nothing to explain yet (no rank lines).")
+        return _text("Formula: nothing to explain yet (no rank lines).")
     steps = _table("step", "result", "arithmetic")
     for s in e.steps:
-        steps.add_row(Text(s.label), Text(s.result), Text(s.arithmetic))
+        steps.add_row(_text(s.label), _text(s.result), _text(s.arithmetic))
     title = f"SGLang's KV sizing with this log's numbers (rank {e.rank or 'single'}; minimum over ranks)"
     parts: list[RenderableType] = [_titled(title, steps)]
     if e.reserve_spent:
@@ -203,10 +236,10 @@ def _formula(report: Analysis) -> RenderableType:
             table.add_row(s.label, s.arithmetic, s.result)
         parts.append(_titled("mem_fraction_static needed for…", table))
     if e.draft_rule is not None:
-        parts.append(Text(f"draft model: {e.draft_rule.text}"))
+        parts.append(_text(f"draft model: {e.draft_rule.text}"))
     for note in e.notes:
         if note:
-            parts.append(Text(f"note: {note}"))
+            parts.append(_text(f"note: {note}"))
     spaced: list[RenderableType] = []
     for part in parts:  # a blank line between the tables; notes stay together
         if spaced and not isinstance(part, Text):
@@ -218,16 +251,19 @@ def _formula(report: Analysis) -> RenderableType:
 def render(report: Analysis) -> Group:
     startup = report.startup
     parts: list[RenderableType] = [_header(report), Text(""), _summary(report)]
+    rejected = _rejected(report)
+    if rejected is not None:
+        parts += [Text(""), rejected]
     if startup.failure is not None:
         parts += [
             Text(""),
-            Text(f"FAILED: {startup.failure.message[:400]}", style="bold red"),
-            Text(f"next step: {report.next_step}"),
+            _text(f"FAILED: {startup.failure.message[:400]}", style="bold red"),
+            _text(f"next step: {report.next_step}"),
         ]
     if not report.ranks:
         parts += [
             Text(""),
-            Text(
+            _text(
                 f"No SGLang startup lines found in {report.source} ({report.lines_seen:,} lines read). "
                 "Point --log-file at the server's output (for example `journalctl -u UNIT > log`)."
             ),
@@ -244,14 +280,14 @@ def render(report: Analysis) -> Group:
     )
     parts += [Text(""), _phases(reference), Text(""), _formula(report)]
     if report.insights:
-        parts += [Text(""), Text("Insights", style="bold")]
-        parts += [Text(f"• {line}") for line in report.insights]
+        parts += [Text(""), _text("Insights", style="bold")]
+        parts += [_text(f"• {line}") for line in report.insights]
     batch = startup.latest_batch
     if batch:
         last = max(batch.values(), key=lambda b: b.prefix.time_text or "")
         parts += [
             Text(""),
-            Text(
+            _text(
                 f"latest batch line ({last.prefix.rank or 'single'} {last.prefix.time_text}): "
                 f"{_i(last.tokens)} tokens in use, usage {_g(last.token_usage)}, "
                 f"{_i(last.running_reqs)} running, {_i(last.queued_reqs)} queued, "
@@ -275,7 +311,7 @@ def _sources_line(snapshot: Snapshot) -> Text:
         text.append(f"{source.name} {marks.get(source.state, '?')} {source.state}  ")
     for source in snapshot.sources:
         if source.detail:
-            text.append(f"\n  {source.name}: {source.detail}")
+            text.append(_visible(f"\n  {source.name}: {source.detail}"))
     return text
 
 
@@ -304,8 +340,8 @@ def _gpu_table(snapshot: Snapshot) -> Group:
             draft = (m.draft_weights_gib or 0.0) + (m.draft_kv_gib or 0.0)
         table.add_row(
             str(s.index),
-            Text(" ".join(view.ranks) or "—"),
-            Text(s.name if s.status == "ok" else f"{s.name} ({s.status})"),
+            _text(" ".join(view.ranks) or "—"),
+            _text(s.name if s.status == "ok" else f"{s.name} ({s.status})"),
             _g(m.total_gib),
             _g(m.baseline_gib),
             _g(m.weights_gib),
@@ -338,7 +374,7 @@ def _metrics_line(snapshot: Snapshot) -> Text | None:
         parts.append(f"hit {m.cache_hit_rate:.0%}")
     if m.spec_accept_length is not None:
         parts.append(f"accept len {m.spec_accept_length:.2f}")
-    return Text("metrics: " + " · ".join(parts))
+    return _text("metrics: " + " · ".join(parts))
 
 
 def render_snapshot(snapshot: Snapshot) -> Group:
@@ -349,17 +385,32 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     if snapshot.gpus:
         parts += [Text(""), _gpu_table(snapshot)]
     for note in snapshot.notes:
-        parts.append(Text(f"note: {note}"))
+        parts.append(_text(f"note: {note}"))
     if snapshot.host is not None and snapshot.host_kv_total_gb is not None:
         host = snapshot.host
         parts.append(
-            Text(
+            _text(
                 f"host RAM: {host.used_gb:,.1f} / {host.total_gb:,.1f} GB used, "
                 f"hierarchical KV pools {snapshot.host_kv_total_gb:,.2f} GB (from the log)"
             )
         )
+    refused = _scrape_rejected(snapshot)
+    if refused:
+        parts.append(_text("rejected from the server (not used): " + "; ".join(refused)))
     parts += [Text(""), render(snapshot.analysis)]
     return Group(*parts)
+
+
+def _scrape_rejected(snapshot: Snapshot) -> list[str]:
+    """Values /metrics and /server_info carried that were refused, first few of each."""
+    found: list[str] = []
+    if snapshot.metrics is not None and snapshot.metrics.rejected_count:
+        m = snapshot.metrics
+        found.append(f"/metrics {m.rejected_count:,}: " + ", ".join(m.rejected[:3]))
+    if snapshot.server_info is not None and snapshot.server_info.rejected:
+        info = snapshot.server_info
+        found.append(f"/server_info {len(info.rejected)}: " + ", ".join(info.rejected[:3]))
+    return found
 
 
 def print_snapshot(snapshot: Snapshot, console: Console | None = None) -> None:

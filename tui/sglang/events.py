@@ -34,10 +34,15 @@ NO_PREFIX = LinePrefix(time_text=None, timestamp=None, rank="")
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """Base class: every event knows the prefix of the line it came from and its message text."""
+    """Base class: every event knows the prefix of the line it came from and its message text.
+
+    `rejected` names each number the line carried that kvtop refused (nan, inf, a negative size,
+    an impossible count), as `logged text (reason)`: its field is None, and the report says why.
+    """
 
     prefix: LinePrefix
     message: str
+    rejected: tuple[str, ...] = ()
 
 
 # --- distributed init and baseline -------------------------------------------------------------

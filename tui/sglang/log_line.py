@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 from tui.sglang import events as ev
 from tui.sglang.control_chars import make_visible
@@ -15,28 +17,83 @@ from tui.sglang.server_args import parse_server_args
 # server_args (tens of KB), and a cap keeps a hostile 1 GB line from costing more than a moment.
 MAX_LINE_CHARS = 1 << 20
 
-_NUM = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+|nan|inf))"
+_NUM = r"([-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|[nN]a[nN]|[iI]nf))"
 _INT = r"([-+]?\d+)"
 
+# Beyond these no real server logs a value: a larger one is a corrupt line, not a measurement.
+MAX_GIB = 1e6  # a GPU (or host) with a million GiB
+MAX_COUNT = 10**15  # tokens, requests, pages
+MAX_NUMBER = 1e15  # any other number (throughput, seconds)
 
-def _float(text: str | None) -> float | None:
-    """A logged number, or None when it is absent or not finite (nan/inf carry no measurement)."""
+# Numbers refused while the current line is parsed, as (logged text, reason); set by parse_line.
+_refused = threading.local()
+
+
+def _refuse(text: str, reason: str) -> None:
+    found = getattr(_refused, "items", None)
+    if found is not None and len(found) < 16:
+        found.append((text, reason))
+
+
+def _float(text: str | None, limit: float = MAX_NUMBER) -> float | None:
+    """A logged number, or None when absent; nan, inf and |x| > limit are refused (and noted)."""
     if text is None:
         return None
     try:
         value = float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
+    if not math.isfinite(value):
+        _refuse(text, "not a finite number")
+        return None
+    if abs(value) > limit:
+        _refuse(text, "out of range")
+        return None
+    return value
+
+
+def _gib(text: str | None) -> float | None:
+    """A memory size or free-memory reading in GiB: never negative, never above MAX_GIB."""
+    value = _float(text, MAX_GIB)
+    if value is not None and value < 0:
+        _refuse(text or "", "negative memory")
+        return None
+    return value
+
+
+def _gib_change(text: str | None) -> float | None:
+    """`mem usage=`: memory taken by a step, negative when the step freed some."""
+    return _float(text, MAX_GIB)
+
+
+def _seconds(text: str | None) -> float | None:
+    value = _float(text)
+    if value is not None and value < 0:
+        _refuse(text or "", "negative duration")
+        return None
+    return value
 
 
 def _int(text: str | None) -> int | None:
     if text is None:
         return None
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         return None
+    if abs(value) > MAX_COUNT:
+        _refuse(text, "out of range")
+        return None
+    return value
+
+
+def _count(text: str | None) -> int | None:
+    """Tokens, requests, sizes: a whole number from 0 to MAX_COUNT."""
+    value = _int(text)
+    if value is not None and value < 0:
+        _refuse(text or "", "negative count")
+        return None
+    return value
 
 
 def _field(pattern: str) -> Callable[[str], str | None]:
@@ -74,19 +131,19 @@ def _init(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
             prefix,
             msg,
             step=step,
-            elapsed_s=_float(_elapsed(msg)),
-            mem_usage_gib=_float(_usage(msg)),
+            elapsed_s=_seconds(_elapsed(msg)),
+            mem_usage_gib=_gib_change(_usage(msg)),
         )
     return None
 
 
 def _baseline(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
-    return ev.MemoryBaseline(prefix, msg, mem_usage_gib=_float(_usage(msg)))
+    return ev.MemoryBaseline(prefix, msg, mem_usage_gib=_gib_change(_usage(msg)))
 
 
 def _load_weight(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     if msg.startswith("Load weight begin"):
-        return ev.LoadWeightBegin(prefix, msg, avail_gib=_float(_avail(msg)))
+        return ev.LoadWeightBegin(prefix, msg, avail_gib=_gib(_avail(msg)))
     if msg.startswith("Load weight end"):
         return ev.LoadWeightEnd(
             prefix,
@@ -94,9 +151,9 @@ def _load_weight(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
             model_type=_type(msg),
             dtype=_dtype_eq(msg),
             quant=_quant(msg),
-            elapsed_s=_float(_elapsed(msg)),
-            avail_gib=_float(_avail(msg)),
-            mem_usage_gib=_float(_usage(msg)),
+            elapsed_s=_seconds(_elapsed(msg)),
+            avail_gib=_gib(_avail(msg)),
+            mem_usage_gib=_gib_change(_usage(msg)),
         )
     return None
 
@@ -120,13 +177,13 @@ def _kv_cache(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
         msg,
         cache_name=name,
         dtype=_dtype_colon(msg),
-        tokens=_int(_tokens(msg)),
-        k_gib=_float(_k_size(msg)),
-        v_gib=_float(_v_size(msg)),
-        kv_gib=_float(_kv_size(msg)),
+        tokens=_count(_tokens(msg)),
+        k_gib=_gib(_k_size(msg)),
+        v_gib=_gib(_v_size(msg)),
+        kv_gib=_gib(_kv_size(msg)),
         va_upper_bound=va,
         post_capture=post_capture,
-        avail_gib=_float(_avail(msg)) if post_capture else None,
+        avail_gib=_gib(_avail(msg)) if post_capture else None,
     )
 
 
@@ -139,9 +196,9 @@ def _mamba(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     return ev.MambaCacheAllocated(
         prefix,
         msg,
-        max_mamba_cache_size=_int(_mamba_size(msg)),
-        conv_state_gib=_float(_conv(msg)),
-        ssm_state_gib=_float(_ssm(msg)),
+        max_mamba_cache_size=_count(_mamba_size(msg)),
+        conv_state_gib=_gib(_conv(msg)),
+        ssm_state_gib=_gib(_ssm(msg)),
     )
 
 
@@ -156,9 +213,9 @@ def _swa(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     return ev.SwaPoolAllocated(
         prefix,
         msg,
-        mem_usage_gib=_float(_swa_usage(msg)),
-        swa_tokens=_int(_swa_size(msg)),
-        full_tokens=_int(_full_size(msg)),
+        mem_usage_gib=_gib(_swa_usage(msg)),
+        swa_tokens=_count(_swa_size(msg)),
+        full_tokens=_count(_full_size(msg)),
     )
 
 
@@ -166,13 +223,13 @@ def _sliding(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     return ev.SlidingWindowPool(
         prefix,
         msg,
-        full_layer_tokens=_int(_full_layer(msg)),
-        swa_layer_tokens=_int(_swa_layer(msg)),
+        full_layer_tokens=_count(_full_layer(msg)),
+        swa_layer_tokens=_count(_swa_layer(msg)),
     )
 
 
 def _pool_end(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
-    return ev.MemoryPoolEnd(prefix, msg, avail_gib=_float(_avail(msg)))
+    return ev.MemoryPoolEnd(prefix, msg, avail_gib=_gib(_avail(msg)))
 
 
 # `Capture cuda graph begin`, `Capture draft extend cuda graph end`, `Capture piecewise CUDA graph
@@ -199,16 +256,16 @@ def _capture(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
         return ev.Failure(prefix, msg, kind="graph_capture")
     if phase == "begin":
         return ev.GraphCaptureBegin(
-            prefix, msg, role=role, graph=graph, avail_gib=_float(_avail(msg))
+            prefix, msg, role=role, graph=graph, avail_gib=_gib(_avail(msg))
         )
     return ev.GraphCaptureEnd(
         prefix,
         msg,
         role=role,
         graph=graph,
-        elapsed_s=_float(_elapsed(msg)),
-        mem_usage_gib=_float(_usage(msg)),
-        avail_gib=_float(_avail(msg)),
+        elapsed_s=_seconds(_elapsed(msg)),
+        mem_usage_gib=_gib_change(_usage(msg)),
+        avail_gib=_gib(_avail(msg)),
     )
 
 
@@ -218,7 +275,7 @@ _capturing_avail = _field(r"avail_mem=" + _NUM + r" ?GB")
 
 def _capturing(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     return ev.GraphCaptureProgress(
-        prefix, msg, bs=_int(_capturing_bs(msg)), avail_gib=_float(_capturing_avail(msg))
+        prefix, msg, bs=_count(_capturing_bs(msg)), avail_gib=_gib(_capturing_avail(msg))
     )
 
 
@@ -231,12 +288,12 @@ def _summary(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     return ev.Summary(
         prefix,
         msg,
-        max_total_num_tokens=_int(values.get("max_total_num_tokens")),
+        max_total_num_tokens=_count(values.get("max_total_num_tokens")),
         chunked_prefill_size=_int(values.get("chunked_prefill_size")),
-        max_prefill_tokens=_int(values.get("max_prefill_tokens")),
-        max_running_requests=_int(values.get("max_running_requests")),
-        context_len=_int(values.get("context_len")),
-        available_gpu_mem_gib=_float(_available_mem(msg)),
+        max_prefill_tokens=_count(values.get("max_prefill_tokens")),
+        max_running_requests=_count(values.get("max_running_requests")),
+        context_len=_count(values.get("context_len")),
+        available_gpu_mem_gib=_gib(_available_mem(msg)),
     )
 
 
@@ -259,14 +316,14 @@ def _allocating(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
         if old.group(2) == "V4 paged pool":
             name = re.search(r"V4 paged pool '([^']*)'", msg)
             label = name.group(1) if name else "V4 paged pool"
-        return ev.HostKvAllocated(prefix, msg, gb=_float(old.group(1)), label=label)
+        return ev.HostKvAllocated(prefix, msg, gb=_gib(old.group(1)), label=label)
     new = _host_new.match(msg)
     if new is not None:
         return ev.HostKvAllocated(
             prefix,
             msg,
-            gb=_float(new.group(3)),
-            tokens=_int(new.group(2)),
+            gb=_gib(new.group(3)),
+            tokens=_count(new.group(2)),
             label=new.group("label"),
         )
     return None
@@ -278,7 +335,7 @@ _headroom_cgroup = _field(r"cgroup " + _NUM + r" ?GiB")
 
 def _headroom(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     return ev.HostMemoryHeadroom(
-        prefix, msg, host_gib=_float(_headroom_host(msg)), cgroup_gib=_float(_headroom_cgroup(msg))
+        prefix, msg, host_gib=_gib(_headroom_host(msg)), cgroup_gib=_gib(_headroom_cgroup(msg))
     )
 
 
@@ -293,7 +350,7 @@ _reset_value = _field(r"reset to " + _INT)
 
 
 def _max_running_reset(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
-    return ev.MaxRunningRequestsReset(prefix, msg, value=_int(_reset_value(msg)))
+    return ev.MaxRunningRequestsReset(prefix, msg, value=_count(_reset_value(msg)))
 
 
 _capped_re = re.compile(
@@ -305,7 +362,7 @@ def _max_total(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     capped = _capped_re.match(msg)
     if capped is not None:
         return ev.MaxTotalTokensCapped(
-            prefix, msg, user_tokens=_int(capped.group(1)), profiled_tokens=_int(capped.group(2))
+            prefix, msg, user_tokens=_count(capped.group(1)), profiled_tokens=_int(capped.group(2))
         )
     return _summary(prefix, msg)
 
@@ -348,16 +405,34 @@ _BATCH_KEYS: dict[str, str] = {
 _BATCH_INTS = {"running_reqs", "queued_reqs", "tokens", "new_seqs", "new_tokens", "cached_tokens"}
 
 
+def _plain_number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _batch_value(field_name: str, raw: str) -> float | int | bool | str | None:
     raw = raw.strip()
+    value: float | int | bool | None
     if field_name == "cuda_graph":
-        return {"True": True, "False": False}.get(raw)
-    if field_name == "cache_hit_rate":
+        value = {"True": True, "False": False}.get(raw)
+    elif field_name == "cache_hit_rate":
         value = _float(raw.rstrip("%"))
-        return None if value is None else value / 100.0
-    if field_name in _BATCH_INTS:
-        return _int(raw)
-    return _float(raw)
+        value = None if value is None else value / 100.0
+    elif field_name in _BATCH_INTS:
+        value = _count(raw)
+    else:
+        value = _float(raw)
+    if value is None and raw and not _refused_already(raw):
+        _refuse(raw, "not a number" if field_name != "cuda_graph" else "not True or False")
+    return value
+
+
+def _refused_already(text: str) -> bool:
+    found = getattr(_refused, "items", None)
+    return bool(found) and found[-1][0] in (text, text.rstrip("%"))
 
 
 def parse_batch(prefix: ev.LinePrefix, msg: str) -> ev.BatchStats | None:
@@ -368,7 +443,7 @@ def parse_batch(prefix: ev.LinePrefix, msg: str) -> ev.BatchStats | None:
         key = key.strip()
         name = _BATCH_KEYS.get(key)
         if name is None:
-            number = _float(raw)
+            number = _plain_number(raw)
             extra[key] = number if number is not None else raw.strip()
             continue
         if name not in fields or fields[name] is None:
@@ -438,8 +513,8 @@ def _failure(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
                 mem_fraction_static=_float(_loaded_mfs(msg) or _not_enough_mfs(msg)),
                 raise_above=_float(_raise_above(msg)),
                 min_viable=_float(_min_viable(msg)),
-                requested_gb=_float(_host_req(msg)),
-                free_gb=_float(_host_free(msg)),
+                requested_gb=_gib(_host_req(msg)),
+                free_gb=_gib(_host_free(msg)),
             )
     return None
 
@@ -514,7 +589,34 @@ def parse_line(line: str | bytes) -> ev.Event | None:
         return None
     text = make_visible(text)  # no event carries a control character to a screen
     prefix, message = split_prefix(text)
+    refused: list[tuple[str, str]] = []
+    _refused.items = refused
     try:
-        return parse_message(prefix, message)
+        event = parse_message(prefix, message)
     except (ValueError, OverflowError, IndexError):  # defensive: odd numbers in odd places
         return None
+    finally:
+        _refused.items = None
+    if refused and event is not None:
+        event = replace(event, rejected=tuple(_describe(event.message, refused)))
+    return event
+
+
+def _describe(message: str, refused: list[tuple[str, str]]) -> list[str]:
+    """`avail mem=nan (not a finite number)`: each refused number with the words logged before it."""
+    described = []
+    search_from: dict[str, int] = {}  # the same text refused twice: its next occurrence
+    for value, reason in refused:
+        pattern = re.compile(r"(?<=[=: ])" + re.escape(value) + r"(?![\w.])")
+        found = pattern.search(message, search_from.get(value, 0))
+        if found is None:
+            described.append(f"{value[:40]} ({reason})")
+            continue
+        search_from[value] = found.end()
+        before = message[max(0, found.start() - 40) : found.start()]
+        label = before[max(before.rfind(", "), before.rfind(". ")) + 1 :]
+        opening = label.rfind("(")
+        if opening >= 0 and ")" not in label[opening:]:
+            label = label[opening + 1 :]
+        described.append(f"{label.lstrip()}{value[:40]} ({reason})")
+    return described

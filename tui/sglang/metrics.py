@@ -71,6 +71,15 @@ _WANTED: Final = frozenset({*_SCALAR_RULES, _CACHE_CONFIG, _GRAPH_MEMORY, _START
 
 _ESCAPES: Final = {"\\": "\\", '"': '"', "n": "\n"}
 
+# Every family read here is a count, a size, a ratio or a duration: never negative, and beyond
+# these bounds no server reports a value (1e15 tokens; a million GiB).
+MAX_VALUE: Final = 1e15
+MAX_GIB: Final = 1e6
+MAX_REJECTED: Final = 20
+_RATIOS: Final = frozenset(
+    {"token_usage", "full_token_usage", "swa_token_usage", "cache_hit_rate", "spec_accept_rate"}
+)
+
 
 @dataclass(frozen=True, slots=True)
 class MetricsSample:
@@ -82,6 +91,10 @@ class MetricsSample:
     startup_seconds_by_phase: Mapping[str, float] = field(default_factory=dict)
     # Distinct ``sglang:`` families in the text (all of them, not only the ones read here).
     families_seen: int = 0
+    # Series of the families read here whose value was refused (the line as scraped and why);
+    # at most MAX_REJECTED are kept, ``rejected_count`` counts them all.
+    rejected: tuple[str, ...] = ()
+    rejected_count: int = 0
 
     def _int(self, name: str) -> int | None:
         value = self.values.get(name)
@@ -223,7 +236,7 @@ def _rank_key(labels: Mapping[str, str]) -> tuple[str, tuple[int, int, int], str
         parts.append(f"TP{tp}")
     if pp is not None and pp != "0":
         parts.append(f"PP{pp}")
-    name = " ".join(parts) or "all"
+    name = make_visible(" ".join(parts)) or "all"
     return name, (_num(dp), _num(tp), _num(pp)), dp or ""
 
 
@@ -247,6 +260,15 @@ def parse_exposition(text: str) -> MetricsSample:
     startup: dict[str, float] = {}
     families: set[str] = set()
     typed_families: set[str] = set()
+    rejected: list[str] = []
+    rejected_count = 0
+
+    def refuse(line: str, why: str) -> None:
+        nonlocal rejected_count
+        rejected_count += 1
+        if len(rejected) < MAX_REJECTED:
+            shown = line if len(line) <= 120 else line[:117] + "..."
+            rejected.append(f"{make_visible(shown)} ({why})")
 
     for raw in text.splitlines():
         if not raw.startswith(_PREFIX):
@@ -267,18 +289,23 @@ def parse_exposition(text: str) -> MetricsSample:
         if cut == brace:
             parsed = _parse_labels(line, brace)
             if parsed is None:
+                refuse(line, "unreadable labels")
                 continue
             labels, pos = parsed
         else:
             labels, pos = {}, cut
         fields = line[pos:].split()
         if not fields:
+            refuse(line, "no value")
             continue
         try:
             value = float(fields[0])
         except ValueError:
+            refuse(line, "not a number")
             continue
-        if not math.isfinite(value):
+        why = _refusal(name, value)
+        if why is not None:
+            refuse(line, why)
             continue
         rank, sort_key, dp_group = _rank_key(labels)
         if name == _STARTUP_PHASES:
@@ -291,7 +318,11 @@ def parse_exposition(text: str) -> MetricsSample:
         elif name == _GRAPH_MEMORY:
             graph.setdefault(labels.get("phase", "total"), {})[rank] = value
         else:
-            scalars.setdefault(name, {})[rank] = value
+            by_rank = scalars.setdefault(name, {})
+            earlier = by_rank.get(rank)
+            if earlier is not None and earlier != value:
+                refuse(line, f"duplicate series: {earlier:g} replaced by this later value")
+            by_rank[rank] = value
 
     # 0.5.10's info gauge carries page size and page count as labels.
     for rank, (page_size, num_pages) in cache_config.items():
@@ -299,9 +330,14 @@ def parse_exposition(text: str) -> MetricsSample:
             try:
                 number = float(label)
             except ValueError:
+                if label:
+                    refuse(f'sglang:cache_config_info{{{name}="{label}"}}', "not a number")
                 continue
-            if math.isfinite(number):
-                scalars.setdefault(name, {}).setdefault(rank, number)
+            why = _refusal(name, number)
+            if why is not None:
+                refuse(f'sglang:cache_config_info{{{name}="{label}"}}', why)
+                continue
+            scalars.setdefault(name, {}).setdefault(rank, number)
 
     per_rank: dict[str, dict[str, float]] = {
         rank: {} for rank in sorted(ranks, key=lambda r: ranks[r][0])
@@ -334,7 +370,22 @@ def parse_exposition(text: str) -> MetricsSample:
         graph_memory_gib_by_phase=MappingProxyType(graph_by_phase),
         startup_seconds_by_phase=MappingProxyType(startup),
         families_seen=len(typed_families) or len(families),
+        rejected=tuple(rejected),
+        rejected_count=rejected_count,
     )
+
+
+def _refusal(name: str, value: float) -> str | None:
+    """Why a gauge value cannot be a real reading, or None when it can."""
+    if not math.isfinite(value):
+        return "not a finite number"
+    if value < 0:
+        return "negative"
+    if value > (MAX_GIB if name.endswith("_gb") else MAX_VALUE):
+        return "out of range"
+    if name in _RATIOS and value > 1:
+        return "a ratio above 1"
+    return None
 
 
 def _aggregate(
@@ -387,42 +438,81 @@ class ServerInfo:
     version: str | None = None
     status: str | None = None
     memory_by_dp: tuple[MemoryUsage, ...] = ()
+    # Values present but refused (wrong type, non-finite, negative, absurd): "key: value (why)".
+    rejected: tuple[str, ...] = ()
 
 
-def _finite(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+class _Checker:
+    """Reads numbers and strings from the JSON, noting each present value it has to refuse."""
+
+    def __init__(self) -> None:
+        self.rejected: list[str] = []
+
+    def refuse(self, where: str, value: object, why: str) -> None:
+        if len(self.rejected) < MAX_REJECTED:
+            shown = repr(value)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            self.rejected.append(make_visible(f"{where}: {shown} ({why})"))
+
+    def number(self, where: str, value: object, limit: float = MAX_GIB) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.refuse(where, value, "not a number")
+            return None
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            why = "not a finite number"
+        elif number < 0:
+            why = "negative"
+        elif number > limit:
+            why = "out of range"
+        else:
+            return number
+        self.refuse(where, value, why)
         return None
-    number = float(value)
-    return number if math.isfinite(number) and number >= 0 else None
+
+    def count(self, where: str, value: object) -> int | None:
+        number = self.number(where, value, MAX_VALUE)
+        if number is not None and not number.is_integer():
+            self.refuse(where, value, "not a whole number")
+            return None
+        return None if number is None else int(number)
+
+    def text(self, where: str, value: object) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            self.refuse(where, value, "not a string")
+            return None
+        return make_visible(value)
 
 
-def _count(value: object) -> int | None:
-    number = _finite(value)
-    return int(number) if number is not None and number.is_integer() else None
-
-
-def _text(value: object) -> str | None:
-    return make_visible(value) if isinstance(value, str) and value else None
-
-
-def _memory_usage(data: object) -> MemoryUsage | None:
+def _memory_usage(data: object, where: str, check: _Checker) -> MemoryUsage | None:
+    if data is None:
+        return None
     if not isinstance(data, Mapping):
+        check.refuse(where, data, "not an object")
         return None
     graph = data.get("graph", data.get("cuda_graph"))
     by_phase: dict[str, float] = {}
-    graph_gib = _finite(graph)
     if isinstance(graph, Mapping):
         for phase, gib in graph.items():
-            number = _finite(gib)
+            number = check.number(f"{where}.graph.{phase}", gib)
             if isinstance(phase, str) and number is not None:
-                by_phase[phase] = number
+                by_phase[make_visible(phase)] = number
         graph_gib = sum(by_phase.values()) if by_phase else None
+    else:
+        graph_gib = check.number(f"{where}.graph", graph)
     return MemoryUsage(
-        weight_gib=_finite(data.get("weight")),
-        kv_cache_gib=_finite(data.get("kvcache")),
+        weight_gib=check.number(f"{where}.weight", data.get("weight")),
+        kv_cache_gib=check.number(f"{where}.kvcache", data.get("kvcache")),
         graph_gib=graph_gib,
         graph_gib_by_phase=MappingProxyType(by_phase),
-        token_capacity=_count(data.get("token_capacity")),
+        token_capacity=check.count(f"{where}.token_capacity", data.get("token_capacity")),
     )
 
 
@@ -432,7 +522,8 @@ _NOT_SERVER_ARGS: Final = frozenset({"internal_states", "scheduler_info"})
 def parse_server_info(data: object) -> ServerInfo:
     """Typed view of the ``/server_info`` JSON; never raises on odd shapes or types."""
     if not isinstance(data, Mapping):
-        return ServerInfo()
+        return ServerInfo(rejected=() if data is None else ("body: not a JSON object",))
+    check = _Checker()
     # internal_states repeats the server args per DP rank (api_key included): keep it out of
     # ServerArgs.raw, which only drops secrets at the top level.
     top_level = {k: v for k, v in data.items() if k not in _NOT_SERVER_ARGS}
@@ -441,24 +532,35 @@ def parse_server_info(data: object) -> ServerInfo:
     except Exception:  # a parser bug must not take the scrape down
         server_args = None
     scheduler_info = data.get("scheduler_info")
-    max_total = _count(data.get("max_total_num_tokens"))
-    status = _text(data.get("status"))
+    max_total = check.count("max_total_num_tokens", data.get("max_total_num_tokens"))
+    status = check.text("status", data.get("status"))
     if isinstance(scheduler_info, Mapping):
         if max_total is None:
-            max_total = _count(scheduler_info.get("max_total_num_tokens"))
-        status = status or _text(scheduler_info.get("status"))
+            max_total = check.count(
+                "scheduler_info.max_total_num_tokens", scheduler_info.get("max_total_num_tokens")
+            )
+        status = status or check.text("scheduler_info.status", scheduler_info.get("status"))
+    elif scheduler_info is not None:
+        check.refuse("scheduler_info", scheduler_info, "not an object")
     memory: list[MemoryUsage] = []
     states = data.get("internal_states")
     if isinstance(states, (list, tuple)):
-        for state in states:
+        for i, state in enumerate(states):
             if isinstance(state, Mapping):
-                usage = _memory_usage(state.get("memory_usage"))
+                where = f"internal_states[{i}].memory_usage"
+                usage = _memory_usage(state.get("memory_usage"), where, check)
                 if usage is not None:
                     memory.append(usage)
+            else:
+                check.refuse(f"internal_states[{i}]", state, "not an object")
+    elif states is not None:
+        check.refuse("internal_states", states, "not a list")
+    version = check.text("version", data.get("version"))
     return ServerInfo(
         server_args=server_args,
         max_total_num_tokens=max_total,
-        version=_text(data.get("version")),
+        version=version,
         status=status,
         memory_by_dp=tuple(memory),
+        rejected=tuple(check.rejected),
     )

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from tui.sglang.control_chars import make_visible
+
 __all__ = ["ServerArgs", "parse_server_args", "server_args_from_mapping"]
 
 REDACTED: Final = "<redacted>"
@@ -95,10 +97,15 @@ class ServerArgs:
     port: int | None = None
     base_gpu_id: int | None = None
     api_key_set: bool = False
+    # Typed fields whose logged value was refused (wrong type, out of range): name -> what was
+    # logged and why, e.g. {"mem_fraction_static": "7 (not in (0, 1])"}. The field itself is None.
+    rejected: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def to_json(self) -> dict[str, object]:
         """The typed fields (not ``raw``, ``form`` or ``truncated``) as a JSON-safe dict."""
-        return {name: getattr(self, name) for name in _TYPED_FIELD_NAMES}
+        data: dict[str, object] = {name: getattr(self, name) for name in _TYPED_FIELD_NAMES}
+        data["rejected"] = dict(self.rejected)
+        return data
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,18 +253,42 @@ _FIELD_SPECS: Final[tuple[tuple[str, tuple[str, ...], Callable[[object], object]
 _TYPED_FIELD_NAMES: Final = (*(spec[0] for spec in _FIELD_SPECS), "api_key_set")
 
 
+_WHY_REFUSED: Final[Mapping[Callable[[object], object], str]] = {
+    _fraction: "not in (0, 1]",
+    _positive: "not a whole number ≥ 1",
+    _non_negative: "not a whole number ≥ 0",
+    _float_at_least_zero: "not a number ≥ 0",
+    _port: "not a port 1-65535",
+    _chunked_prefill_size: "not a whole number ≥ 1 or -1",
+    _to_bool: "not True or False",
+    _to_str: "not a string",
+}
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return make_visible(text if len(text) <= 60 else text[:57] + "...")
+
+
 def _typed_fields(mapping: Mapping[str, object]) -> dict[str, object]:
     """The one place that turns a decoded mapping into the typed convenience fields."""
     fields: dict[str, object] = {}
+    rejected: dict[str, str] = {}
     for name, keys, convert in _FIELD_SPECS:
         value = None
+        refused: object = None
         for key in keys:
             if key in mapping:
                 value = convert(mapping[key])
                 if value is not None:
                     break
+                if mapping[key] is not None and refused is None:
+                    refused = mapping[key]  # None means "not set": only a real value is refused
         fields[name] = value
+        if value is None and refused is not None:
+            rejected[name] = f"{_shown(refused)} ({_WHY_REFUSED.get(convert, 'refused')})"
     fields["api_key_set"] = "api_key" in mapping and not _is_empty(mapping["api_key"])
+    fields["rejected"] = types.MappingProxyType(rejected)
     return fields
 
 

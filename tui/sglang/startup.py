@@ -18,6 +18,7 @@ TARGET, DRAFT = "target", "draft"
 # Model classes SGLang uses for draft models (EAGLE/EAGLE3, MTP/NextN, standalone drafts).
 _DRAFT_TYPE_RE = re.compile(r"Eagle|MTP|NextN|Nextn|Draft|Medusa", re.IGNORECASE)
 _MAX_FAILURES = 50
+MAX_REJECTED = 100  # refused numbers kept per startup (the count goes on)
 # A real startup has tens of phases and captures per rank; a hostile or looping log must not make
 # memory (or the open-capture lookup) grow without bound.
 MAX_PHASES_PER_RANK = 500
@@ -40,6 +41,16 @@ class GraphCapture:
     @property
     def done(self) -> bool:
         return self.ended_at is not None or self.avail_after_gib is not None
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedValue:
+    """A number a log line carried that kvtop refused: `value` is the logged text and the reason."""
+
+    rank: str
+    time_text: str | None
+    value: str  # e.g. "avail mem=nan (not a finite number)"
+    line: str  # the start of the message, to find the line in the log
 
 
 @dataclass(slots=True)
@@ -160,6 +171,8 @@ class Startup:
     max_running_requests_reset: int | None = None
     max_total_tokens_capped: ev.MaxTotalTokensCapped | None = None
     unbalanced_warnings: list[str] = field(default_factory=list)
+    rejected_values: list[RejectedValue] = field(default_factory=list)
+    rejected_count: int = 0  # all of them, also past MAX_REJECTED
     latest_batch: dict[str, ev.BatchStats] = field(default_factory=dict)
     batch_lines: int = 0
     version: VersionRange = UNKNOWN
@@ -187,6 +200,15 @@ class Startup:
             )
 
         return sorted(self.ranks.values(), key=lambda r: (key(r), r.rank))
+
+
+def _note_rejected(startup: Startup, event: ev.Event) -> None:
+    for value in event.rejected:
+        startup.rejected_count += 1
+        if len(startup.rejected_values) < MAX_REJECTED:
+            startup.rejected_values.append(
+                RejectedValue(event.prefix.rank, event.prefix.time_text, value, event.message[:120])
+            )
 
 
 def _seconds_between(start: datetime | None, end: datetime | None) -> float | None:
@@ -226,6 +248,8 @@ class StartupTracker:
                 startup.first_time = stamp
             startup.last_time = stamp
         startup.version = narrow(startup.version, event)
+        if event.rejected:
+            _note_rejected(startup, event)
         handler = _DISPATCH.get(type(event))
         if handler is not None:
             handler(self, startup, event)

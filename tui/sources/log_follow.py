@@ -12,6 +12,8 @@ import threading
 from collections.abc import AsyncIterator
 
 CHUNK_BYTES = 1 << 20
+# The longest line passed on (its first bytes); the parser reads at most 1M characters anyway.
+MAX_LINE_BYTES = 4 << 20
 MAX_NOTICES = 50
 # Permission problems are fixed by a person, not by the next write: retry slowly.
 PERMISSION_RETRY_S = 2.0
@@ -19,22 +21,38 @@ _BREAK = re.compile(rb"\r\n|\r|\n")
 
 
 class _LineSplitter:
-    """Bytes in, text lines out, splitting on "\\n", "\\r\\n" and bare "\\r" like newline=None."""
+    """Bytes in, text lines out, splitting on "\\n", "\\r\\n" and bare "\\r" like newline=None.
+
+    A line longer than MAX_LINE_BYTES keeps its first MAX_LINE_BYTES and the rest is skipped up
+    to its line break, so a 100 MB line costs a few MB, not 100 (and not a quadratic re-join).
+    """
 
     def __init__(self) -> None:
         self._pending = b""
+        self._skipping = False  # inside the over-long rest of a line
 
     def feed(self, data: bytes) -> list[str]:
+        lines: list[str] = []
+        if self._skipping:
+            end = _BREAK.search(data)
+            if end is None:
+                return lines
+            lines.append(_decode(self._pending))
+            self._pending, self._skipping = b"", False
+            data = data[end.end() :]
         buf = self._pending + data
         # A "\r" at the end may be the first half of "\r\n": hold it for the next read.
         tail = b"\r" if buf.endswith(b"\r") else b""
         parts = _BREAK.split(buf[: len(buf) - len(tail)])
         self._pending = parts.pop() + tail
-        return [_decode(part) for part in parts]
+        if len(self._pending) > MAX_LINE_BYTES:
+            self._pending, self._skipping = self._pending[:MAX_LINE_BYTES], True
+        lines.extend(_decode(part) for part in parts)
+        return lines
 
     def flush(self) -> list[str]:
         """The held-back partial line, for when its file is finished for good."""
-        rest, self._pending = self._pending, b""
+        rest, self._pending, self._skipping = self._pending, b"", False
         if rest.endswith(b"\r"):
             return [_decode(rest[:-1])]
         return [_decode(rest)] if rest else []
