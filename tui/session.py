@@ -40,6 +40,10 @@ DEMO_LOG = LOG_NAME  # the story the demo replays (tui/data)
 # How long the first live frame waits for the first GPU reading (a hung driver must not keep
 # the screen empty: after this the frame shows what there is, and the GPUs follow).
 FIRST_READING_WAIT_S = 0.5
+# After a failed scrape the last sample stays on screen this long (one slow scrape must not
+# make the KV panel flicker), then the log's batch lines stand in: old numbers are not shown
+# as current. A server that refuses or lacks /metrics ("off") loses its numbers at once.
+METRICS_STALE_S = 10.0
 # A log notice (truncated, rotated) stays on screen this long after it happened.
 NOTICE_SHOW_S = 60.0
 # The demo host's RAM (simulated, like its GPUs): 1 TiB, with the 8 HiCache host pools in use.
@@ -143,6 +147,7 @@ class Session:
         default_factory=lambda: SourceHealth("metrics", DEGRADED, "waiting for the first scrape.")
     )
     latest_metrics: MetricsSample | None = None
+    _metrics_at: float = 0.0  # time.monotonic() of the latest good scrape
     latest_info: ServerInfo | None = None
     latest_nvml: NvmlReading | None = None
     _pid_cache: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
@@ -226,7 +231,10 @@ class Session:
     async def _scrape(self) -> None:
         source = self._metrics()
         reading = await source.scrape()
-        self.latest_metrics = reading.sample if reading.sample is not None else self.latest_metrics
+        if reading.sample is not None:
+            self.latest_metrics, self._metrics_at = reading.sample, time.monotonic()
+        elif reading.status == OFF or time.monotonic() - self._metrics_at > METRICS_STALE_S:
+            self.latest_metrics = None
         if reading.status == OK:
             self.metrics_health = SourceHealth("metrics", OK)
         else:

@@ -131,6 +131,15 @@ def build_snapshot(
                 f"in use on it; the log may come from another host, other GPUs or an earlier "
                 "start (check --unit / --log-file)."
             )
+    placed = {rank for ranks in mapping.values() for rank in ranks}
+    unplaced = [r.rank for r in analysis.ranks if r.rank not in placed]
+    if samples and unplaced and how != "none":
+        which = ", ".join(unplaced)
+        notes.append(
+            f"{which} from the log {'has' if len(unplaced) == 1 else 'have'} no GPU here: NVML "
+            f"sees {len(samples)} GPU{'s' if len(samples) != 1 else ''}. A GPU may have fallen "
+            "off the bus (check nvidia-smi and dmesg), or those ranks run on another host."
+        )
     if samples and analysis.ranks and how == "order":
         reason = (
             "the SGLang processes are not visible here (a container without the host PID "
