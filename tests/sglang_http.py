@@ -226,6 +226,7 @@ class FakeSGLang:
     def __init__(self, deployment: Deployment | None = None) -> None:
         self.switches = Switches()
         self.requests: list[tuple[str, dict[str, str]]] = []  # (path, headers) seen
+        self.methods: list[tuple[str, str]] = []  # (method, path) of every request, GET or not
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.restart(deployment or Deployment())
@@ -239,6 +240,12 @@ class FakeSGLang:
 
             def do_GET(self) -> None:
                 fake._handle(self)
+
+            def _refuse(self) -> None:  # SGLang's read endpoints answer nothing but GET here
+                fake.methods.append((self.command, self.path.split("?", 1)[0]))
+                fake._send(self, 405, b'{"detail":"Method Not Allowed"}', "application/json")
+
+            do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _refuse
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
@@ -283,6 +290,7 @@ class FakeSGLang:
         path = req.path.split("?", 1)[0]
         sw = self.switches
         self.requests.append((path, {k.lower(): v for k, v in req.headers.items()}))
+        self.methods.append((req.command, path))
         if sw.delay_s:
             self._stop.wait(sw.delay_s)
         forced = sw.status.get(path)

@@ -20,6 +20,7 @@ reliability.md shows the whole table.
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import re
 import shutil
@@ -66,6 +67,7 @@ STORY_LINES = (
 )
 UNIT = "sglang-kimi.service"
 T0_US = 1_700_000_100_000_000
+ROW_LIMIT_S = 120.0
 MARK = {"nvml": "NVML", "log": "log", "journal": "journal", "metrics": "metrics"}
 
 Step = Callable[[FaultHost], "Awaitable[None] | None"]
@@ -683,6 +685,20 @@ async def test_fault(
 ) -> None:
     if "unit" in row.options and journal_remote_missing():
         pytest.skip(journal_remote_missing() or "")
+    body = asyncio.ensure_future(run_row(row, fake_lib, tmp_path, monkeypatch))
+    done, _ = await asyncio.wait([body], timeout=ROW_LIMIT_S)
+    if not done:  # a hang must fail the row, with where every task was stuck
+        stacks = io.StringIO()
+        for task in asyncio.all_tasks():
+            task.print_stack(file=stacks)
+        body.cancel()
+        pytest.fail(f"{row.id} did not finish within {ROW_LIMIT_S:g} s:\n{stacks.getvalue()}")
+    body.result()
+
+
+async def run_row(
+    row: Fault, fake_lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with FaultHost(tmp_path, fake_lib) as host:
         host.monkeypatch = monkeypatch
         if row.setup is not None:

@@ -240,6 +240,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _usage_error(parser, "--journal-dir goes with --unit NAME")
     if sum(bool(x) for x in (args.log_file, args.unit, args.demo)) > 1:
         return _usage_error(parser, "give one of --log-file, --unit or --demo")
+    if args.url is not None:
+        from tui.server_url import url_problem
+
+        problem = url_problem(args.url)
+        if problem is not None:
+            return _usage_error(parser, problem)
     if not args.once:
         if args.log_file == "-":
             return _usage_error(
@@ -276,3 +282,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: one sentence, not a traceback (which could quote input)
+        if os.environ.get("KVTOP_DEBUG"):
+            raise
+        print(
+            f"kvtop: stopped on an unexpected error ({type(exc).__name__}). Please report it "
+            "with the command you ran; KVTOP_DEBUG=1 shows the traceback.",
+            file=sys.stderr,
+        )
+        return EXIT_UNREADABLE

@@ -23,6 +23,7 @@ from tui.model.deployment import (
     SourceHealth,
     build_snapshot,
 )
+from tui.server_url import url_problem
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
@@ -95,7 +96,9 @@ def server_url(explicit: str | None, tracker: StartupTracker) -> str:
             host = "127.0.0.1"
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"
-        return f"http://{host}:{args.port}"
+        url = f"http://{host}:{args.port}"
+        if url_problem(url) is None:  # a hostile log must not steer kvtop anywhere odd
+            return url
     return DEFAULT_URL
 
 

@@ -56,9 +56,24 @@ def load_api_key(path: str | None, env: Mapping[str, str]) -> str | None:
             ) from None
         if not key:
             raise ApiKeyError(f"the API key file {path} is empty: put the key in it.")
+        if not _header_safe(key):
+            raise ApiKeyError(
+                f"the API key file {path} holds characters an HTTP header cannot carry "
+                "(non-ASCII, spaces or control characters): check the file."
+            )
         return key
     key = env.get("SGLANG_API_KEY", "").strip()
+    if key and not _header_safe(key):
+        raise ApiKeyError(
+            "SGLANG_API_KEY holds characters an HTTP header cannot carry (non-ASCII, spaces or "
+            "control characters): check its value."
+        )
     return key or None
+
+
+def _header_safe(key: str) -> bool:
+    """Printable ASCII without spaces: what a Bearer token in a header can be."""
+    return all(0x21 <= ord(ch) <= 0x7E for ch in key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +261,7 @@ class MetricsSource:
                 "off",
                 f"nothing listens on {self._shown_url}: is the server running, and is --url right?",
             ) from None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, UnicodeError, ValueError) as exc:
             # The exception text may quote the request; only its class name is shown.
             raise _Fault(
                 "degraded",
