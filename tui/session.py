@@ -45,6 +45,8 @@ FIRST_READING_WAIT_S = 0.5
 # make the KV panel flicker), then the log's batch lines stand in: old numbers are not shown
 # as current. A server that refuses or lacks /metrics ("off") loses its numbers at once.
 METRICS_STALE_S = 10.0
+# Shutting the sources down: cancel, wait this long, cancel again (see _stop).
+STOP_WAIT_S, STOP_TRIES = 0.5, 10
 # A log notice (truncated, rotated) stays on screen this long after it happened.
 NOTICE_SHOW_S = 60.0
 # The demo host's RAM (simulated, like its GPUs): 1 TiB, with the 8 HiCache host pools in use.
@@ -371,11 +373,7 @@ class Session:
                 yield self.snapshot()
                 await asyncio.sleep(self.interval_s)
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await _stop(tasks)
             await self.close()
 
     async def _every(self, job: Callable[[], object]) -> None:
@@ -419,6 +417,22 @@ class Session:
             await self.metrics_source.aclose()
         if self.nvml is not None:
             self.nvml.close()
+
+
+async def _stop(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel the source loops and wait for them. Cancelled again until they end: on Python
+    before 3.12, asyncio.wait_for can swallow a cancellation that arrives just as its inner
+    wait finishes, and a loop that missed it would keep the app from ever closing."""
+    pending = {t for t in tasks if not t.done()}
+    for _ in range(STOP_TRIES):
+        if not pending:
+            break
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=STOP_WAIT_S)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: a source's failure is not re-raised at shutdown
 
 
 def api_key_from(path: str | None) -> str | None:
