@@ -30,7 +30,7 @@ import pytest
 from fake_nvml import LIB_NAME, STATE_ENV, gcc_path
 from fault_host import API_KEY, FRESH, FaultHost, preload_fake_nvml, wait_screen
 from journal_tools import invocation, journal_remote_missing, sglang_entries, write_journal
-from tmux_tools import Tmux, foreground_colours, is_grey
+from tmux_tools import Tmux, alive, descendants, foreground_colours, is_grey
 
 from tui.app import KvtopApp
 
@@ -298,29 +298,6 @@ async def test_terminal_resize_and_back(host: FaultHost, size: tuple[int, int]) 
     assert all(API_KEY not in out for out in host.outputs)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _tree(pid: int) -> set[int]:
-    found, todo = {pid}, [pid]
-    while todo:
-        parent = todo.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            children = (
-                (task / "children").read_text().split() if (task / "children").exists() else []
-            )
-            for child in map(int, children):
-                if child not in found:
-                    found.add(child)
-                    todo.append(child)
-    return found
-
-
 @needs_tmux
 def test_terminal_no_color_on_real_sources(host: FaultHost, tmux: Tmux, fake_lib: Path) -> None:
     tmux.new_session("mono", kvtop_line(host, env={"NO_COLOR": "1"}, lib_dir=fake_lib.parent))
@@ -350,12 +327,12 @@ def test_terminal_gone_exits_without_children(host: FaultHost, tmux: Tmux, fake_
     tmux.new_session("hup", kvtop_line(host, lib_dir=fake_lib.parent))
     tmux.wait_for("hup", "eight rows", lambda s: len(GPU_ROW.findall(s)) == 8 and "●NVML" in s)
     shell = int((host.tmp / "pid").read_text())
-    tree = _tree(shell)
+    tree = {shell} | descendants(shell)
     tmux.kill_session("hup")  # the SSH session drops: SIGHUP to the pane's processes
     deadline = time.monotonic() + 4.0
-    while time.monotonic() < deadline and any(_alive(p) for p in tree):
+    while time.monotonic() < deadline and any(alive(p) for p in tree):
         time.sleep(0.05)
-    left = sorted(p for p in tree if _alive(p))
+    left = sorted(p for p in tree if alive(p))
     for pid in left:
         os.kill(pid, 9)
     assert not left, f"still running 4 s after the terminal went away: {left}"

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tmux_tools import SGR, Tmux, foreground_colours, is_grey
+from tmux_tools import SGR, Tmux, alive, descendants, foreground_colours, is_grey
 
 TMUX = shutil.which("tmux")
 KVTOP_SCRIPT = Path(sys.executable).with_name("kvtop")
@@ -159,35 +159,6 @@ def test_small_terminal_shows_all_rows(tmux: Tmux, tmp_path: Path) -> None:
     assert wait_for_file(status, "exit status after q") == "0"
 
 
-def _alive(pid: int) -> bool:
-    """True while /proc/PID exists and is not a zombie (exited, not yet reaped)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 def test_terminal_gone_exits_promptly(tmux: Tmux, tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     tmux.new_session("hup", kvtop_command(*DEMO, pid_file=pid_file))
@@ -195,13 +166,13 @@ def test_terminal_gone_exits_promptly(tmux: Tmux, tmp_path: Path) -> None:
     tmux.wait_for("hup", "eight GPU rows", eight_rows)
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     assert b"kvtop" in cmdline, cmdline  # exec replaced the shell
-    tree = {pid} | _descendants(pid)
+    tree = {pid} | descendants(pid)
 
     tmux.kill_session("hup")  # the pane's terminal goes away: SIGHUP
     deadline = time.monotonic() + 3.0
-    while time.monotonic() < deadline and any(_alive(p) for p in tree):
+    while time.monotonic() < deadline and any(alive(p) for p in tree):
         time.sleep(0.05)
-    left = sorted(p for p in tree if _alive(p))
+    left = sorted(p for p in tree if alive(p))
     for p in left:  # do not leak it into the rest of the run
         os.kill(p, 9)
     assert not left, f"still running 3 s after the terminal went away: {left}"
