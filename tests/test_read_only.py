@@ -358,6 +358,8 @@ _SIGNAL_METHODS = {"kill", "terminate", "send_signal"}
 # The one place that starts a process: the journal source runs `journalctl` (fixed options, an
 # argv list, no shell) when the systemd module is missing, and ends that child of its own.
 _SPAWNS = {"tui/sources/journal.py"}
+# A byte into the process's own pipe, to wake its input thread when the app leaves.
+_OWN_PIPE = {("tui/quiet_driver.py", "os", "write")}
 _HTTP_VERBS = {"POST", "PUT", "PATCH", "DELETE", "CONNECT", "TRACE"}
 
 
@@ -415,7 +417,9 @@ def scan(source: str, rel: str) -> list[str]:
                 continue
             attr, base = func.attr, func.value
             module = base.id if isinstance(base, ast.Name) else None
-            if module is not None and (
+            if module is not None and (rel, module, attr) in _OWN_PIPE:
+                pass
+            elif module is not None and (
                 attr in _FORBIDDEN.get(module, ())
                 or attr.startswith(_FORBIDDEN_PREFIX.get(module, ("\0",)))
                 or (module in _WHOLE_MODULES and (module, attr) not in _ALLOWED_ATTRS)

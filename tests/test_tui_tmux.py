@@ -217,3 +217,51 @@ def test_term_dumb_is_refused_with_one_sentence(tmux: Tmux, tmp_path: Path) -> N
     assert len(text) == 1, text
     assert "TERM=dumb" in text[0] and "--once" in text[0]
     assert "\x1b" not in tmux.capture("dumb")
+
+
+def _thread_waits(pid: int) -> dict[int, tuple[str, int]]:
+    """tid -> (kernel wait channel, context switches so far) of each of PID's threads."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            wchan = (task / "wchan").read_text()
+            status = (task / "status").read_text()
+        except OSError:
+            continue
+        switches = sum(
+            int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line
+        )
+        out[int(task.name)] = (wchan, switches)
+    return out
+
+
+def test_input_thread_sleeps_while_nobody_types(tmux: Tmux, tmp_path: Path) -> None:
+    """Textual's stock input thread wakes 10 times a second; kvtop's (tui/quiet_driver.py)
+    blocks until a key comes, and keys, a lone Escape and quitting still work."""
+    pid_file = tmp_path / "pid"
+    tmux.new_session("quiet", kvtop_command(*DEMO, pid_file=pid_file))
+    pid = int(wait_for_file(pid_file, "kvtop's pid"))
+    tmux.wait_for("quiet", "eight GPU rows", eight_rows)
+    # The input thread is the one waiting in select() (the event loop waits in epoll, the
+    # others on futexes); the kernel shows select's wait as poll_schedule_timeout.
+    selecting = [
+        t
+        for t, (wchan, _) in _thread_waits(pid).items()
+        if "select" in wchan or "poll_schedule" in wchan
+    ]
+    assert len(selecting) == 1, _thread_waits(pid)
+    (tid,) = selecting
+    before = _thread_waits(pid)[tid][1]
+    time.sleep(2.0)
+    woke = _thread_waits(pid)[tid][1] - before
+    assert woke <= 2, f"the input thread woke {woke} times in 2 s with nobody typing"
+
+    tmux.send("quiet", "?")
+    tmux.wait_for("quiet", "the help screen", lambda s: "this help" in s)
+    tmux.send("quiet", "Escape")  # alone: only the parser's timeout turns it into a key
+    tmux.wait_for("quiet", "the help to close", lambda s: "this help" not in s and eight_rows(s))
+    tmux.send("quiet", "q")
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline and alive(pid):
+        time.sleep(POLL_S)
+    assert not alive(pid), "kvtop did not exit after q (input thread never woke to leave?)"

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.screen import Screen
 
 from tui.model.deployment import Snapshot
@@ -100,6 +101,11 @@ class KvtopApp(App[int]):
         self._feed_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
+    def get_driver_class(self) -> type[Driver]:
+        from tui.quiet_driver import driver_class
+
+        return driver_class(super().get_driver_class())
+
     def get_default_screen(self) -> Screen[object]:
         return OverviewScreen()
 

@@ -32,6 +32,7 @@ from tui.sources.log_follow import LogFollower
 from tui.sources.log_text import LogUnreadable, log_lines
 from tui.sources.metrics import MetricsSource
 from tui.sources.nvml import NvmlReading, NvmlSource
+from tui.sources.pacing import Lane, Pacer
 
 if TYPE_CHECKING:
     from tui.sources.journal import JournalSource
@@ -45,6 +46,9 @@ FIRST_READING_WAIT_S = 0.5
 # make the KV panel flicker), then the log's batch lines stand in: old numbers are not shown
 # as current. A server that refuses or lacks /metrics ("off") loses its numbers at once.
 METRICS_STALE_S = 10.0
+# The longest a tick waits for its sources' round before the snapshot (also at most half the
+# interval): a normal round takes milliseconds; a slow source joins a later tick.
+SETTLE_MAX_S = 0.25
 # Shutting the sources down: cancel, wait this long, cancel again (see _stop).
 STOP_WAIT_S, STOP_TRIES = 0.5, 10
 # A log notice (truncated, rotated) stays on screen this long after it happened.
@@ -356,31 +360,57 @@ class Session:
 
     # -- live -------------------------------------------------------------------------------------
     async def snapshots(self) -> AsyncIterator[Snapshot]:
-        """A Snapshot every interval; each source runs in its own task at its own pace."""
+        """A Snapshot every interval. One tick per refresh releases every source for one round
+        (see sources.pacing): they run back to back, the snapshot follows once they are done
+        (or after `_settle_s()`, when one is slow; it joins a later tick when it is done)."""
+        pacer = Pacer()
+        pacer.interval_s = self.interval_s
         if self.scenario is not None:
-            tasks = [asyncio.create_task(self._demo_loop())]
+            tasks = {"demo": asyncio.create_task(self._demo_loop())}
         else:
-            tasks = [asyncio.create_task(self._follow_log())]
+            tasks = {"log": asyncio.create_task(self._follow_log(pacer.lane("log")))}
             if self.nvml is not None:
-                tasks.append(asyncio.create_task(self._every(self._poll_nvml)))
+                tasks["nvml"] = asyncio.create_task(self._nvml_loop(pacer.lane("nvml")))
             if self.options.metrics:
-                tasks.append(asyncio.create_task(self._metrics_loop()))
-        if self.nvml is not None or self.scenario is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._first_reading.wait(), FIRST_READING_WAIT_S)
+                tasks["metrics"] = asyncio.create_task(self._metrics_loop(pacer.lane("metrics")))
+        await asyncio.sleep(0)  # every loop to its first wait, so the first tick releases all
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        first = True
         try:
             while True:
+                pacer.interval_s = self.interval_s  # +/- in the TUI change it
+                pacer.tick()
+                if self.scenario is not None:
+                    if first:
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(self._first_reading.wait(), FIRST_READING_WAIT_S)
+                else:
+                    await pacer.settled(FIRST_READING_WAIT_S if first else self._settle_s())
+                first = False
+                _raise_failed(tasks)
                 yield self.snapshot()
-                await asyncio.sleep(self.interval_s)
+                # A fixed beat: the period stays the interval however long the round took.
+                next_at += self.interval_s
+                now = loop.time()
+                if next_at < now:
+                    next_at = now  # fell behind (a suspended terminal, a long round): start over
+                await asyncio.sleep(next_at - now)
         finally:
-            await _stop(tasks)
+            await _stop(list(tasks.values()))
             await self.close()
 
-    async def _every(self, job: Callable[[], object]) -> None:
-        # Re-armed after each poll finishes: polls never overlap, a slow one stretches its period.
+    def _settle_s(self) -> float:
+        """How long a tick waits for its sources: long enough for a normal round (a few ms),
+        short enough that a slow one does not hold the screen back."""
+        return min(SETTLE_MAX_S, self.interval_s / 2)
+
+    async def _nvml_loop(self, lane: Lane) -> None:
+        # One poll per tick; a poll that hangs returns a stale reading after its own timeout
+        # (NvmlSource.call_timeout_s) and the next tick polls again.
         while True:
-            await job()  # type: ignore[misc]
-            await asyncio.sleep(self.interval_s)
+            await lane.next()
+            await self._poll_nvml()
 
     async def _demo_loop(self) -> None:
         assert self.scenario is not None
@@ -388,35 +418,53 @@ class Session:
             self.demo_tick()
             await asyncio.sleep(min(self.interval_s, max(0.05, self.scenario.next_due_in_s())))
 
-    async def _metrics_loop(self) -> None:
+    async def _metrics_loop(self, lane: Lane) -> None:
+        due = 0.0  # time.monotonic() of the next scrape: every tick, or later after failures
         while True:
+            await lane.next()
+            if time.monotonic() < due:
+                continue
             await self._scrape()
             assert self.metrics_source is not None
-            self.metrics_source.interval_s = self.interval_s  # +/- in the TUI change it
-            await asyncio.sleep(self.metrics_source.next_delay_s())
+            self.metrics_source.interval_s = self.interval_s
+            # Backing off counts in ticks: half an interval early is the tick it was meant for.
+            due = time.monotonic() + self.metrics_source.next_delay_s() - self.interval_s / 2
 
-    async def _follow_log(self) -> None:
+    async def _follow_log(self, lane: Lane) -> None:
         opts = self.options
-        if opts.unit:
-            from tui.sources.journal import JournalSource
+        try:
+            if opts.unit:
+                from tui.sources.journal import JournalSource
 
-            journal = self._journal = JournalSource(opts.unit, directory=opts.journal_dir)
-            self.log_health = SourceHealth("journal", OK)
-            async for line in journal.lines():
-                fold_lines([line.text], self.tracker)
-            return
-        if not opts.log_file:
-            return
-        follower = self._follower = LogFollower(opts.log_file)
-        self.log_health = SourceHealth("log", OK)
-        async for line in follower.lines():
-            fold_lines([line], self.tracker)
+                journal = self._journal = JournalSource(
+                    opts.unit, directory=opts.journal_dir, lane=lane
+                )
+                self.log_health = SourceHealth("journal", OK)
+                async for line in journal.lines():
+                    fold_lines([line.text], self.tracker)
+                return
+            if not opts.log_file:
+                return
+            follower = self._follower = LogFollower(opts.log_file, lane=lane)
+            self.log_health = SourceHealth("log", OK)
+            async for line in follower.lines():
+                fold_lines([line], self.tracker)
+        finally:
+            lane.leave()  # ended (stdin closed, no log): the ticks no longer wait for it
 
     async def close(self) -> None:
         if self.metrics_source is not None:
             await self.metrics_source.aclose()
         if self.nvml is not None:
             self.nvml.close()
+
+
+def _raise_failed(tasks: dict[str, asyncio.Task[None]]) -> None:
+    """A source loop that died of an error stops the feed with it (the app says so on screen)
+    rather than leaving that source frozen without a word."""
+    for name, task in tasks.items():
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise RuntimeError(f"the {name} source failed: {task.exception()!r}")
 
 
 async def _stop(tasks: list[asyncio.Task[None]]) -> None:

@@ -12,7 +12,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from tui.sources.pacing import Lane
 
 # Entries per call into the reader thread: big enough to amortise the hop, small enough that a
 # run of a hundred thousand lines reaches the caller in steps rather than all at the end.
@@ -198,8 +201,17 @@ class JournalSource:
     (systemd.journal) or "journalctl"; `backend_reason` says why journalctl was used.
     """
 
-    def __init__(self, unit: str, directory: str | None = None, backend: str = "auto") -> None:
+    def __init__(
+        self,
+        unit: str,
+        directory: str | None = None,
+        backend: str = "auto",
+        lane: Lane | None = None,
+    ) -> None:
         self.unit = normalize_unit(unit)
+        # With a lane (the session's beat, see sources.pacing) new entries are read once per
+        # tick instead of on each journal write, and close() takes effect at the next tick.
+        self.lane = lane
         self.directory = directory
         self.backend_used, self.backend_reason = _choose_backend(backend)
         self.status: str | None = None
@@ -249,6 +261,10 @@ class JournalSource:
             await batches.aclose()
 
     async def _sleep(self, seconds: float) -> None:
+        if self.lane is not None:
+            if not self._closed:
+                await self.lane.wait_s(seconds)
+            return
         # Waiting on an event rather than asyncio.sleep lets close() end the wait at once.
         assert self._wake is not None
         with contextlib.suppress(asyncio.TimeoutError):
@@ -406,6 +422,9 @@ class JournalSource:
         assert self._wake is not None
         self._wake.clear()
         if self._closed:
+            return
+        if self.lane is not None:
+            await self.lane.next()  # read at the tick; the reader's process() takes the events
             return
         try:
             loop.add_reader(fd, self._wake.set)

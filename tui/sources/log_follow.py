@@ -10,6 +10,10 @@ import stat
 import sys
 import threading
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tui.sources.pacing import Lane
 
 CHUNK_BYTES = 1 << 20
 # The longest line passed on (its first bytes); the parser reads at most 1M characters anyway.
@@ -69,11 +73,22 @@ class LogFollower:
     Lines end with "\\n", as from a text file opened with newline=None, so they can be fed
     to the same parsers as `log_text.log_lines`. `status` is None while all is well, else a
     sentence saying what is wrong and what to do; `notices` lists truncations and rotations.
+
+    Without a `lane` it polls every `poll_interval_s`; with one (the session's beat, see
+    sources.pacing) it reads once per tick and its slow retries count in ticks, and close()
+    takes effect at the next tick.
     """
 
-    def __init__(self, path: str, poll_interval_s: float = 0.25, from_start: bool = True) -> None:
+    def __init__(
+        self,
+        path: str,
+        poll_interval_s: float = 0.25,
+        from_start: bool = True,
+        lane: Lane | None = None,
+    ) -> None:
         self.path = path
         self.poll_interval_s = poll_interval_s
+        self.lane = lane
         self.from_start = from_start
         self.status: str | None = None
         self.notices: list[str] = []
@@ -91,6 +106,14 @@ class LogFollower:
         del self.notices[:-MAX_NOTICES]
 
     async def _sleep(self, seconds: float) -> None:
+        if self.lane is not None:
+            if self._closed:
+                return
+            if seconds <= self.poll_interval_s:
+                await self.lane.next()
+            else:
+                await self.lane.wait_s(seconds)
+            return
         # Waiting on an event rather than asyncio.sleep lets close() end the wait at once.
         assert self._wake is not None
         with contextlib.suppress(asyncio.TimeoutError):
