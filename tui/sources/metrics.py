@@ -1,4 +1,4 @@
-"""Scrape an SGLang server's /metrics and /server_info over HTTP (async, httpx, no Textual)."""
+"""Scrape an SGLang server's /metrics and /server_info over HTTP (async, h11, no Textual)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
+from tui.sources.http_get import ConnectFailed, FetchFailed, HttpGetter, TooLarge
 
 __all__ = [
     "ApiKeyError",
@@ -113,7 +112,7 @@ def _public_url(url: str) -> str:
 
 
 class MetricsSource:
-    """One server's /metrics and /server_info; one httpx client, opened on first use."""
+    """One server's /metrics and /server_info over one kept-alive connection, opened on use."""
 
     def __init__(
         self,
@@ -130,7 +129,7 @@ class MetricsSource:
         self.max_body_bytes = max_body_bytes
         self.interval_s = interval_s
         self._failures = 0
-        self._client: httpx.AsyncClient | None = None
+        self._http: HttpGetter | None = None
 
     def __repr__(self) -> str:
         key = "set" if self.__api_key else "none"
@@ -143,9 +142,9 @@ class MetricsSource:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
     def next_delay_s(self) -> float:
         """Seconds until the next fetch: the interval, then 1, 2, 4 … 30 intervals after
@@ -249,19 +248,21 @@ class MetricsSource:
             return await asyncio.wait_for(self._fetch(path, auth), self.timeout_s)
         except _Fault:
             raise
-        except (asyncio.TimeoutError, httpx.TimeoutException):
+        except asyncio.TimeoutError:
             raise _Fault(
                 "degraded",
                 f"{self._shown_url}{path} did not answer within {self.timeout_s:g} s: the "
                 "server may be overloaded or hung; kvtop keeps the last numbers and retries. "
                 "Check the server's log and load.",
             ) from None
-        except httpx.ConnectError:
+        except ConnectFailed:
             raise _Fault(
                 "off",
                 f"nothing listens on {self._shown_url}: is the server running, and is --url right?",
             ) from None
-        except (httpx.HTTPError, UnicodeError, ValueError) as exc:
+        except TooLarge:
+            raise self._too_large(path) from None
+        except (FetchFailed, OSError, UnicodeError, ValueError) as exc:
             # The exception text may quote the request; only its class name is shown.
             raise _Fault(
                 "degraded",
@@ -270,25 +271,12 @@ class MetricsSource:
             ) from None
 
     async def _fetch(self, path: str, auth: bool) -> tuple[int, bytes]:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False)
+        if self._http is None:
+            self._http = HttpGetter(self.url, self.max_body_bytes)
         headers = {"Accept": "text/plain, application/json"}
         if auth and self.__api_key:
             headers["Authorization"] = f"Bearer {self.__api_key}"
-        async with self._client.stream("GET", self.url + path, headers=headers) as response:
-            if response.status_code != 200:
-                return response.status_code, b""
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > self.max_body_bytes:
-                raise self._too_large(path)
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    raise self._too_large(path)
-                chunks.append(chunk)
-            return 200, b"".join(chunks)
+        return await self._http.get(path, headers)
 
     def _too_large(self, path: str) -> _Fault:
         limit_mib = self.max_body_bytes / 2**20
