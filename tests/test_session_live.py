@@ -76,3 +76,36 @@ async def test_metrics_fault_and_recovery(tmp_path: Path) -> None:
             )
         finally:
             await stream.aclose()
+
+
+async def test_one_tick_per_refresh_and_a_failed_source_is_reported(tmp_path: Path) -> None:
+    """Every refresh releases the sources once (the log is read, /metrics fetched, once per
+    snapshot); a source loop that dies of a bug ends the feed with its name instead of
+    leaving that source frozen without a word."""
+    log = tmp_path / "sglang.log"
+    log.write_text(STORY_LOG.read_text())
+    with FakeSGLang() as server:
+        session = Session(Options(log_file=str(log), url=server.url, nvml=False, interval_s=0.2))
+        stream = session.snapshots()
+        try:
+            await next_matching(stream, lambda s: s.metrics is not None)
+            before = len([p for p, _ in server.requests if p == "/metrics"])
+            for _ in range(5):
+                await stream.__anext__()
+            after = len([p for p, _ in server.requests if p == "/metrics"])
+            # One scrape per snapshot (a scrape slower than the tick's wait, 0.1 s here, would
+            # be taken up by the next tick: one fewer, never more).
+            assert 4 <= after - before <= 5
+
+            async def broken() -> None:
+                raise RuntimeError("a bug in the scrape")
+
+            session._scrape = broken  # type: ignore[method-assign]
+            try:
+                await next_matching(stream, lambda s: False, timeout_s=2.0)
+            except RuntimeError as exc:
+                assert "the metrics source failed" in str(exc) and "a bug in the scrape" in str(exc)
+            else:  # pragma: no cover - next_matching raises either way
+                raise AssertionError("the failure was not reported")
+        finally:
+            await stream.aclose()
