@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -39,8 +38,9 @@ if TYPE_CHECKING:
 
 DEFAULT_URL = "http://127.0.0.1:30000"
 DEMO_LOG = LOG_NAME  # the story the demo replays (tui/data)
-# How long the first live frame waits for the first GPU reading (a hung driver must not keep
-# the screen empty: after this the frame shows what there is, and the GPUs follow).
+# How long the first live frame waits for the sources' first round (a GPU reading, the log read
+# so far, a scrape); a hung driver must not keep the screen empty: after this the frame shows
+# what there is, and the rest follows.
 FIRST_READING_WAIT_S = 0.5
 # After a failed scrape the last sample stays on screen this long (one slow scrape must not
 # make the KV panel flicker), then the log's batch lines stand in: old numbers are not shown
@@ -172,8 +172,6 @@ class Session:
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
     clock: Callable[[], float] = time.time  # stamps snapshots (tests fix it)
-    # Set by the first GPU reading: the first live frame waits for it (briefly) so it shows GPUs.
-    _first_reading: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         self.interval_s = self.options.interval_s
@@ -187,7 +185,6 @@ class Session:
         """Release the lines that are due, then read the simulated GPUs and /metrics."""
         scenario = self.scenario
         assert scenario is not None
-        self._first_reading.set()
         lines = scenario.due_lines()
         if lines:
             fold_lines(lines, self.tracker)
@@ -346,7 +343,6 @@ class Session:
     async def _poll_nvml(self) -> None:
         assert self.nvml is not None
         self.latest_nvml = await self.nvml.poll_async()
-        self._first_reading.set()
 
     async def _read_journal_once(self) -> None:
         from tui.sources.journal import JournalSource  # imports systemd only when asked for
@@ -366,7 +362,7 @@ class Session:
         pacer = Pacer()
         pacer.interval_s = self.interval_s
         if self.scenario is not None:
-            tasks = {"demo": asyncio.create_task(self._demo_loop())}
+            tasks = {"demo": asyncio.create_task(self._demo_loop(pacer.lane("demo")))}
         else:
             tasks = {"log": asyncio.create_task(self._follow_log(pacer.lane("log")))}
             if self.nvml is not None:
@@ -381,12 +377,7 @@ class Session:
             while True:
                 pacer.interval_s = self.interval_s  # +/- in the TUI change it
                 pacer.tick()
-                if self.scenario is not None:
-                    if first:
-                        with contextlib.suppress(asyncio.TimeoutError):
-                            await asyncio.wait_for(self._first_reading.wait(), FIRST_READING_WAIT_S)
-                else:
-                    await pacer.settled(FIRST_READING_WAIT_S if first else self._settle_s())
+                await pacer.settled(FIRST_READING_WAIT_S if first else self._settle_s())
                 first = False
                 _raise_failed(tasks)
                 yield self.snapshot()
@@ -412,11 +403,11 @@ class Session:
             await lane.next()
             await self._poll_nvml()
 
-    async def _demo_loop(self) -> None:
-        assert self.scenario is not None
+    async def _demo_loop(self, lane: Lane) -> None:
+        # The story's lines that fell due since the last tick are released together.
         while True:
+            await lane.next()
             self.demo_tick()
-            await asyncio.sleep(min(self.interval_s, max(0.05, self.scenario.next_due_in_s())))
 
     async def _metrics_loop(self, lane: Lane) -> None:
         due = 0.0  # time.monotonic() of the next scrape: every tick, or later after failures
