@@ -30,16 +30,21 @@ PARSER_TICK_S = 0.1
 
 
 class _WakingEvent(threading.Event):
-    """threading.Event that also writes a byte to `wake_fd` when set (wakes a blocked select)."""
+    """threading.Event that also writes a byte to the input thread's pipe when set (wakes its
+    blocked select). The pipe is opened and closed by that thread, under `pipe_lock`, so a set()
+    from the event loop never writes to a descriptor number that was closed and reused."""
 
-    wake_fd: int | None = None
+    def __init__(self) -> None:
+        super().__init__()
+        self.pipe_lock = threading.Lock()
+        self.wake_fd: int | None = None
 
     def set(self) -> None:
         super().set()
-        fd = self.wake_fd
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(fd, b"x")
+        with self.pipe_lock:
+            if self.wake_fd is not None:
+                with contextlib.suppress(OSError):
+                    os.write(self.wake_fd, b"x")
 
 
 def driver_class(stock: type[Driver]) -> type[Driver]:
@@ -62,7 +67,8 @@ def driver_class(stock: type[Driver]) -> type[Driver]:
             exit_event = self.exit_event
             assert isinstance(exit_event, _WakingEvent)
             wake_read, wake_write = os.pipe()
-            exit_event.wake_fd = wake_write
+            with exit_event.pipe_lock:
+                exit_event.wake_fd = wake_write
             fileno = self.fileno
             selector = selectors.SelectSelector()  # as Textual: select() works on every tty
             selector.register(fileno, selectors.EVENT_READ)
@@ -74,13 +80,14 @@ def driver_class(stock: type[Driver]) -> type[Driver]:
                 for key, mask in ready:
                     if key.fd != fileno or not mask & selectors.EVENT_READ:
                         continue
-                    data = decode(os.read(fileno, 1024 * 4))
-                    if not data:
+                    raw = os.read(fileno, 1024 * 4)
+                    if not raw:
                         # The terminal is gone (or stdin is a pipe at its end): stop watching it
                         # rather than spin on an fd that is always readable.
                         selector.unregister(fileno)
                         break
-                    for event in parser.feed(data):
+                    # Half a UTF-8 character decodes to "" and waits for its other half.
+                    for event in parser.feed(decode(raw)):
                         self.process_message(event)
                 for event in parser.tick():
                     self.process_message(event)
@@ -90,11 +97,12 @@ def driver_class(stock: type[Driver]) -> type[Driver]:
                     pending = parser._timeout_time is not None
                     process(selector.select(PARSER_TICK_S if pending else None))
             finally:
-                exit_event.wake_fd = None
                 selector.close()
-                for fd in (wake_read, wake_write):
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+                with exit_event.pipe_lock:
+                    exit_event.wake_fd = None
+                    for fd in (wake_read, wake_write):
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
                 with contextlib.suppress(Exception):
                     for _event in parser.feed(""):
                         pass
