@@ -242,3 +242,55 @@ def test_stdin_until_eof() -> None:
         "LINE 'tail\\n'",
         "STATUS stdin closed: no more log lines will arrive",
     ]
+
+
+async def test_on_the_beat_reads_once_per_tick_and_idles_without_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a lane the follower reads at each tick only; a file that has not grown costs no hop
+    to a worker thread (counted by wrapping the real asyncio.to_thread), and growth and
+    truncation are still read."""
+    from tui.sources.pacing import Pacer
+
+    hops = 0
+    real_to_thread = asyncio.to_thread
+
+    async def counting(func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal hops
+        hops += 1
+        return await real_to_thread(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counting)
+    log = tmp_path / "sglang.log"
+    log.write_text("one\ntwo\n")
+    pacer = Pacer()
+    follower = LogFollower(str(log), lane=pacer.lane("log"))
+    got: list[str] = []
+
+    async def run() -> None:
+        async for line in follower.lines():
+            got.append(line)
+
+    task = asyncio.create_task(run())
+
+    async def tick() -> None:
+        await asyncio.sleep(0.01)
+        pacer.tick()
+        assert await pacer.settled(WAIT)
+
+    await tick()
+    assert got == ["one\n", "two\n"]
+    idle_from = hops
+    for _ in range(10):
+        await tick()
+    assert hops == idle_from  # ten ticks, nothing new, no thread
+    with log.open("a") as handle:
+        handle.write("three\n")
+    await tick()
+    assert got[-1] == "three\n"
+    log.write_text("new\n")  # truncated and rewritten shorter
+    for _ in range(3):
+        await tick()
+    assert got[-1] == "new\n" and follower.notices
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

@@ -217,7 +217,12 @@ class LogFollower:
                     seen_file = True
                     self.status = None
 
-                data = await asyncio.to_thread(os.read, fd, CHUNK_BYTES)
+                # A regular file that has not grown has nothing new: no hop to a thread and back
+                # at every tick (fstat answers from the open file, as below). A size of 0 is
+                # read anyway: some files (procfs, FUSE) report 0 and still have text.
+                info = os.fstat(fd)
+                unchanged = stat.S_ISREG(info.st_mode) and info.st_size == offset != 0
+                data = b"" if unchanged else await asyncio.to_thread(os.read, fd, CHUNK_BYTES)
                 if data:
                     offset += len(data)
                     for line in splitter.feed(data):
