@@ -33,9 +33,12 @@ IDLE_LEAVES = ("select (selectors.py", "wait (threading.py", "_worker (concurren
 def where(frame: str) -> str:
     """`func (path/to/module.py:12)` -> a package label."""
     path = frame.rsplit("(", 1)[-1]
-    for key in ("textual", "rich", "httpx", "httpcore", "anyio", "asyncio", "pynvml", "psutil"):
-        if f"/{key}/" in path or f"{key}/" in path.split("site-packages/")[-1][: len(key) + 1]:
+    installed = path.split("site-packages/")[-1]
+    for key in ("textual", "rich", "httpx", "httpcore", "anyio", "h11", "pynvml", "psutil"):
+        if installed.startswith(key + "/") or installed.startswith(key + "."):
             return key
+    if "/asyncio/" in path or path.startswith("asyncio/"):
+        return "asyncio"
     if "/tui/" in path or path.startswith("tui/"):
         return "tui." + path.split("tui/", 1)[-1].split(".py")[0].replace("/", ".")
     if "threading.py" in path or "selectors.py" in path:

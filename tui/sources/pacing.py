@@ -27,7 +27,6 @@ class Pacer:
         self._released: set[Lane] = set()  # released by the latest tick, round not yet done
         self._settled = asyncio.Event()
         self._settled.set()
-        self.ticks = 0
         self.interval_s = 1.0  # the session keeps it current; sources use it for slow retries
 
     def lane(self, name: str) -> Lane:
@@ -35,7 +34,6 @@ class Pacer:
 
     def tick(self) -> None:
         """Let every waiting source run one round."""
-        self.ticks += 1
         beat, self._beat = self._beat, asyncio.Event()
         self._released = set(self._waiting)
         self._waiting.clear()
