@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -43,7 +42,7 @@ from pane_measure import (  # noqa: E402
     FakeHost,
     Figures,
     measure,
-    missing_tools,
+    ready_to_run,
     rows_seen,
 )
 
@@ -83,10 +82,6 @@ def report(results: list[Figures], secs: float) -> None:
             print(f"    note: {r.note}")
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="idle window (default 60)")
@@ -94,12 +89,10 @@ def main() -> int:
         "--gpus", type=int, nargs="+", default=[8], help="fake GPU counts (default 8)"
     )
     args = parser.parse_args()
-    why = missing_tools()
+    why = ready_to_run()
     if why:
         print(why, file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGHUP, _terminate)
     secs = args.seconds
     results: list[Figures] = []
     try:

@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -44,7 +43,7 @@ from pane_measure import (  # noqa: E402
     FakeHost,
     Figures,
     measure,
-    missing_tools,
+    ready_to_run,
     rows_seen,
 )
 
@@ -233,10 +232,6 @@ def micro_render(frames: int = 40) -> str:
 # --------------------------------------------------------------------------- main
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, nargs="+", default=[8])
@@ -244,12 +239,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="CPU window per run")
     parser.add_argument("--no-micro", action="store_true", help="skip the micro figures")
     args = parser.parse_args()
-    why = missing_tools()
+    why = ready_to_run()
     if why:
         print(why, file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGHUP, _terminate)
     nvitop = ensure_nvitop()
     results: dict[int, dict[str, list[Figures]]] = {}
     micro: list[str] = []

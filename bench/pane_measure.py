@@ -216,6 +216,49 @@ def thread_states(pid: int) -> str:
     return "threads " + " ".join(out)
 
 
+def ready_to_run() -> str | None:
+    """Why the benchmarks cannot run here (None: they can); SIGTERM and SIGHUP then end a run
+    like Ctrl-C, so every FakeHost cleans up after itself."""
+    why = missing_tools()
+    if why is None:
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGHUP, _interrupt)
+    return why
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def launch(tmux: Tmux, work: Path, name: str, argv: list[str], env: dict[str, str]) -> Path:
+    """Start `argv` with `env` in a detached WIDTH×HEIGHT tmux session NAME; returns the file
+    the process writes its pid to (exec replaces the shell, so it is the program's pid)."""
+    pid_file = work / f"{name}.pid"
+    settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    core = f"env {settings} {' '.join(map(shlex.quote, argv))}"
+    script = f"echo $$ > {shlex.quote(str(pid_file))}; exec {core}"
+    size = ["-x", str(WIDTH), "-y", str(HEIGHT)]
+    tmux.run("new-session", "-d", "-s", name, *size, f"sh -c {shlex.quote(script)}")
+    return pid_file
+
+
+def wait_first_frame(
+    tmux: Tmux, name: str, first_frame: Callable[[str], bool]
+) -> tuple[float | None, str]:
+    """(time.monotonic() when the pane first showed a screen `first_frame` accepts, or None if
+    it never did within FIRST_FRAME_TIMEOUT_S or the program died; the last screen)."""
+    start = time.monotonic()
+    screen = ""
+    while time.monotonic() - start < FIRST_FRAME_TIMEOUT_S:
+        screen = tmux.capture(name)
+        if first_frame(screen):
+            return time.monotonic(), screen
+        if "Traceback" in screen or "Pane is dead" in screen:
+            break
+        time.sleep(POLL_S)
+    return None, screen
+
+
 def measure(
     tmux: Tmux,
     work: Path,
@@ -228,23 +271,10 @@ def measure(
     """Run `argv` in a WIDTH×HEIGHT pane: time to the first screen `first_frame` accepts, then
     CPU of the process tree over `secs` (after SETTLE_S), and its RSS; then close the pane."""
     name = re.sub(r"\W", "-", label)
-    pid_file = work / f"{name}.pid"
-    settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    core = f"env {settings} {' '.join(map(shlex.quote, argv))}"
-    script = f"echo $$ > {shlex.quote(str(pid_file))}; exec {core}"
-    size = ["-x", str(WIDTH), "-y", str(HEIGHT)]
     start = time.monotonic()
-    tmux.run("new-session", "-d", "-s", name, *size, f"sh -c {shlex.quote(script)}")
-    first = None
-    screen = ""
-    while time.monotonic() - start < FIRST_FRAME_TIMEOUT_S:
-        screen = tmux.capture(name)
-        if first_frame(screen):
-            first = time.monotonic() - start
-            break
-        if "Traceback" in screen or "Pane is dead" in screen:
-            break
-        time.sleep(POLL_S)
+    pid_file = launch(tmux, work, name, argv, env)
+    first, screen = wait_first_frame(tmux, name, first_frame)
+    first = None if first is None else first - start
     pid = int(pid_file.read_text()) if pid_file.exists() else None
     try:
         if first is None or pid is None:

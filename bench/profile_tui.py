@@ -23,7 +23,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
-from pane_measure import HEIGHT, KVTOP_ROW, WIDTH, FakeHost, missing_tools, rows_seen  # noqa: E402
+from pane_measure import (  # noqa: E402
+    KVTOP_ROW,
+    FakeHost,
+    launch,
+    ready_to_run,
+    rows_seen,
+    wait_first_frame,
+)
 
 RATE_HZ = 500
 # py-spy's idle detection does not work on every VM: leaves that are waits are dropped here.
@@ -90,24 +97,15 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
     args = parser.parse_args()
-    why = missing_tools()
+    why = ready_to_run()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if why or not Path(spy).exists():
         sys.exit(why or "py-spy not found: pip install py-spy (a profiling tool, not a dependency)")
     with FakeHost("kvtop-prof") as host, host.gpus(args.gpus) as env:
-        pid_file = host.work / "kvtop.pid"
-        argv = " ".join(host.kvtop_argv())
-        settings = " ".join(f"{k}={v}" for k, v in env.items())
-        script = f"echo $$ > {pid_file}; exec env {settings} {argv}"
-        host.tmux.run(
-            "new-session", "-d", "-s", "prof", "-x", str(WIDTH), "-y", str(HEIGHT), script
-        )
-        deadline = time.monotonic() + 30
-        shown = rows_seen(KVTOP_ROW, args.gpus, 8)
-        while not shown(host.tmux.capture("prof")):
-            if time.monotonic() > deadline:
-                sys.exit("kvtop showed no GPU rows in 30 s:\n" + host.tmux.capture("prof"))
-            time.sleep(0.05)
+        pid_file = launch(host.tmux, host.work, "prof", host.kvtop_argv(), env)
+        shown, screen = wait_first_frame(host.tmux, "prof", rows_seen(KVTOP_ROW, args.gpus, 8))
+        if shown is None:
+            sys.exit("kvtop showed no GPU rows:\n" + screen)
         time.sleep(2)
         raw = args.raw or host.work / "spy.txt"
         pid = pid_file.read_text().strip()

@@ -30,7 +30,7 @@ import pytest
 from fake_nvml import LIB_NAME, STATE_ENV, gcc_path
 from fault_host import API_KEY, FRESH, FaultHost, preload_fake_nvml, wait_screen
 from journal_tools import invocation, journal_remote_missing, sglang_entries, write_journal
-from tmux_tools import Tmux, alive, descendants, foreground_colours, is_grey
+from tmux_tools import Tmux, alive, descendants, foreground_colours, is_grey, private_server
 
 from tui.app import KvtopApp
 
@@ -59,12 +59,8 @@ def host(fake_lib: Path, tmp_path: Path) -> Iterator[FaultHost]:
 
 @pytest.fixture(scope="module")
 def tmux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
-    assert TMUX is not None
-    server = Tmux(TMUX, f"kvtop-faults-{os.getpid()}", tmp_path_factory.mktemp("tmux"))
-    try:
+    with private_server("kvtop-faults", tmp_path_factory.mktemp("tmux")) as server:
         yield server
-    finally:
-        server.kill_server()
 
 
 def kvtop_line(

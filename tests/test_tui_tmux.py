@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tmux_tools import SGR, Tmux, alive, descendants, foreground_colours, is_grey
+from tmux_tools import SGR, Tmux, alive, descendants, foreground_colours, is_grey, private_server
 
 TMUX = shutil.which("tmux")
 KVTOP_SCRIPT = Path(sys.executable).with_name("kvtop")
@@ -39,12 +39,8 @@ READY = re.compile(r"·\s+ready\b")  # not "not ready yet" while starting
 
 @pytest.fixture(scope="module")
 def tmux_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
-    assert TMUX is not None
-    server = Tmux(TMUX, f"kvtop-test-{os.getpid()}", tmp_path_factory.mktemp("tmux"))
-    try:
+    with private_server("kvtop-test", tmp_path_factory.mktemp("tmux")) as server:
         yield server
-    finally:
-        server.kill_server()
 
 
 @pytest.fixture

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 POLL_S = 0.2
@@ -154,3 +156,15 @@ def descendants(pid: int) -> set[int]:
                 found.add(child)
                 todo.append(child)
     return found
+
+
+@contextlib.contextmanager
+def private_server(prefix: str, cwd: Path) -> Iterator[Tmux]:
+    """A tmux server of its own (socket PREFIX-<pid>), killed on exit."""
+    tmux = shutil.which("tmux")
+    assert tmux is not None, "tmux is not installed"
+    server = Tmux(tmux, f"{prefix}-{os.getpid()}", cwd)
+    try:
+        yield server
+    finally:
+        server.kill_server()
