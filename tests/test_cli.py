@@ -12,6 +12,7 @@ import random
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -287,19 +288,40 @@ def test_error_messages_only_name_real_options(tmp_path: Path) -> None:
         assert flag in help_text, f"{flag} is suggested but does not exist"
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root can read any file"
-)
-def test_unreadable_file(tmp_path: Path) -> None:
-    log = tmp_path / "secret.log"
+# As root (how CI runs) the command runs as `nobody`: root reads any file. The interpreter and
+# the venv live under /root, which nobody may not enter, so the child first runs the real entry
+# point as root on a readable copy (importing all it needs, output discarded), then drops its
+# rights and runs it on the file under test.
+AS_NOBODY = """
+import contextlib, io, os, sys
+from tui.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    assert main(["--once", "--no-gpus", "--no-metrics", "--log-file", sys.argv[1]]) == 0
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+raise SystemExit(main(sys.argv[2:]))
+"""
+
+
+def test_unreadable_file(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # A folder anyone may enter (pytest's own temporary root is root's alone), a file no one
+    # but its owner may read.
+    folder = tmp_path_factory.mktemp("unreadable")
+    folder.chmod(0o755)
+    for parent in folder.parents:
+        if parent == Path(tempfile.gettempdir()):
+            break
+        parent.chmod(parent.stat().st_mode | 0o711)
+    log = folder / "secret.log"
     log.write_bytes(story_log().read_bytes())
     log.chmod(0)
+    command = [sys.executable, "-c", AS_NOBODY, str(story_log())] if os.geteuid() == 0 else None
     try:
-        message = _one_line_error(kvtop("--once", "--log-file", log), 1)
+        message = _one_line_error(kvtop("--once", "--log-file", log, command=command), 1)
     finally:
         log.chmod(0o600)
     assert "\n" not in message
     assert "permission" in message
+    assert str(log) in message  # the file it could not read, named
 
 
 @pytest.mark.parametrize(
@@ -333,6 +355,7 @@ def test_usage_errors(args: list[str], code: int, needle: str) -> None:
     assert "usage: kvtop" in message
 
 
+@pytest.mark.slow  # sets up the environment the way a fresh clone does
 def test_demo_script_without_a_terminal_prints_the_report() -> None:
     """The README's first command in CI or a pipe: the one-shot report, not a broken TUI."""
     result = subprocess.run(

@@ -45,6 +45,22 @@ async def follow(tmp_path: Path) -> AsyncIterator[Callable[..., Reader]]:
         await reader.stop()
 
 
+async def positioned_at(path: Path, offset: int) -> None:
+    """Wait until this process holds PATH open with its file position at OFFSET: what the
+    follower has seeked to or read up to, as the kernel tells it (/proc/self/fdinfo)."""
+    for _ in range(int(WAIT / POLL)):
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                same = os.readlink(f"/proc/self/fd/{fd}") == str(path)
+                info = Path(f"/proc/self/fdinfo/{fd}").read_text() if same else ""
+            except OSError:
+                continue
+            if f"pos:\t{offset}\n" in info:
+                return
+        await asyncio.sleep(POLL)
+    pytest.fail(f"the follower never stood at offset {offset} of {path}")
+
+
 def append(path: Path, data: bytes) -> None:
     with open(path, "ab") as fh:
         fh.write(data)
@@ -64,7 +80,7 @@ async def test_from_end_skips_old_text(tmp_path: Path, follow) -> None:
     log = tmp_path / "a.log"
     log.write_bytes(b"old\n")
     reader = follow(log, from_start=False)
-    await asyncio.sleep(POLL * 5)
+    await positioned_at(log, len(b"old\n"))  # opened and at the end: "new" comes after
     append(log, b"new\n")
     assert await reader.lines(1) == ["new\n"]
 
@@ -74,7 +90,8 @@ async def test_partial_line_held_until_newline(tmp_path: Path, follow) -> None:
     log.write_bytes(b"whole\npart")
     reader = follow(log)
     await reader.lines(1)
-    await asyncio.sleep(POLL * 5)
+    await positioned_at(log, len(b"whole\npart"))  # "part" was read, and is held back
+    await asyncio.sleep(POLL * 5)  # a few more rounds in which it could wrongly come out
     assert reader.got == ["whole\n"]
     append(log, b"ial\n")
     assert await reader.lines(2) == ["whole\n", "partial\n"]

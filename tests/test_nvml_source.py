@@ -7,7 +7,6 @@ child prints the readings as JSON and the assertions run here.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import subprocess
@@ -233,13 +232,18 @@ def test_device_count_drops_and_returns(fake_lib_dir: Path, tmp_path: Path) -> N
     assert back["gpus"][7]["status"] == "ok"
 
 
+def _system_has_nvml() -> bool:
+    """Whether the dynamic loader finds a libnvidia-ml.so.1 for a fresh process without our
+    fake: asked in a child, because this pytest process may already hold the fake library
+    (other tests load it under its soname with RTLD_GLOBAL, and dlopen then finds that one)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    probe = "import ctypes\ntry:\n    ctypes.CDLL('libnvidia-ml.so.1')\nexcept OSError:\n    raise SystemExit(1)"
+    return subprocess.run([sys.executable, "-c", probe], env=env, check=False).returncode == 0
+
+
 def test_library_missing(tmp_path: Path) -> None:
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        pass
-    else:
-        pytest.skip("a libnvidia-ml.so.1 is installed here: cannot simulate a missing library")
+    if _system_has_nvml():  # a machine with the NVIDIA driver: nothing to simulate here
+        pytest.skip("this machine has the NVIDIA driver's libnvidia-ml.so.1: it cannot be missing")
     first, second = run_scenario(
         """
         src = NvmlSource()
@@ -312,7 +316,7 @@ def test_hung_call_gives_stale_reading_without_blocking(fake_lib_dir: Path, tmp_
             write_state(
                 STATE,
                 gpus=one_gpu,
-                delays=[("nvmlDeviceGetMemoryInfo_v2", 2000), ("nvmlDeviceGetMemoryInfo", 2000)],
+                delays=[("nvmlDeviceGetMemoryInfo_v2", 4000), ("nvmlDeviceGetMemoryInfo", 4000)],
             )
             ticks = 0
 
@@ -359,8 +363,9 @@ def test_hung_call_gives_stale_reading_without_blocking(fake_lib_dir: Path, tmp_
         assert reading["gpus"] == fresh["gpus"]  # the previous reading, marked stale
     assert recovered["stale"] is False
     assert recovered["problem"] is None
-    # Loose timing: both answers came back well before the 2 s hang ended, and the event
-    # loop kept running while the worker thread was stuck in the driver.
-    assert timing["first"] < 1.8
-    assert timing["second"] < 0.5
+    # Behaviour, not speed: both answers came back long before the 4 s hang ended (the first
+    # after the 0.5 s call timeout, the second at once), with margins wide enough for a loaded
+    # 2-core machine, and the event loop kept running while the worker was stuck in the driver.
+    assert timing["first"] < 3.0
+    assert timing["second"] < 2.0
     assert timing["ticks"] >= 5

@@ -518,7 +518,7 @@ def _faulty(server: FakeSGLang, fault: str) -> str:
         "500 on /server_info",
         "500 on /metrics",
         "HTML body",
-        "timeout",
+        pytest.param("timeout", marks=pytest.mark.slow),  # waits out kvtop's fetch timeout
         "refused",
     ],
 )

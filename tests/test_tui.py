@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 from textual.command import CommandPalette
-from tui_support import Feed, demo_snapshot, log_snapshot, make_app, screen_text, utc
+from tui_support import Feed, demo_snapshot, log_snapshot, make_app, screen_text, until, utc
 
 from tui.screens.formula import FormulaScreen
 from tui.screens.gpu_detail import GpuDetailScreen
@@ -30,6 +30,18 @@ def _utc():
 
 def _selected(app) -> list[int]:
     return [i for i, row in enumerate(app.screen.query(GpuRow)) if row.has_class("-selected")]
+
+
+def _palette_highlight(app) -> str | None:
+    """The title (first line of the prompt) of the command palette's highlighted hit."""
+    from textual.command import CommandList
+
+    if not isinstance(app.screen, CommandPalette):
+        return None
+    hits = app.screen.query_one(CommandList)
+    if hits.highlighted is None:
+        return None
+    return str(hits.get_option_at_index(hits.highlighted).prompt).splitlines()[0]
 
 
 async def test_overview_shows_every_gpu_with_rank_bar_and_figures() -> None:
@@ -181,13 +193,18 @@ async def test_pause_freezes_the_display_and_resume_catches_up() -> None:
         await pilot.press("space")
         assert "PAUSED" in screen_text(app).splitlines()[0]
         app.feed.push(later)  # type: ignore[attr-defined]
-        await pilot.pause(0.2)
-        assert screen_text(app).splitlines()[2] == before
-        assert app.state.latest is later  # still collected while paused
+        await until(pilot, "the new snapshot collected", lambda: app.state.latest is later)
+        await pilot.pause()  # every repaint it could cause has run
+        assert screen_text(app).splitlines()[2] == before  # still collected, not shown
         await pilot.press("space")
-        await pilot.pause()
-        assert "PAUSED" not in screen_text(app).splitlines()[0]
-        assert screen_text(app).splitlines()[2] != before
+        await until(
+            pilot,
+            "the display to catch up after resuming",
+            lambda: (
+                "PAUSED" not in screen_text(app).splitlines()[0]
+                and screen_text(app).splitlines()[2] != before
+            ),
+        )
 
 
 async def test_interval_keys_change_the_feed_period() -> None:
@@ -242,10 +259,12 @@ async def test_help_and_command_palette() -> None:
         await pilot.pause()
         assert isinstance(app.screen, CommandPalette)
         await pilot.press(*"formula")
-        await pilot.pause(0.3)
+        # The palette searches in a worker: enter only once "Formula" is the highlighted hit.
+        await until(
+            pilot, "the palette to offer Formula", lambda: _palette_highlight(app) == "Formula"
+        )
         await pilot.press("enter")
-        await pilot.pause(0.3)
-        assert isinstance(app.screen, FormulaScreen)
+        await until(pilot, "the formula screen", lambda: isinstance(app.screen, FormulaScreen))
 
 
 async def test_q_exits_with_status_zero() -> None:
@@ -303,12 +322,11 @@ async def test_gpus_coming_and_going_add_and_remove_rows() -> None:
         await pilot.press("end")
         assert _selected(app) == [7]
         app.feed.push(fewer)  # type: ignore[attr-defined]
-        await pilot.pause(0.2)
-        assert len(app.screen.query(GpuRow)) == 5
-        assert _selected(app) == [4]
+        await until(pilot, "five rows", lambda: len(app.screen.query(GpuRow)) == 5)
+        await pilot.pause()
+        assert _selected(app) == [4]  # the selection moved onto the last GPU left
         app.feed.push(full)  # type: ignore[attr-defined]
-        await pilot.pause(0.2)
-        assert len(app.screen.query(GpuRow)) == 8
+        await until(pilot, "eight rows again", lambda: len(app.screen.query(GpuRow)) == 8)
 
 
 async def test_a_broken_feed_becomes_a_sentence_not_a_traceback() -> None:
@@ -320,8 +338,7 @@ async def test_a_broken_feed_becomes_a_sentence_not_a_traceback() -> None:
     app = make_app()
     app.feed = Broken()
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause(0.3)
-        assert app.state.problem is not None
+        await until(pilot, "the feed's failure", lambda: app.state.problem is not None)
         assert "journal reader exploded" in app.state.problem
         assert "restart kvtop" in app.state.problem
         assert "TP0" in screen_text(app)  # the last readings stay on screen

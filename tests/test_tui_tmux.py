@@ -113,23 +113,31 @@ def test_overview_detail_formula_quit(tmux: Tmux, tmp_path: Path) -> None:
     status = tmp_path / "status"
     tmux.new_session("main", kvtop_command(*DEMO, status_file=status))
 
-    screen = tmux.wait_for("main", "eight GPU rows TP0..TP7", eight_rows)
-    screen = tmux.wait_for("main", "`ready` on the status line", status_line_ready)
-    assert eight_rows(screen), screen
+    tmux.wait_for(
+        "main",
+        "eight GPU rows TP0..TP7 and `ready` on the status line",
+        lambda s: eight_rows(s) and status_line_ready(s),
+    )
 
     tmux.send("main", "Enter")
-    screen = tmux.wait_for("main", "GPU detail", lambda s: "phase waterfall" in s)
-    assert "breakdown" in screen, screen
+    tmux.wait_for(
+        "main",
+        "GPU detail with its breakdown",
+        lambda s: "phase waterfall" in s and "breakdown" in s,
+    )
 
     tmux.send("main", "Escape")
-    screen = tmux.wait_for(
+    tmux.wait_for(
         "main", "the overview again", lambda s: "phase waterfall" not in s and eight_rows(s)
     )
 
     tmux.send("main", "f")
-    screen = tmux.wait_for("main", "the formula modal", lambda s: "SGLang's KV sizing" in s)
-    interior = formula_interior(screen)
-    assert any("0.88" in line for line in interior), screen  # mem_fraction_static in the sums
+    # mem_fraction_static (0.88) in the modal's sums, not just its title
+    tmux.wait_for(
+        "main",
+        "the formula modal with 0.88 in its sums",
+        lambda s: "SGLang's KV sizing" in s and any("0.88" in line for line in formula_interior(s)),
+    )
 
     tmux.send("main", "Escape")
     tmux.wait_for(
@@ -141,20 +149,24 @@ def test_overview_detail_formula_quit(tmux: Tmux, tmp_path: Path) -> None:
     assert "Traceback" not in tmux.capture("main")
 
 
+def _consecutive_rows(screen: str) -> bool:
+    numbers = [i for i, line in enumerate(screen.splitlines()) if GPU_ROW.match(line)]
+    return eight_rows(screen) and numbers == list(range(numbers[0], numbers[0] + 8))
+
+
 def test_small_terminal_shows_all_rows(tmux: Tmux, tmp_path: Path) -> None:
     status = tmp_path / "status"
     tmux.new_session("small", kvtop_command(*DEMO, status_file=status), width=80, height=24)
-    screen = tmux.wait_for("small", "eight GPU rows at 80x24", eight_rows)
+    # One line per GPU: eight consecutive lines, each with its memory figures.
+    screen = tmux.wait_for("small", "eight consecutive GPU rows at 80x24", _consecutive_rows)
     lines = screen.splitlines()
     assert len(lines) <= 24
     assert all(len(line) <= 80 for line in lines), screen
-    # One line per GPU: eight consecutive lines, each with its memory figures.
-    numbers = [i for i, line in enumerate(lines) if GPU_ROW.match(line)]
-    assert numbers == list(range(numbers[0], numbers[0] + 8)), screen
     tmux.send("small", "q")
     assert wait_for_file(status, "exit status after q") == "0"
 
 
+@pytest.mark.slow  # runs the demo, then watches every process end
 def test_terminal_gone_exits_promptly(tmux: Tmux, tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     tmux.new_session("hup", kvtop_command(*DEMO, pid_file=pid_file))
@@ -174,10 +186,23 @@ def test_terminal_gone_exits_promptly(tmux: Tmux, tmp_path: Path) -> None:
     assert not left, f"still running 3 s after the terminal went away: {left}"
 
 
-def _row_lines(screen: str) -> str:
-    plain = SGR.sub("", screen)
+def _row_lines(screen: str) -> list[str]:
+    """The overview's GPU rows of a capture taken with escapes (matched on the plain text)."""
     lines = screen.splitlines()
-    return "\n".join(lines[i] for i, line in enumerate(plain.splitlines()) if GPU_ROW.match(line))
+    plain = SGR.sub("", screen).splitlines()
+    return [lines[i] for i, line in enumerate(plain) if GPU_ROW.match(line)]
+
+
+def _bars_drawn(screen: str) -> bool:
+    """Eight rows, each with its weights (█) and KV (▓) segments: the demo loads weights and
+    allocates the KV pool a few seconds in, so the rows appear before their segments do."""
+    plain = SGR.sub("", screen)
+    rows = [line for line in plain.splitlines() if GPU_ROW.match(line)]
+    return eight_rows(plain) and all("█" in line and "▓" in line for line in rows)
+
+
+def _chromatic(screen: str) -> set[tuple[int, ...]]:
+    return {c for c in foreground_colours("\n".join(_row_lines(screen))) if not is_grey(c)}
 
 
 def test_no_color_still_draws_bars(tmux: Tmux, tmp_path: Path) -> None:
@@ -185,18 +210,16 @@ def test_no_color_still_draws_bars(tmux: Tmux, tmp_path: Path) -> None:
     tmux.new_session(
         "mono", kvtop_command(*DEMO, env={"NO_COLOR": "1"}, status_file=tmp_path / "mono.status")
     )
-    screen = tmux.wait_for("mono", "eight GPU rows with NO_COLOR=1", eight_rows)
-    for line in screen.splitlines():
-        if GPU_ROW.match(line):
-            assert "█" in line and "▓" in line, line  # weights and KV segments still drawn
-    tmux.wait_for("colour", "eight GPU rows in colour", eight_rows)
-
-    mono_rows = _row_lines(tmux.capture("mono", escapes=True))
-    colour_rows = _row_lines(tmux.capture("colour", escapes=True))
-    chromatic = {c for c in foreground_colours(colour_rows) if not is_grey(c)}
+    # Both waits return the screen they matched, and the asserts below are about that screen.
+    mono = tmux.wait_for(
+        "mono", "eight rows with weights and KV segments, NO_COLOR=1", _bars_drawn, escapes=True
+    )
+    colour = tmux.wait_for(
+        "colour", "eight rows with weights and KV segments, colour", _bars_drawn, escapes=True
+    )
+    chromatic = _chromatic(colour)
     assert len(chromatic) >= 2, f"the colour run should colour its bar segments: {chromatic}"
-    mono_chromatic = {c for c in foreground_colours(mono_rows) if not is_grey(c)}
-    assert not mono_chromatic, f"NO_COLOR=1 still drew colours {mono_chromatic}"
+    assert not _chromatic(mono), f"NO_COLOR=1 still drew colours {_chromatic(mono)}"
 
 
 def test_term_dumb_is_refused_with_one_sentence(tmux: Tmux, tmp_path: Path) -> None:
@@ -231,6 +254,7 @@ def _thread_waits(pid: int) -> dict[int, tuple[str, int]]:
     return out
 
 
+@pytest.mark.slow  # watches the input thread for 2 s
 def test_input_thread_sleeps_while_nobody_types(tmux: Tmux, tmp_path: Path) -> None:
     """Textual's stock input thread wakes 10 times a second; kvtop's (tui/quiet_driver.py)
     blocks until a key comes, and keys, a lone Escape and quitting still work."""
@@ -239,12 +263,19 @@ def test_input_thread_sleeps_while_nobody_types(tmux: Tmux, tmp_path: Path) -> N
     pid = int(wait_for_file(pid_file, "kvtop's pid"))
     tmux.wait_for("quiet", "eight GPU rows", eight_rows)
     # The input thread is the one waiting in select() (the event loop waits in epoll, the
-    # others on futexes); the kernel shows select's wait as poll_schedule_timeout.
-    selecting = [
-        t
-        for t, (wchan, _) in _thread_waits(pid).items()
-        if "select" in wchan or "poll_schedule" in wchan
-    ]
+    # others on futexes); the kernel shows select's wait as poll_schedule_timeout. A thread
+    # caught running at the instant of reading shows no wait channel: poll until exactly one
+    # thread is seen in select.
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        selecting = [
+            t
+            for t, (wchan, _) in _thread_waits(pid).items()
+            if "select" in wchan or "poll_schedule" in wchan
+        ]
+        if len(selecting) == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(POLL_S)
     assert len(selecting) == 1, _thread_waits(pid)
     (tid,) = selecting
     before = _thread_waits(pid)[tid][1]

@@ -83,13 +83,21 @@ class Tmux:
             self.socket_path = ""
 
     def wait_for(
-        self, name: str, what: str, predicate: Callable[[str], bool], deadline_s: float = 20.0
+        self,
+        name: str,
+        what: str,
+        predicate: Callable[[str], bool],
+        deadline_s: float = 20.0,
+        *,
+        escapes: bool = False,
     ) -> str:
-        """Poll the pane until predicate(screen) holds; TmuxError with the last screen if not."""
+        """Poll the pane until predicate(screen) holds and return that very screen (with SGR
+        escapes if asked), so a caller asserts on what was waited for; TmuxError with the last
+        screen if it never holds."""
         deadline = time.monotonic() + deadline_s
         screen = ""
         while time.monotonic() < deadline:
-            screen = self.capture(name)
+            screen = self.capture(name, escapes=escapes)
             if "Traceback" in screen:
                 raise TmuxError(f"traceback in the pane:\n{screen}")
             if predicate(screen):

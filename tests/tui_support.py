@@ -6,9 +6,10 @@ test decides exactly what is on screen and when it changes. Everything else is t
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -69,3 +70,16 @@ def screen_text(app: KvtopApp) -> str:
     """What the terminal shows now, as plain text (the compositor's own strips)."""
     strips = app.screen._compositor.render_strips()
     return "\n".join("".join(seg.text for seg in strip).rstrip() for strip in strips)
+
+
+async def until(pilot, what: str, predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    """Let the app run until predicate() holds, then return: a test that must wait waits for
+    the very condition it asserts next. Fails naming WHAT, with the screen, if it never holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(
+                f"no {what} within {timeout_s:g} s; screen:\n{screen_text(pilot.app)}"
+            )
+        await pilot.pause(0.02)
