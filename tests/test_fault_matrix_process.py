@@ -30,7 +30,7 @@ import pytest
 from fake_nvml import LIB_NAME, STATE_ENV, gcc_path
 from fault_host import API_KEY, FRESH, FaultHost, preload_fake_nvml, wait_screen
 from journal_tools import invocation, journal_remote_missing, sglang_entries, write_journal
-from tmux_tools import Tmux, alive, descendants, foreground_colours, is_grey, private_server
+from tmux_tools import SGR, Tmux, alive, descendants, foreground_colours, is_grey, private_server
 
 from tui.app import KvtopApp
 
@@ -174,7 +174,7 @@ AS_NOBODY = textwrap.dedent(
         app = KvtopApp(session, source_label="journal", host_name="gpu-host")
         async with app.run_test(size=(120, 40)) as pilot:
             flat = lambda t: re.sub(r"\\s+", " ", t)
-            say("denied", await until(app, pilot, lambda t: "permission denied" in flat(t)))
+            say("denied", await until(app, pilot, lambda t: "◐journal" in t and "permission denied" in flat(t)))
             sys.stdin.readline()  # the parent made the files readable
             say("granted", await until(app, pilot, lambda t: "●journal" in t and "ready" in t))
 
@@ -297,11 +297,18 @@ async def test_terminal_resize_and_back(host: FaultHost, size: tuple[int, int]) 
 @needs_tmux
 def test_terminal_no_color_on_real_sources(host: FaultHost, tmux: Tmux, fake_lib: Path) -> None:
     tmux.new_session("mono", kvtop_line(host, env={"NO_COLOR": "1"}, lib_dir=fake_lib.parent))
-    tmux.wait_for("mono", "eight rows", lambda s: len(GPU_ROW.findall(s)) == 8 and "●NVML" in s)
-    coloured = tmux.capture("mono", escapes=True)
+    # The screen waited for is the one asserted on: eight rows whose bars show the KV segment
+    # (readable by its glyph) on live NVML; then none of it may be in colour.
+    coloured = tmux.wait_for(
+        "mono",
+        "eight rows with their KV segments on live NVML",
+        lambda s: (
+            len(GPU_ROW.findall(SGR.sub("", s))) == 8 and "●NVML" in SGR.sub("", s) and "▓" in s
+        ),
+        escapes=True,
+    )
     chromatic = sorted(c for c in foreground_colours(coloured) if not is_grey(c))
     assert not chromatic, f"NO_COLOR=1 still draws colours {chromatic}"
-    assert "▓" in coloured  # the bars stay readable by their glyphs
     tmux.send("mono", "q")
 
 
