@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from tui.sglang.bounds import MAX_COUNT, MAX_GIB, refusal
 from tui.sglang.control_chars import make_visible
 from tui.sglang.server_args import ServerArgs, server_args_from_mapping
 
@@ -71,10 +72,9 @@ _WANTED: Final = frozenset({*_SCALAR_RULES, _CACHE_CONFIG, _GRAPH_MEMORY, _START
 
 _ESCAPES: Final = {"\\": "\\", '"': '"', "n": "\n"}
 
-# Every family read here is a count, a size, a ratio or a duration: never negative, and beyond
-# these bounds no server reports a value (1e15 tokens; a million GiB).
-MAX_VALUE: Final = 1e15
-MAX_GIB: Final = 1e6
+# Every family read here is a count, a size, a ratio or a duration: never negative, and within
+# the bounds of bounds.py (the log parser's too).
+MAX_VALUE: Final = MAX_COUNT
 MAX_REJECTED: Final = 20
 _RATIOS: Final = frozenset(
     {"token_usage", "full_token_usage", "swa_token_usage", "cache_hit_rate", "spec_accept_rate"}
@@ -377,15 +377,10 @@ def parse_exposition(text: str) -> MetricsSample:
 
 def _refusal(name: str, value: float) -> str | None:
     """Why a gauge value cannot be a real reading, or None when it can."""
-    if not math.isfinite(value):
-        return "not a finite number"
-    if value < 0:
-        return "negative"
-    if value > (MAX_GIB if name.endswith("_gb") else MAX_VALUE):
-        return "out of range"
-    if name in _RATIOS and value > 1:
+    why = refusal(value, MAX_GIB if name.endswith("_gb") else MAX_VALUE)
+    if why is None and name in _RATIOS and value > 1:
         return "a ratio above 1"
-    return None
+    return why
 
 
 def _aggregate(
@@ -464,13 +459,8 @@ class _Checker:
             number = float(value)
         except OverflowError:
             number = math.inf
-        if not math.isfinite(number):
-            why = "not a finite number"
-        elif number < 0:
-            why = "negative"
-        elif number > limit:
-            why = "out of range"
-        else:
+        why = refusal(number, limit)
+        if why is None:
             return number
         self.refuse(where, value, why)
         return None
