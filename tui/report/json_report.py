@@ -5,6 +5,7 @@ from __future__ import annotations
 from tui.model.analysis import Analysis
 from tui.model.deployment import GpuView, Snapshot
 from tui.model.memory import MemoryBreakdown
+from tui.sglang.events import RANK_TAGS
 from tui.sglang.startup import ModelMemory, RankStartup
 
 SCHEMA = "kvtop/1"
@@ -53,12 +54,7 @@ def _rank_json(rank: RankStartup) -> dict[str, object]:
     draft = rank.draft if rank.draft is not None and rank.draft.seen else None
     return {
         "rank": rank.rank,
-        "dp": rank.dp,
-        "pp": rank.pp,
-        "attn_cp": rank.attn_cp,
-        "moe_dp": rank.moe_dp,
-        "tp": rank.tp,
-        "ep": rank.ep,
+        **dict(zip(RANK_TAGS, rank.tags.values(), strict=True)),
         "target": _model_json(rank.target),
         "draft": None if draft is None else _model_json(draft),
         "host_kv_gb": rank.host_kv_gb,
