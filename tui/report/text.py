@@ -9,6 +9,7 @@ from rich.text import Text
 from tui import fmt
 from tui.model.analysis import Analysis
 from tui.model.deployment import Snapshot
+from tui.model.kv_usage import load_from_batch, load_from_metrics, load_line
 from tui.model.sizing import SAFE_HEADROOM_GIB
 from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import RankStartup
@@ -282,11 +283,8 @@ def render(report: Analysis) -> Group:
             Text(""),
             _text(
                 f"latest batch line ({last.prefix.rank or 'single'} {last.prefix.time_text}): "
-                f"{fmt.count(last.tokens)} tokens in use, usage {fmt.number(last.token_usage)}, "
-                f"{fmt.count(last.running_reqs)} running, {fmt.count(last.queued_reqs)} queued, "
-                f"{fmt.number(last.gen_throughput)} tok/s"
-                + (f", accept len {last.accept_len:.2f}" if last.accept_len is not None else "")
-                + f" · {startup.batch_lines:,} batch lines in the log"
+                f"{fmt.count(last.tokens)} tokens in use, usage {fmt.number(last.token_usage)} · "
+                f"{load_line(load_from_batch(last))} · {startup.batch_lines:,} batch lines in the log"
             ),
         ]
     return Group(*parts)
@@ -356,18 +354,10 @@ def _metrics_line(snapshot: Snapshot) -> Text | None:
     m = snapshot.metrics
     if m is None:
         return None
-    parts = [
-        f"KV {fmt.count(m.used_tokens)} / {fmt.count(m.max_total_num_tokens)} tokens"
-        + (f" ({m.token_usage:.0%})" if m.token_usage is not None else ""),
-        f"{fmt.count(m.running_requests)} running",
-        f"{fmt.count(m.queued_requests)} queued",
-        f"{fmt.number(m.gen_throughput, 1)} tok/s",
-    ]
-    if m.cache_hit_rate is not None:
-        parts.append(f"hit {m.cache_hit_rate:.0%}")
-    if m.spec_accept_length is not None:
-        parts.append(f"accept len {m.spec_accept_length:.2f}")
-    return _text("metrics: " + " · ".join(parts))
+    pool = f"KV {fmt.count(m.used_tokens)} / {fmt.count(m.max_total_num_tokens)} tokens" + (
+        f" ({m.token_usage:.0%})" if m.token_usage is not None else ""
+    )
+    return _text(f"metrics: {pool} · {load_line(load_from_metrics(m))}")
 
 
 def render_snapshot(snapshot: Snapshot) -> Group:
