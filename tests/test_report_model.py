@@ -13,8 +13,7 @@ from conftest import STORY_LOG
 from rich.console import Console
 
 from tui.model.analysis import analyse
-from tui.model.deployment import build_snapshot
-from tui.model.kv_usage import kv_usage, load_line
+from tui.model.kv_usage import load_from_batch, load_line
 from tui.report.json_report import to_json
 from tui.report.text import print_report
 from tui.sglang.story import fold_lines
@@ -133,23 +132,10 @@ def test_text_report_shows_a_dash_for_a_nan_or_inf_figure() -> None:
 
 
 def test_report_and_kv_panel_say_the_load_in_the_same_words() -> None:
-    """One load line (kv_usage.load_line): the report's batch line and the live KV panel."""
+    """One load line (kv_usage.load_line) for the report's batch line and the live KV panel."""
     report = story()
-    snapshot = build_snapshot(
-        report,
-        taken_at=0.0,
-        nvml=None,
-        process_ranks={},
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(),
-    )
-    usage = kv_usage(snapshot)
-    assert usage.source.startswith("log: decode batch")
-    line = load_line(usage.load)
+    line = load_line(load_from_batch(report.startup.latest_batch["TP0"]))
     assert line == "12 running · 0 queued · 512 tok/s · accept 2.81"
     out = io.StringIO()
     print_report(report, Console(file=out, width=400, highlight=False, soft_wrap=False))
-    assert f"usage 0.30 · {line} · " in out.getvalue()
+    assert f"usage 0.30 · {line} · 64 batch lines" in out.getvalue()

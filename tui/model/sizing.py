@@ -67,6 +67,32 @@ class SizingInputs:
     headroom_after_graphs_gib: float | None
     context_len: int | None
 
+    def what_if(self, mfs: float) -> formula.WhatIf:
+        """SGLang's pool at `mfs`, anchored on the logged token count (see formula.what_if)."""
+        return formula.what_if(
+            mfs,
+            pre_load_free_gib=self.pre_load_free_gib,
+            post_load_free_gib=self.post_load_free_gib,
+            cell_size_bytes=self.cell_size_bytes,
+            current_tokens=self.tokens,
+            page_size=self.page_size,
+            max_total_tokens=self.max_total_tokens,
+            headroom_after_graphs_gib=self.headroom_after_graphs_gib,
+            context_len=self.context_len,
+            mem_fraction_static_current=self.mem_fraction_static,
+        )
+
+    def mfs_for_requests(self, count: int, length: int) -> float:
+        """The mem_fraction_static `count` requests of `length` tokens need (above 1: never)."""
+        return formula.mfs_for_requests(
+            count,
+            length,
+            self.pre_load_free_gib,
+            self.post_load_free_gib,
+            self.cell_size_bytes,
+            self.page_size,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class SizingExplanation:
@@ -307,47 +333,29 @@ def _budget(startup: Startup) -> _Budget:
     )
 
 
-def _pre_load_free_step(budget: _Budget) -> Step | None:
-    if budget.pre_load_free_gib is None:
-        return None
-    how = f"free GPU memory before weights, minimum over {budget.pre_ranks} rank(s)"
-    if budget.pre_estimated:
-        how += " (where `Load weight begin` is missing: free after + weights)"
-    return Step("pre-load free", how, _gib(budget.pre_load_free_gib))
-
-
-def _post_load_free_step(budget: _Budget) -> Step | None:
-    if budget.post_load_free_gib is None:
-        return None
-    how = f"free GPU memory after weights, minimum over {budget.post_ranks} rank(s)"
-    return Step("post-load free", how, _gib(budget.post_load_free_gib))
-
-
-def _reserve_step(budget: _Budget) -> Step | None:
-    reserve = budget.reserve_gib
-    if reserve is None:
-        return None
-    how = f"pre-load free × (1 − mfs) = {budget.pre_load_free_gib:.2f} × (1 − {budget.mfs:g})"
-    return Step("reserve", how, _gib(reserve))
-
-
-def _rest_step(budget: _Budget) -> Step | None:
-    rest = budget.rest_gib
-    if rest is None:
-        return None
-    how = f"post-load free − reserve = {budget.post_load_free_gib:.2f} − {budget.reserve_gib:.2f}"
-    return Step("rest for KV", how, _gib(rest))
-
-
-def _min_viable_step(budget: _Budget) -> Step | None:
-    pre, post = budget.pre_load_free_gib, budget.post_load_free_gib
-    if pre is None or post is None or pre <= 0:
-        return None
-    return Step(
-        "minimum viable mfs",
-        f"1 − post-load free / pre-load free = 1 − {post:.2f} / {pre:.2f}",
-        f"{formula.min_viable_mfs(pre, post):.4f}",
-    )
+def _budget_steps(budget: _Budget) -> list[Step]:
+    """From the two free-memory readings to the reserve, the rest for KV and the minimum mfs."""
+    pre, post, mfs = budget.pre_load_free_gib, budget.post_load_free_gib, budget.mfs
+    reserve, rest = budget.reserve_gib, budget.rest_gib
+    steps: list[Step] = []
+    if pre is not None:
+        how = f"free GPU memory before weights, minimum over {budget.pre_ranks} rank(s)"
+        if budget.pre_estimated:
+            how += " (where `Load weight begin` is missing: free after + weights)"
+        steps.append(Step("pre-load free", how, _gib(pre)))
+    if post is not None:
+        how = f"free GPU memory after weights, minimum over {budget.post_ranks} rank(s)"
+        steps.append(Step("post-load free", how, _gib(post)))
+    if reserve is not None:
+        how = f"pre-load free × (1 − mfs) = {pre:.2f} × (1 − {mfs:g})"
+        steps.append(Step("reserve", how, _gib(reserve)))
+    if rest is not None:
+        how = f"post-load free − reserve = {post:.2f} − {reserve:.2f}"
+        steps.append(Step("rest for KV", how, _gib(rest)))
+    if pre is not None and post is not None and pre > 0:
+        how = f"1 − post-load free / pre-load free = 1 − {post:.2f} / {pre:.2f}"
+        steps.append(Step("minimum viable mfs", how, f"{formula.min_viable_mfs(pre, post):.4f}"))
+    return steps
 
 
 def _cell_size_step(cell: CellSize | None) -> Step | None:
@@ -440,37 +448,23 @@ def _sizing_inputs(
     )
 
 
-def _what_ifs(inputs: SizingInputs, extra_mfs: Sequence[float]) -> tuple[formula.WhatIf, ...]:
-    return tuple(
-        formula.what_if(
-            value,
-            pre_load_free_gib=inputs.pre_load_free_gib,
-            post_load_free_gib=inputs.post_load_free_gib,
-            cell_size_bytes=inputs.cell_size_bytes,
-            current_tokens=inputs.tokens,
-            page_size=inputs.page_size,
-            max_total_tokens=inputs.max_total_tokens,
-            headroom_after_graphs_gib=inputs.headroom_after_graphs_gib,
-            context_len=inputs.context_len,
-            mem_fraction_static_current=inputs.mem_fraction_static,
-        )
-        for value in what_if_values(inputs.mem_fraction_static, extra_mfs)
-    )
+def _what_ifs(
+    inputs: SizingInputs | None, extra_mfs: Sequence[float]
+) -> tuple[formula.WhatIf, ...]:
+    if inputs is None:
+        return ()
+    values = what_if_values(inputs.mem_fraction_static, extra_mfs)
+    return tuple(inputs.what_if(value) for value in values)
 
 
-def _requests_steps(inputs: SizingInputs, request_len: int | None) -> tuple[Step, ...]:
+def _requests_steps(inputs: SizingInputs | None, request_len: int | None) -> tuple[Step, ...]:
     """The mem_fraction_static 1, 4 and 16 requests of the context length (and the user's) need."""
+    if inputs is None:
+        return ()
     steps = []
     for length in [n for n in (inputs.context_len, request_len) if n]:
         for count in (1, 4, 16):
-            need = formula.mfs_for_requests(
-                count,
-                length,
-                inputs.pre_load_free_gib,
-                inputs.post_load_free_gib,
-                inputs.cell_size_bytes,
-                inputs.page_size,
-            )
+            need = inputs.mfs_for_requests(count, length)
             verdict = f"{need:.3f}" if need <= 1 else "impossible on these GPUs"
             steps.append(
                 Step(
@@ -505,14 +499,7 @@ def explain(
     budget = _budget(startup)
     cell = choice.cell
     tokens = rank.target.kv_tokens
-    steps = [
-        _pre_load_free_step(budget),
-        _post_load_free_step(budget),
-        _reserve_step(budget),
-        _rest_step(budget),
-        _min_viable_step(budget),
-        _cell_size_step(cell),
-    ]
+    steps = [*_budget_steps(budget), _cell_size_step(cell)]
     notes = [f"cell size {choice.note}"]
     if budget.mfs is None:
         notes.append("mem_fraction_static is unknown (no server_args line): reserve not computed.")
@@ -533,8 +520,8 @@ def explain(
         reserve_spent=spent,
         free_after_pool_gib=rank.target.avail_after_pool_gib,
         free_after_startup_gib=headroom,
-        what_ifs=_what_ifs(inputs, what_if_mfs) if inputs is not None else (),
-        reverse=_requests_steps(inputs, request_len) if inputs is not None else (),
+        what_ifs=_what_ifs(inputs, what_if_mfs),
+        reverse=_requests_steps(inputs, request_len),
         draft_rule=formula.draft_budget_rule(version) if startup.speculative else None,
         notes=tuple(note for note in notes if note is not None),
         inputs=inputs,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from tui.model.analysis import Analysis
 from tui.model.deployment import GpuView, Snapshot
 from tui.model.formula import DraftBudgetRule, WhatIf
@@ -122,19 +124,15 @@ def _summary_json(summary: Summary | None) -> dict[str, object]:
     return {name: getattr(summary, name) if summary else None for name in _SUMMARY_FIELDS}
 
 
+# RankSizing's fields as they are, but these rounded to so many digits.
+_SIZING_DIGITS = {"reserve_gib": 4, "rest_gib": 4, "cell_size_bytes": 2}
+
+
 def _sizing_json(sizing: RankSizing) -> dict[str, object]:
-    return {
-        "rank": sizing.rank,
-        "mem_fraction_static": sizing.mem_fraction_static,
-        "pre_load_free_gib": sizing.pre_load_free_gib,
-        "post_load_free_gib": sizing.post_load_free_gib,
-        "reserve_gib": _r(sizing.reserve_gib),
-        "rest_gib": _r(sizing.rest_gib),
-        "cell_size_bytes": _r(sizing.cell_size_bytes, 2),
-        "cell_size_source": sizing.cell_size_source,
-        "predicted_tokens": sizing.predicted_tokens,
-        "actual_tokens": sizing.actual_tokens,
-    }
+    data: dict[str, object] = {f.name: getattr(sizing, f.name) for f in fields(RankSizing)}
+    for name, digits in _SIZING_DIGITS.items():
+        data[name] = _r(getattr(sizing, name), digits)
+    return data
 
 
 def _what_if_json(what_if: WhatIf) -> dict[str, object]:

@@ -117,33 +117,27 @@ def _rejected(report: Analysis) -> Group | None:
     return Group(_text(title, style="bold"), *(_text(f"  {line}") for line in lines))
 
 
+# The memory table's columns, each with the MemoryBreakdown field it shows (GiB).
+_MEMORY_COLUMNS = (
+    ("pre-load free", "pre_load_free_gib"),
+    ("weights", "weights_gib"),
+    ("KV", "kv_cache_gib"),
+    ("draft w", "draft_weights_gib"),
+    ("draft KV", "draft_kv_gib"),
+    ("graphs", "graphs_gib"),
+    ("other", "startup_other_gib"),
+    ("free", "free_after_startup_gib"),
+    ("reserve", "reserve_gib"),
+)
+
+
 def _memory_table(report: Analysis) -> Group:
-    table = _table(
-        "rank",
-        "pre-load free",
-        "weights",
-        "KV",
-        "draft w",
-        "draft KV",
-        "graphs",
-        "other",
-        "free",
-        "reserve",
-        "host KV GB",
-    )
+    table = _table("rank", *(title for title, _ in _MEMORY_COLUMNS), "host KV GB")
     hosts = {r.rank: r.host_kv_gb for r in report.ranks}
     for b in report.breakdowns:
         table.add_row(
             _text(b.rank or "(single)"),
-            fmt.number(b.pre_load_free_gib),
-            fmt.number(b.weights_gib),
-            fmt.number(b.kv_cache_gib),
-            fmt.number(b.draft_weights_gib),
-            fmt.number(b.draft_kv_gib),
-            fmt.number(b.graphs_gib),
-            fmt.number(b.startup_other_gib),
-            fmt.number(b.free_after_startup_gib),
-            fmt.number(b.reserve_gib),
+            *(fmt.number(getattr(b, name)) for _, name in _MEMORY_COLUMNS),
             fmt.number(hosts.get(b.rank)),
         )
     return _titled("Memory per rank (GiB, from the log)", table)
