@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from collections.abc import Iterable
 
 import pytest
@@ -22,6 +21,7 @@ from tui.report.json_report import to_json
 from tui.report.text import print_report
 from tui.sglang import events as ev
 from tui.sglang.log_line import MAX_LINE_CHARS, parse_line
+from tui.sglang.metrics import parse_exposition
 from tui.sglang.story import fold_lines
 
 HOSTILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -590,7 +590,33 @@ def test_batch_lines_with_hostile_values() -> None:
     assert batch["running_reqs"] == 299
     assert batch["token_usage"] is None
     assert batch["gen_throughput"] is None
-    assert math.isclose(batch["accept_len"], -3.0)
+    assert batch["accept_len"] is None  # negative: refused, as /metrics refuses it
+
+
+def test_negative_batch_value_is_refused_like_the_metrics_parser_does() -> None:
+    """One rule (bounds.py) for both parsers: a negative rate is no reading, and says so."""
+    event = parse_line(
+        f"{P0}Decode batch. #running-req: 3, #token: 900, token usage: 0.10, "
+        "gen throughput (token/s): -12.5, accept len: 2.50, #queue-req: 0, "
+    )
+    assert isinstance(event, ev.BatchStats)
+    assert event.gen_throughput is None and event.accept_len == 2.5
+    assert event.rejected == ("gen throughput (token/s): -12.5 (negative)",)
+    scraped = parse_exposition('sglang:gen_throughput{tp_rank="0"} -12.5')
+    assert "gen_throughput" not in scraped.values
+    assert scraped.rejected == ('sglang:gen_throughput{tp_rank="0"} -12.5 (negative)',)
+    data = _report_everything(
+        [
+            *_story(),
+            f"{P0}Decode batch. #running-req: 3, #token: 900, "
+            "gen throughput (token/s): -12.5, #queue-req: 0, ",
+        ]
+    )
+    rejected = data["rejected_values"]
+    assert isinstance(rejected, dict)
+    assert [v["value"] for v in rejected["values"]] == [
+        "gen throughput (token/s): -12.5 (negative)"
+    ]
 
 
 # --------------------------------------------------------------------------- inputs that once crashed the report

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
+import math
 from pathlib import Path
 
 import pytest
 from conftest import STORY_LOG
+from rich.console import Console
 
 from tui.model.analysis import analyse
+from tui.model.kv_usage import load_from_batch, load_line
 from tui.report.json_report import to_json
+from tui.report.text import print_report
 from tui.sglang.story import fold_lines
 
 KIMI_CONFIG = {
@@ -108,3 +114,28 @@ def test_json_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert sizing["rank"] == "TP0" and sizing["cell_size_source"] == "inferred"
     assert sizing["reserve_gib"] == pytest.approx(11.18, abs=0.01)
     assert data["host_kv"] == {"per_rank_gb": 44.77, "total_gb": 358.16, "ranks": 8}
+
+
+def test_text_report_shows_a_dash_for_a_nan_or_inf_figure() -> None:
+    """The report and the widgets share tui/fmt.py: a non-finite number is unknown, not 'nan'."""
+    report = story()
+    first = report.breakdowns[0]
+    assert first.weights_gib is not None and math.isfinite(first.weights_gib)
+    broken = dataclasses.replace(first, weights_gib=math.nan, kv_cache_gib=math.inf)
+    report = dataclasses.replace(report, breakdowns=(broken, *report.breakdowns[1:]))
+    out = io.StringIO()
+    print_report(report, Console(file=out, width=200, highlight=False, soft_wrap=False))
+    text = out.getvalue()
+    row = next(line for line in text.splitlines() if line.startswith(first.rank + " "))
+    assert "nan" not in text.lower() and "inf" not in row
+    assert row.split()[2:4] == ["—", "—"]  # weights and KV columns
+
+
+def test_report_and_kv_panel_say_the_load_in_the_same_words() -> None:
+    """One load line (kv_usage.load_line) for the report's batch line and the live KV panel."""
+    report = story()
+    line = load_line(load_from_batch(report.startup.latest_batch["TP0"]))
+    assert line == "12 running · 0 queued · 512 tok/s · accept 2.81"
+    out = io.StringIO()
+    print_report(report, Console(file=out, width=400, highlight=False, soft_wrap=False))
+    assert f"usage 0.30 · {line} · 64 batch lines" in out.getvalue()

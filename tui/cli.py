@@ -216,60 +216,66 @@ def run_once(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
-        return int(exc.code or 0)
-    if args.json and not args.once:
-        return _usage_error(parser, "--json goes with --once")
-    if args.what_if and any(not 0 < v < 1 for v in args.what_if):
-        return _usage_error(
-            parser, "--what-if takes a mem_fraction_static between 0 and 1, e.g. 0.9"
-        )
-    if args.request_len is not None and not 1 <= args.request_len <= MAX_REQUEST_LEN:
-        return _usage_error(
-            parser, f"--request-len takes a number of tokens from 1 to {MAX_REQUEST_LEN:,}"
-        )
-    if not (math.isfinite(args.demo_speed) and 0 < args.demo_speed <= 10_000):
-        return _usage_error(parser, "--demo-speed takes a factor above 0, up to 10000")
-    if not 0.1 <= args.interval <= 3600:
-        return _usage_error(parser, "--interval takes seconds from 0.1 to 3600")
-    if args.journal_dir and not args.unit:
-        return _usage_error(parser, "--journal-dir goes with --unit NAME")
-    if sum(bool(x) for x in (args.log_file, args.unit, args.demo)) > 1:
-        return _usage_error(parser, "give one of --log-file, --unit or --demo")
-    if args.url is not None:
+def _option_problem(args: argparse.Namespace) -> str | None:
+    """The first option (or combination) kvtop cannot run with, in words; None when all can."""
+    rules = (
+        (args.json and not args.once, "--json goes with --once"),
+        (
+            any(not 0 < v < 1 for v in args.what_if),
+            "--what-if takes a mem_fraction_static between 0 and 1, e.g. 0.9",
+        ),
+        (
+            args.request_len is not None and not 1 <= args.request_len <= MAX_REQUEST_LEN,
+            f"--request-len takes a number of tokens from 1 to {MAX_REQUEST_LEN:,}",
+        ),
+        (
+            not (math.isfinite(args.demo_speed) and 0 < args.demo_speed <= 10_000),
+            "--demo-speed takes a factor above 0, up to 10000",
+        ),
+        (not 0.1 <= args.interval <= 3600, "--interval takes seconds from 0.1 to 3600"),
+        (bool(args.journal_dir and not args.unit), "--journal-dir goes with --unit NAME"),
+        (
+            sum(bool(x) for x in (args.log_file, args.unit, args.demo)) > 1,
+            "give one of --log-file, --unit or --demo",
+        ),
+    )
+    problem = next((message for broken, message in rules if broken), None)
+    if problem is None and args.url is not None:
         from tui.server_url import url_problem
 
         problem = url_problem(args.url)
-        if problem is not None:
-            return _usage_error(parser, problem)
-    if not args.once:
-        if args.log_file == "-":
-            return _usage_error(
-                parser,
-                "the live view reads keys from the terminal, so it cannot read the log from "
-                "stdin: give --log-file PATH or --unit NAME (stdin works with --once)",
-            )
-        if os.environ.get("TERM", "") in ("dumb", "unknown"):
-            # Textual would draw anyway, sending escape codes such a terminal prints as garbage.
-            print(
-                "kvtop: TERM=dumb cannot draw the live view: use --once (or TERM=xterm-256color).",
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
-        if not (sys.stdin.isatty() and sys.stdout.isatty()):
-            return _usage_error(
-                parser,
-                "the live view needs a terminal; for a pipe or a script use --once "
-                "(add --json for machine-readable output)",
-            )
-        try:
-            return run_live(args)
-        except KeyboardInterrupt:
-            return EXIT_OK
+    return problem
+
+
+def _main_live(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The live view, when this terminal can show it."""
+    if args.log_file == "-":
+        return _usage_error(
+            parser,
+            "the live view reads keys from the terminal, so it cannot read the log from "
+            "stdin: give --log-file PATH or --unit NAME (stdin works with --once)",
+        )
+    if os.environ.get("TERM", "") in ("dumb", "unknown"):
+        # Textual would draw anyway, sending escape codes such a terminal prints as garbage.
+        print(
+            "kvtop: TERM=dumb cannot draw the live view: use --once (or TERM=xterm-256color).",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return _usage_error(
+            parser,
+            "the live view needs a terminal; for a pipe or a script use --once "
+            "(add --json for machine-readable output)",
+        )
+    try:
+        return run_live(args)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _main_once(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """One report; a bug becomes one sentence, not a traceback (which could quote input)."""
     if not (args.log_file or args.demo or args.unit or args.url):
         return _usage_error(
             parser,
@@ -282,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # a bug: one sentence, not a traceback (which could quote input)
+    except Exception as exc:
         if os.environ.get("KVTOP_DEBUG"):
             raise
         print(
@@ -291,3 +297,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_UNREADABLE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        return int(exc.code or 0)
+    problem = _option_problem(args)
+    if problem is not None:
+        return _usage_error(parser, problem)
+    return _main_once(parser, args) if args.once else _main_live(parser, args)

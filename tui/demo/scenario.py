@@ -87,21 +87,51 @@ class _Story(NamedTuple):
     key_load: tuple[_Load, ...]
 
 
-@functools.cache
-def _story() -> _Story:
+def _story_lines() -> list[str]:
     # Bytes split on "\n" only: the content is released byte for byte (tqdm's "\r" included).
     raw = resources.files("tui.data").joinpath(LOG_NAME).read_bytes().decode("utf-8")
     lines = raw.split("\n")
     if lines and not lines[-1]:
         lines.pop()
+    return lines
+
+
+def _line_times(lines: list[str]) -> list[datetime | None]:
+    """Each line's time; unstamped lines (tqdm, warnings) inherit the previous line's time."""
     stamps: list[datetime | None] = []
     last: datetime | None = None
-    for line in lines:  # unstamped lines (tqdm, warnings) inherit the previous line's time
+    for line in lines:
         match = _STAMP_RE.search(line)
         if match:
             stamp = datetime.strptime(match.group(1), _STAMP_FMT)
             last = stamp if last is None or stamp > last else last
         stamps.append(last)
+    return stamps
+
+
+def _next_load(load: _Load, event: BatchStats) -> _Load:
+    """The load after one batch line: what it logged, the rest carried over from before."""
+    hit = load.hit
+    if event.kind == "prefill":
+        new, cached = event.new_tokens or 0, event.cached_tokens or 0
+        hit = cached / (new + cached) if new + cached else hit
+    tokens = event.tokens
+    if tokens is None:
+        tokens = round((event.token_usage or 0.0) * POOL_TOKENS)
+    return _Load(
+        event.running_reqs or 0,
+        event.queued_reqs or 0,
+        tokens,
+        load.accept if event.accept_len is None else event.accept_len,
+        load.throughput if event.gen_throughput is None else event.gen_throughput,
+        round(hit, 4),
+    )
+
+
+@functools.cache
+def _story() -> _Story:
+    lines = _story_lines()
+    stamps = _line_times(lines)
     first = next(s for s in stamps if s is not None)
     ready = next(i for i, line in enumerate(lines) if _READY_TEXT in line)
     base = stamps[ready] or first
@@ -111,25 +141,10 @@ def _story() -> _Story:
     load = _IDLE
     for i in range(ready + 1, len(lines)):
         event = parse_line(lines[i])
-        if not isinstance(event, BatchStats):
-            continue
-        hit = load.hit
-        if event.kind == "prefill":
-            new, cached = event.new_tokens or 0, event.cached_tokens or 0
-            hit = cached / (new + cached) if new + cached else hit
-        tokens = event.tokens
-        if tokens is None:
-            tokens = round((event.token_usage or 0.0) * POOL_TOKENS)
-        load = _Load(
-            event.running_reqs or 0,
-            event.queued_reqs or 0,
-            tokens,
-            load.accept if event.accept_len is None else event.accept_len,
-            load.throughput if event.gen_throughput is None else event.gen_throughput,
-            round(hit, 4),
-        )
-        key_u.append(rel[i])
-        key_load.append(load)
+        if isinstance(event, BatchStats):
+            load = _next_load(load, event)
+            key_u.append(rel[i])
+            key_load.append(load)
     return _Story(tuple(lines), rel, ready, tuple(key_u), tuple(key_load))
 
 

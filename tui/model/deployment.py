@@ -74,6 +74,79 @@ class Snapshot:
         return round(sum(sizes), 2) if sizes else None
 
 
+def _ranks_by_process(
+    samples: tuple[GpuSample, ...], process_ranks: Mapping[int, str | None]
+) -> dict[int, tuple[str, ...]]:
+    """GPU index -> the ranks its processes name in their titles (`sglang::scheduler_TP3`)."""
+    by_process: dict[int, tuple[str, ...]] = {}
+    for sample in samples:
+        named = sorted({r for p in sample.processes if (r := process_ranks.get(p.pid))})
+        if named:
+            by_process[sample.index] = tuple(named)
+    return by_process
+
+
+def _base_gpu_id(analysis: Analysis) -> int:
+    """The first GPU SGLang was told to use (--base-gpu-id), 0 unless logged."""
+    args = analysis.startup.server_args
+    return args.base_gpu_id if args is not None and args.base_gpu_id is not None else 0
+
+
+def _gpu_view(
+    sample: GpuSample,
+    ranks: tuple[str, ...],
+    breakdowns: Mapping[str, MemoryBreakdown],
+    process_ranks: Mapping[int, str | None],
+    process_users: Mapping[int, str | None],
+) -> GpuView:
+    """One GPU: NVML's reading reconciled with the log of the one rank on it (if just one)."""
+    log = breakdowns.get(ranks[0]) if len(ranks) == 1 else None
+    return GpuView(
+        sample=sample,
+        ranks=ranks,
+        memory=reconcile(sample.total_gib, sample.free_gib, log),
+        processes=tuple(
+            GpuProcessView(p.pid, p.used_gib, process_ranks.get(p.pid), process_users.get(p.pid))
+            for p in sample.processes
+        ),
+    )
+
+
+def _mismatch_notes(gpus: list[GpuView]) -> list[str]:
+    """GPUs where the log itemises more than NVML sees in use: the log is not about them."""
+    notes = []
+    for gpu in gpus:
+        runtime = gpu.memory.runtime_gib
+        if gpu.memory.baseline_gib is not None and runtime is not None and runtime < -MISMATCH_GIB:
+            notes.append(
+                f"GPU {gpu.sample.index}: the log itemises {-runtime:.1f} GiB more than NVML sees "
+                f"in use on it; the log may come from another host, other GPUs or an earlier "
+                "start (check --unit / --log-file)."
+            )
+    return notes
+
+
+def _unplaced_note(unplaced: list[str], gpu_count: int) -> str:
+    which = ", ".join(unplaced)
+    return (
+        f"{which} from the log {'has' if len(unplaced) == 1 else 'have'} no GPU here: NVML "
+        f"sees {gpu_count} GPU{'s' if gpu_count != 1 else ''}. A GPU may have fallen "
+        "off the bus (check nvidia-smi and dmesg), or those ranks run on another host."
+    )
+
+
+def _by_order_note(
+    pids_visible: bool, base: int, cuda_visible_devices: str | None, visible: list[int] | None
+) -> str:
+    reason = (
+        "the SGLang processes are not visible here (a container without the host PID namespace?)"
+        if not pids_visible
+        else "no GPU process carries an SGLang scheduler title"
+    )
+    within = f" within CUDA_VISIBLE_DEVICES={cuda_visible_devices}" if visible else ""
+    return f"ranks mapped to GPUs by order from device {base}{within}: {reason}."
+
+
 def build_snapshot(
     analysis: Analysis,
     *,
@@ -90,65 +163,26 @@ def build_snapshot(
 ) -> Snapshot:
     """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title."""
     samples = nvml.gpus if nvml is not None else ()
-    by_process: dict[int, tuple[str, ...]] = {}
-    for sample in samples:
-        named = sorted({r for p in sample.processes if (r := process_ranks.get(p.pid))})
-        if named:
-            by_process[sample.index] = tuple(named)
-    args = analysis.startup.server_args
-    base = args.base_gpu_id if args is not None and args.base_gpu_id is not None else 0
+    base = _base_gpu_id(analysis)
     visible = parse_visible_devices(cuda_visible_devices, [s.uuid for s in samples])
+    log_ranks = [r.rank for r in analysis.ranks]
+    by_process = _ranks_by_process(samples, process_ranks)
     mapping, how = choose_rank_mapping(
-        [s.index for s in samples], [r.rank for r in analysis.ranks], by_process, base, visible
+        [s.index for s in samples], log_ranks, by_process, base, visible
     )
-    breakdowns: dict[str, MemoryBreakdown] = {b.rank: b for b in analysis.breakdowns}
-    gpus: list[GpuView] = []
-    for sample in samples:
-        ranks = mapping.get(sample.index, ())
-        log = breakdowns.get(ranks[0]) if len(ranks) == 1 else None
-        gpus.append(
-            GpuView(
-                sample=sample,
-                ranks=ranks,
-                memory=reconcile(sample.total_gib, sample.free_gib, log),
-                processes=tuple(
-                    GpuProcessView(
-                        p.pid,
-                        p.used_gib,
-                        process_ranks.get(p.pid),
-                        (process_users or {}).get(p.pid),
-                    )
-                    for p in sample.processes
-                ),
-            )
-        )
-    notes: list[str] = []
-    for gpu in gpus:
-        runtime = gpu.memory.runtime_gib
-        if gpu.memory.baseline_gib is not None and runtime is not None and runtime < -MISMATCH_GIB:
-            notes.append(
-                f"GPU {gpu.sample.index}: the log itemises {-runtime:.1f} GiB more than NVML sees "
-                f"in use on it; the log may come from another host, other GPUs or an earlier "
-                "start (check --unit / --log-file)."
-            )
-    placed = {rank for ranks in mapping.values() for rank in ranks}
-    unplaced = [r.rank for r in analysis.ranks if r.rank not in placed]
-    if samples and unplaced and how != "none":
-        which = ", ".join(unplaced)
-        notes.append(
-            f"{which} from the log {'has' if len(unplaced) == 1 else 'have'} no GPU here: NVML "
-            f"sees {len(samples)} GPU{'s' if len(samples) != 1 else ''}. A GPU may have fallen "
-            "off the bus (check nvidia-smi and dmesg), or those ranks run on another host."
-        )
-    if samples and analysis.ranks and how == "order":
-        reason = (
-            "the SGLang processes are not visible here (a container without the host PID "
-            "namespace?)"
-            if not pids_visible
-            else "no GPU process carries an SGLang scheduler title"
-        )
-        within = f" within CUDA_VISIBLE_DEVICES={cuda_visible_devices}" if visible else ""
-        notes.append(f"ranks mapped to GPUs by order from device {base}{within}: {reason}.")
+    breakdowns = {b.rank: b for b in analysis.breakdowns}
+    gpus = [
+        _gpu_view(s, mapping.get(s.index, ()), breakdowns, process_ranks, process_users or {})
+        for s in samples
+    ]
+    notes = _mismatch_notes(gpus)
+    if samples:
+        placed = {rank for ranks in mapping.values() for rank in ranks}
+        unplaced = [rank for rank in log_ranks if rank not in placed]
+        if unplaced and how != "none":
+            notes.append(_unplaced_note(unplaced, len(samples)))
+        if log_ranks and how == "order":
+            notes.append(_by_order_note(pids_visible, base, cuda_visible_devices, visible))
     return Snapshot(
         taken_at=taken_at,
         analysis=analysis,

@@ -49,6 +49,56 @@ def next_step(failure: Failure, startup: Startup) -> str:
     return "Read the traceback that follows this line in the log (journalctl -u UNIT -n 200)."
 
 
+def _imbalance_findings(startup: Startup) -> list[str]:
+    """Ranks that had much less free memory before loading than the best one."""
+    ranks = [r for r in startup.sorted_ranks() if r.target.avail_before_load_gib is not None]
+    if len(ranks) <= 1:
+        return []
+    best = max(r.target.avail_before_load_gib or 0.0 for r in ranks)
+    found = []
+    for rank in ranks:
+        gap = best - (rank.target.avail_before_load_gib or 0.0)
+        if gap >= IMBALANCE_GIB:
+            found.append(
+                f"{rank.rank or 'this rank'} had {gap:.1f} GiB less free than the others before "
+                "loading (another process on that GPU?); SGLang sizes every rank's KV pool "
+                "from the minimum."
+            )
+    return found
+
+
+def _reserve_finding(explanation: SizingExplanation) -> str | None:
+    """Why memory stays free after the KV pool: it is the reserve, on purpose."""
+    reserve = next((s for s in explanation.steps if s.label == "reserve"), None)
+    after_pool = explanation.free_after_pool_gib
+    if reserve is None or after_pool is None or explanation.mem_fraction_static is None:
+        return None
+    return (
+        f"{after_pool:.2f} GiB free after the KV pool is SGLang's reserve: "
+        f"{reserve.arithmetic} = {reserve.result}, kept for activations, "
+        "CUDA graphs and anything loaded after the pool."
+    )
+
+
+def _higher_mfs_finding(explanation: SizingExplanation) -> str | None:
+    """What the next higher mem_fraction_static would add, and what it would leave free."""
+    mfs, still_free = explanation.mem_fraction_static, explanation.free_after_startup_gib
+    if mfs is None or still_free is None:
+        return None
+    better = next((w for w in explanation.what_ifs if w.mem_fraction_static > mfs + 1e-9), None)
+    if better is None or better.headroom_after_graphs_gib is None:
+        return None
+    pct = f" ({better.delta_pct:+.0f} %)" if better.delta_pct is not None else ""
+    warn = ""
+    if better.headroom_after_graphs_gib < SAFE_HEADROOM_GIB:
+        warn = f", under the {SAFE_HEADROOM_GIB:g} GiB safe margin"
+    return (
+        f"after startup {still_free:.2f} GiB stays free; mem_fraction_static "
+        f"{better.mem_fraction_static:g} would add about {better.delta_tokens:,} tokens{pct} and "
+        f"leave about {better.headroom_after_graphs_gib:.1f} GiB{warn}."
+    )
+
+
 def insights(startup: Startup, explanation: SizingExplanation | None) -> list[str]:
     """The top findings, most important first."""
     found: list[str] = []
@@ -61,47 +111,14 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
             f"the server restarted {startup.restarts} time(s) in this log; figures are from the "
             "latest start."
         )
-    ranks = [r for r in startup.sorted_ranks() if r.target.avail_before_load_gib is not None]
-    if len(ranks) > 1:
-        best = max(r.target.avail_before_load_gib or 0.0 for r in ranks)
-        for rank in ranks:
-            gap = best - (rank.target.avail_before_load_gib or 0.0)
-            if gap >= IMBALANCE_GIB:
-                found.append(
-                    f"{rank.rank or 'this rank'} had {gap:.1f} GiB less free than the others before "
-                    "loading (another process on that GPU?); SGLang sizes every rank's KV pool "
-                    "from the minimum."
-                )
+    found += _imbalance_findings(startup)
     if explanation is None:
         return found
-    mfs = explanation.mem_fraction_static
-    steps = {s.label: s for s in explanation.steps}
-    after_pool = explanation.free_after_pool_gib
-    if "reserve" in steps and after_pool is not None and mfs is not None:
-        found.append(
-            f"{after_pool:.2f} GiB free after the KV pool is SGLang's reserve: "
-            f"{steps['reserve'].arithmetic} = {steps['reserve'].result}, kept for activations, "
-            "CUDA graphs and anything loaded after the pool."
-        )
-    still_free = explanation.free_after_startup_gib
-    better = next(
-        (w for w in explanation.what_ifs if mfs is not None and w.mem_fraction_static > mfs + 1e-9),
-        None,
-    )
-    if (
-        still_free is not None
-        and better is not None
-        and better.headroom_after_graphs_gib is not None
-    ):
-        pct = f" ({better.delta_pct:+.0f} %)" if better.delta_pct is not None else ""
-        warn = ""
-        if better.headroom_after_graphs_gib < SAFE_HEADROOM_GIB:
-            warn = f", under the {SAFE_HEADROOM_GIB:g} GiB safe margin"
-        found.append(
-            f"after startup {still_free:.2f} GiB stays free; mem_fraction_static "
-            f"{better.mem_fraction_static:g} would add about {better.delta_tokens:,} tokens{pct} and "
-            f"leave about {better.headroom_after_graphs_gib:.1f} GiB{warn}."
-        )
+    found += [
+        finding
+        for finding in (_reserve_finding(explanation), _higher_mfs_finding(explanation))
+        if finding is not None
+    ]
     if explanation.draft_rule is not None:
         found.append(explanation.draft_rule.text)
     return found

@@ -12,12 +12,12 @@ from tui.model.memory import free_after_startup
 from tui.model.model_config import (
     CellSize,
     ModelConfigError,
-    ModelDims,
     cell_size_from_dims,
     cell_size_inferred,
     find_config_json,
     load_model_dims,
 )
+from tui.sglang.server_args import ServerArgs
 from tui.sglang.startup import RankStartup, Startup
 
 # Below this much free memory after startup, prefill activations of a large chunk can OOM.
@@ -66,6 +66,32 @@ class SizingInputs:
     max_total_tokens: int | None
     headroom_after_graphs_gib: float | None
     context_len: int | None
+
+    def what_if(self, mfs: float) -> formula.WhatIf:
+        """SGLang's pool at `mfs`, anchored on the logged token count (see formula.what_if)."""
+        return formula.what_if(
+            mfs,
+            pre_load_free_gib=self.pre_load_free_gib,
+            post_load_free_gib=self.post_load_free_gib,
+            cell_size_bytes=self.cell_size_bytes,
+            current_tokens=self.tokens,
+            page_size=self.page_size,
+            max_total_tokens=self.max_total_tokens,
+            headroom_after_graphs_gib=self.headroom_after_graphs_gib,
+            context_len=self.context_len,
+            mem_fraction_static_current=self.mem_fraction_static,
+        )
+
+    def mfs_for_requests(self, count: int, length: int) -> float:
+        """The mem_fraction_static `count` requests of `length` tokens need (above 1: never)."""
+        return formula.mfs_for_requests(
+            count,
+            length,
+            self.pre_load_free_gib,
+            self.post_load_free_gib,
+            self.cell_size_bytes,
+            self.page_size,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +161,38 @@ def _reference_rank(startup: Startup) -> RankStartup | None:
     return ranks[0] if ranks else None
 
 
+def _attention_tp_size(args: ServerArgs | None) -> int:
+    """GPUs one attention layer's KV heads are split over (TP, or TP / DP with DP attention)."""
+    if args is None or not args.tp_size:
+        return 1
+    if args.enable_dp_attention:
+        return max(1, args.tp_size // (args.dp_size or 1))
+    return args.tp_size
+
+
+def _cell_from_config(startup: Startup, found: Path) -> CellSize:
+    """The cell size from the model's config.json (raises ModelConfigError or ValueError)."""
+    args = startup.server_args
+    return cell_size_from_dims(
+        load_model_dims(found),
+        (args.kv_cache_dtype if args else None) or "auto",
+        attn_tp_size=_attention_tp_size(args),
+        pp_size=(args.pp_size if args and args.pp_size else 1),
+        model_dtype=_model_dtype(startup),
+    )
+
+
+def _cell_from_kv_line(startup: Startup) -> CellSize | None:
+    """The cell size SGLang's `KV Cache is allocated` line implies: its GiB over its tokens."""
+    reference = _reference_rank(startup)
+    if reference is None:
+        return None
+    kv_gib, tokens = reference.target.kv_gib, reference.target.kv_tokens
+    if not kv_gib or kv_gib <= 0 or not tokens:
+        return None
+    return cell_size_inferred(kv_gib, tokens, page_size(startup))
+
+
 def choose_cell_size(
     startup: Startup,
     config_path: str | None = None,
@@ -149,31 +207,11 @@ def choose_cell_size(
     problem = ""
     if found is not None:
         try:
-            dims: ModelDims = load_model_dims(found)
-            attn_tp = 1
-            if args is not None and args.tp_size:
-                dp = args.dp_size or 1
-                attn_tp = max(1, args.tp_size // dp) if args.enable_dp_attention else args.tp_size
-            cell = cell_size_from_dims(
-                dims,
-                (args.kv_cache_dtype if args else None) or "auto",
-                attn_tp_size=attn_tp,
-                pp_size=(args.pp_size if args and args.pp_size else 1),
-                model_dtype=_model_dtype(startup),
-            )
-            return CellSizeChoice(cell, f"from {found}")
+            return CellSizeChoice(_cell_from_config(startup, found), f"from {found}")
         except (ModelConfigError, ValueError) as exc:
             problem = f"{exc}; "
-    reference = _reference_rank(startup)
-    if (
-        reference is not None
-        and reference.target.kv_gib
-        and reference.target.kv_gib > 0
-        and reference.target.kv_tokens
-    ):
-        cell = cell_size_inferred(
-            reference.target.kv_gib, reference.target.kv_tokens, page_size(startup)
-        )
+    cell = _cell_from_kv_line(startup)
+    if cell is not None:
         where = f"no config.json for {model_path}" if model_path else "model path unknown"
         return CellSizeChoice(cell, f"{problem}{where}: inferred from the KV Cache line")
     return CellSizeChoice(None, f"{problem}no config.json and no KV Cache line to infer from")
@@ -249,6 +287,204 @@ def _host_pool_step(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    """SGLang's own inputs to the sizing: the minimum over ranks of each free-memory reading."""
+
+    mfs: float | None
+    pre_load_free_gib: float | None
+    post_load_free_gib: float | None
+    pre_ranks: int  # ranks with a pre-load reading
+    post_ranks: int
+    pre_estimated: bool  # some rank lacks `Load weight begin`: free after + weights
+    page: int
+    cap: int | None  # --max-total-tokens
+
+    @property
+    def reserve_gib(self) -> float | None:
+        if self.pre_load_free_gib is None or self.mfs is None:
+            return None
+        return formula.reserve_gib(self.pre_load_free_gib, self.mfs)
+
+    @property
+    def rest_gib(self) -> float | None:
+        pre, post, mfs = self.pre_load_free_gib, self.post_load_free_gib, self.mfs
+        if pre is None or post is None or mfs is None:
+            return None
+        return formula.rest_gib(post, pre, mfs)
+
+
+def _budget(startup: Startup) -> _Budget:
+    ranks = startup.sorted_ranks()
+    pres = [p for p in (pre_load_free(r) for r in ranks) if p is not None]
+    posts = [r.post_load_free_gib for r in ranks if r.post_load_free_gib is not None]
+    args = startup.server_args
+    return _Budget(
+        mfs=mem_fraction_static(startup),
+        pre_load_free_gib=min(pres) if pres else None,
+        post_load_free_gib=min(posts) if posts else None,
+        pre_ranks=len(pres),
+        post_ranks=len(posts),
+        pre_estimated=any(
+            r.target.avail_before_load_gib is None and pre_load_free(r) is not None for r in ranks
+        ),
+        page=page_size(startup),
+        cap=args.max_total_tokens if args else None,
+    )
+
+
+def _budget_steps(budget: _Budget) -> list[Step]:
+    """From the two free-memory readings to the reserve, the rest for KV and the minimum mfs."""
+    pre, post, mfs = budget.pre_load_free_gib, budget.post_load_free_gib, budget.mfs
+    reserve, rest = budget.reserve_gib, budget.rest_gib
+    steps: list[Step] = []
+    if pre is not None:
+        how = f"free GPU memory before weights, minimum over {budget.pre_ranks} rank(s)"
+        if budget.pre_estimated:
+            how += " (where `Load weight begin` is missing: free after + weights)"
+        steps.append(Step("pre-load free", how, _gib(pre)))
+    if post is not None:
+        how = f"free GPU memory after weights, minimum over {budget.post_ranks} rank(s)"
+        steps.append(Step("post-load free", how, _gib(post)))
+    if reserve is not None:
+        how = f"pre-load free × (1 − mfs) = {pre:.2f} × (1 − {mfs:g})"
+        steps.append(Step("reserve", how, _gib(reserve)))
+    if rest is not None:
+        how = f"post-load free − reserve = {post:.2f} − {reserve:.2f}"
+        steps.append(Step("rest for KV", how, _gib(rest)))
+    if pre is not None and post is not None and pre > 0:
+        how = f"1 − post-load free / pre-load free = 1 − {post:.2f} / {pre:.2f}"
+        steps.append(Step("minimum viable mfs", how, f"{formula.min_viable_mfs(pre, post):.4f}"))
+    return steps
+
+
+def _cell_size_step(cell: CellSize | None) -> Step | None:
+    if cell is None:
+        return None
+    return Step(f"cell size ({cell.source})", cell.explanation, f"{cell.bytes:,.0f} B/token")
+
+
+def _predicted_tokens(budget: _Budget, cell: CellSize | None) -> int | None:
+    rest = budget.rest_gib
+    if rest is None or cell is None or not usable(cell.bytes, abs(rest) or 1):
+        return None
+    return formula.profiled_tokens(rest, cell.bytes, budget.page, budget.cap)
+
+
+def _max_total_tokens_step(
+    budget: _Budget, cell: CellSize, predicted: int, logged: int | None
+) -> Step:
+    arithmetic = f"floor({budget.rest_gib:.2f} GiB × 2^30 / {cell.bytes:,.0f} B)"
+    if budget.page > 1:
+        arithmetic += f", aligned down to page_size {budget.page}"
+    if budget.cap:
+        arithmetic += f", capped at --max-total-tokens {budget.cap:,}"
+    result = f"{predicted:,} tokens predicted"
+    if logged is not None:
+        result += f" · {logged:,} logged"
+    return Step("max_total_num_tokens", arithmetic, result)
+
+
+def _prediction_note(budget: _Budget, cell: CellSize, predicted: int, logged: int) -> str:
+    # Logged GiB figures carry ±0.005 each; post and 0.12 × pre move the result together.
+    tolerance = (0.005 + 0.005 * (1 - (budget.mfs or 0))) * formula.GIB / cell.bytes + budget.page
+    if abs(predicted - logged) <= tolerance:
+        return (
+            f"prediction is within {abs(predicted - logged):,} tokens of the log: the "
+            "difference is the 0.01 GiB rounding of the logged free-memory figures."
+        )
+    return (
+        f"prediction differs from the log by {predicted - logged:+,} tokens, more than "
+        "rounding explains: another limit applied (page size, --max-total-tokens, a "
+        "hybrid/SWA pool, or draft layers in the cell size from 0.5.14)."
+    )
+
+
+def _reserve_spent(rank: RankStartup) -> tuple[tuple[tuple[str, float], ...], float | None]:
+    """Where the memory left after the target KV pool went, and what stayed free after startup."""
+    after_pool = rank.target.avail_after_pool_gib
+    if after_pool is None:
+        return (), None
+    draft = rank.draft
+    items = (
+        ("draft weights", draft.weights_gib if draft is not None else None),
+        ("draft KV cache", draft.kv_gib if draft is not None else None),
+        ("target CUDA graphs", rank.target.graph_gib),
+        ("draft CUDA graphs", draft.graph_gib if draft is not None else None),
+    )
+    itemised = [(label, gib) for label, gib in items if gib is not None]
+    spent = [("free after the KV pool", after_pool), *itemised]
+    last_free, _ = free_after_startup(rank)
+    if last_free is not None:
+        other = round(after_pool - sum(v for _, v in itemised) - last_free, 2)
+        if other > 0.005:
+            spent.append(("other runtime allocations", other))
+        spent.append(("still free after startup", last_free))
+    return tuple(spent), last_free
+
+
+def _context_len(startup: Startup) -> int | None:
+    context = startup.summary.context_len if startup.summary else None
+    args = startup.server_args
+    context = context or (args.context_length if args else None)
+    return context if context is not None and usable(context) else None
+
+
+def _sizing_inputs(
+    startup: Startup,
+    budget: _Budget,
+    cell: CellSize | None,
+    tokens: int | None,
+    headroom: float | None,
+) -> SizingInputs | None:
+    """Everything a what-if needs, when SGLang's arithmetic can be replayed at all."""
+    pre, post, mfs = budget.pre_load_free_gib, budget.post_load_free_gib, budget.mfs
+    if pre is None or post is None or cell is None or mfs is None or not tokens:
+        return None
+    if not usable(pre, cell.bytes):
+        return None
+    return SizingInputs(
+        mfs, pre, post, cell.bytes, tokens, budget.page, budget.cap, headroom, _context_len(startup)
+    )
+
+
+def _what_ifs(
+    inputs: SizingInputs | None, extra_mfs: Sequence[float]
+) -> tuple[formula.WhatIf, ...]:
+    if inputs is None:
+        return ()
+    values = what_if_values(inputs.mem_fraction_static, extra_mfs)
+    return tuple(inputs.what_if(value) for value in values)
+
+
+def _requests_steps(inputs: SizingInputs | None, request_len: int | None) -> tuple[Step, ...]:
+    """The mem_fraction_static 1, 4 and 16 requests of the context length (and the user's) need."""
+    if inputs is None:
+        return ()
+    steps = []
+    for length in [n for n in (inputs.context_len, request_len) if n]:
+        for count in (1, 4, 16):
+            need = inputs.mfs_for_requests(count, length)
+            verdict = f"{need:.3f}" if need <= 1 else "impossible on these GPUs"
+            steps.append(
+                Step(
+                    f"{count} × {length:,}-token requests",
+                    f"needs {count * length:,} tokens",
+                    f"mem_fraction_static {verdict}",
+                )
+            )
+    return tuple(steps)
+
+
+def _headroom_note(headroom: float | None) -> str | None:
+    if headroom is None or headroom >= SAFE_HEADROOM_GIB:
+        return None
+    return (
+        f"only {headroom:.2f} GiB stays free after startup, under the {SAFE_HEADROOM_GIB:g} "
+        "GiB safe margin: large prefills may run out of memory."
+    )
+
+
 def explain(
     startup: Startup,
     choice: CellSizeChoice,
@@ -260,170 +496,33 @@ def explain(
     rank = _reference_rank(startup)
     if rank is None:
         return None
-    args = startup.server_args
-    mfs = mem_fraction_static(startup)
-    page = page_size(startup)
-    cap = args.max_total_tokens if args else None
-    ranks = startup.sorted_ranks()
-    pres = [p for p in (pre_load_free(r) for r in ranks) if p is not None]
-    estimated_pre = any(
-        r.target.avail_before_load_gib is None and pre_load_free(r) is not None for r in ranks
-    )
-    posts = [r.post_load_free_gib for r in ranks if r.post_load_free_gib is not None]
-    pre = min(pres) if pres else None
-    post = min(posts) if posts else None
-    tokens = rank.target.kv_tokens
+    budget = _budget(startup)
     cell = choice.cell
-    steps: list[Step] = []
-    notes: list[str] = []
-    spent: list[tuple[str, float]] = []
-    what_ifs: list[formula.WhatIf] = []
-    reverse: list[Step] = []
-    inputs: SizingInputs | None = None
-
-    if pre is not None:
-        how = f"free GPU memory before weights, minimum over {len(pres)} rank(s)"
-        if estimated_pre:
-            how += " (where `Load weight begin` is missing: free after + weights)"
-        steps.append(Step("pre-load free", how, _gib(pre)))
-    if post is not None:
-        steps.append(
-            Step(
-                "post-load free",
-                f"free GPU memory after weights, minimum over {len(posts)} rank(s)",
-                _gib(post),
-            )
-        )
-    if mfs is None:
+    tokens = rank.target.kv_tokens
+    steps = [*_budget_steps(budget), _cell_size_step(cell)]
+    notes = [f"cell size {choice.note}"]
+    if budget.mfs is None:
         notes.append("mem_fraction_static is unknown (no server_args line): reserve not computed.")
-    reserve = rest = None
-    if pre is not None and mfs is not None:
-        reserve = formula.reserve_gib(pre, mfs)
-        steps.append(
-            Step("reserve", f"pre-load free × (1 − mfs) = {pre:.2f} × (1 − {mfs:g})", _gib(reserve))
-        )
-    if reserve is not None and post is not None and pre is not None and mfs is not None:
-        rest = formula.rest_gib(post, pre, mfs)
-        steps.append(
-            Step(
-                "rest for KV", f"post-load free − reserve = {post:.2f} − {reserve:.2f}", _gib(rest)
-            )
-        )
-    if pre is not None and post is not None and pre > 0:
-        steps.append(
-            Step(
-                "minimum viable mfs",
-                f"1 − post-load free / pre-load free = 1 − {post:.2f} / {pre:.2f}",
-                f"{formula.min_viable_mfs(pre, post):.4f}",
-            )
-        )
-    if cell is not None:
-        steps.append(
-            Step(f"cell size ({cell.source})", cell.explanation, f"{cell.bytes:,.0f} B/token")
-        )
-    if rest is not None and cell is not None and usable(cell.bytes, abs(rest) or 1):
-        predicted = formula.profiled_tokens(rest, cell.bytes, page, cap)
-        arithmetic = f"floor({rest:.2f} GiB × 2^30 / {cell.bytes:,.0f} B)"
-        if page > 1:
-            arithmetic += f", aligned down to page_size {page}"
-        if cap:
-            arithmetic += f", capped at --max-total-tokens {cap:,}"
-        result = f"{predicted:,} tokens predicted"
+    predicted = _predicted_tokens(budget, cell)
+    if predicted is not None and cell is not None:
+        steps.append(_max_total_tokens_step(budget, cell, predicted, tokens))
         if tokens is not None:
-            result += f" · {tokens:,} logged"
-        steps.append(Step("max_total_num_tokens", arithmetic, result))
-        if tokens is not None:
-            # Logged GiB figures carry ±0.005 each; post and 0.12 × pre move the result together.
-            tolerance = (0.005 + 0.005 * (1 - (mfs or 0))) * formula.GIB / cell.bytes + page
-            if abs(predicted - tokens) <= tolerance:
-                notes.append(
-                    f"prediction is within {abs(predicted - tokens):,} tokens of the log: the "
-                    "difference is the 0.01 GiB rounding of the logged free-memory figures."
-                )
-            else:
-                notes.append(
-                    f"prediction differs from the log by {predicted - tokens:+,} tokens, more than "
-                    "rounding explains: another limit applied (page size, --max-total-tokens, a "
-                    "hybrid/SWA pool, or draft layers in the cell size from 0.5.14)."
-                )
-    last_free = None
-    if rank.target.avail_after_pool_gib is not None:
-        spent.append(("free after the KV pool", rank.target.avail_after_pool_gib))
-        draft = rank.draft
-        if draft is not None and draft.weights_gib is not None:
-            spent.append(("draft weights", draft.weights_gib))
-        if draft is not None and draft.kv_gib is not None:
-            spent.append(("draft KV cache", draft.kv_gib))
-        if rank.target.graph_gib is not None:
-            spent.append(("target CUDA graphs", rank.target.graph_gib))
-        if draft is not None and draft.graph_gib is not None:
-            spent.append(("draft CUDA graphs", draft.graph_gib))
-        last_free, _ = free_after_startup(rank)
-        if last_free is not None:
-            itemised = sum(v for _, v in spent[1:])
-            other = round(rank.target.avail_after_pool_gib - itemised - last_free, 2)
-            if other > 0.005:
-                spent.append(("other runtime allocations", other))
-            spent.append(("still free after startup", last_free))
-    host_step = _host_pool_step(startup, rank, cell, page)
-    if host_step is not None:
-        steps.append(host_step)
-    draft_rule = formula.draft_budget_rule(version) if startup.speculative else None
-    headroom = last_free if rank.target.avail_after_pool_gib is not None else None
-    if (
-        pre is not None
-        and post is not None
-        and cell is not None
-        and mfs is not None
-        and tokens
-        and usable(pre, cell.bytes)
-    ):
-        context = startup.summary.context_len if startup.summary else None
-        context = context or (args.context_length if args else None)
-        if context is not None and not usable(context):
-            context = None
-        inputs = SizingInputs(mfs, pre, post, cell.bytes, tokens, page, cap, headroom, context)
-        for value in what_if_values(mfs, what_if_mfs):
-            what_ifs.append(
-                formula.what_if(
-                    value,
-                    pre_load_free_gib=pre,
-                    post_load_free_gib=post,
-                    cell_size_bytes=cell.bytes,
-                    current_tokens=tokens,
-                    page_size=page,
-                    max_total_tokens=cap,
-                    headroom_after_graphs_gib=headroom,
-                    context_len=context,
-                    mem_fraction_static_current=mfs,
-                )
-            )
-        for length in [n for n in (context, request_len) if n]:
-            for count in (1, 4, 16):
-                need = formula.mfs_for_requests(count, length, pre, post, cell.bytes, page)
-                verdict = f"{need:.3f}" if need <= 1 else "impossible on these GPUs"
-                reverse.append(
-                    Step(
-                        f"{count} × {length:,}-token requests",
-                        f"needs {count * length:,} tokens",
-                        f"mem_fraction_static {verdict}",
-                    )
-                )
-        if headroom is not None and headroom < SAFE_HEADROOM_GIB:
-            notes.append(
-                f"only {headroom:.2f} GiB stays free after startup, under the {SAFE_HEADROOM_GIB:g} "
-                "GiB safe margin: large prefills may run out of memory."
-            )
+            notes.append(_prediction_note(budget, cell, predicted, tokens))
+    steps.append(_host_pool_step(startup, rank, cell, budget.page))
+    spent, headroom = _reserve_spent(rank)
+    inputs = _sizing_inputs(startup, budget, cell, tokens, headroom)
+    if inputs is not None:
+        notes.append(_headroom_note(headroom))
     return SizingExplanation(
         rank=rank.rank,
-        mem_fraction_static=mfs,
-        steps=tuple(steps),
-        reserve_spent=tuple(spent),
+        mem_fraction_static=budget.mfs,
+        steps=tuple(step for step in steps if step is not None),
+        reserve_spent=spent,
         free_after_pool_gib=rank.target.avail_after_pool_gib,
         free_after_startup_gib=headroom,
-        what_ifs=tuple(what_ifs),
-        reverse=tuple(reverse),
-        draft_rule=draft_rule,
-        notes=(f"cell size {choice.note}", *notes),
+        what_ifs=_what_ifs(inputs, what_if_mfs),
+        reverse=_requests_steps(inputs, request_len),
+        draft_rule=formula.draft_budget_rule(version) if startup.speculative else None,
+        notes=tuple(note for note in notes if note is not None),
         inputs=inputs,
     )

@@ -73,18 +73,7 @@ def parse_count(text: str, what: str = "tokens") -> int:
 
 def what_if_at(inputs: SizingInputs, mfs: float) -> WhatIfView:
     """SGLang's pool at `mfs`, anchored on the logged token count (see formula.what_if)."""
-    result = formula.what_if(
-        mfs,
-        pre_load_free_gib=inputs.pre_load_free_gib,
-        post_load_free_gib=inputs.post_load_free_gib,
-        cell_size_bytes=inputs.cell_size_bytes,
-        current_tokens=inputs.tokens,
-        page_size=inputs.page_size,
-        max_total_tokens=inputs.max_total_tokens,
-        headroom_after_graphs_gib=inputs.headroom_after_graphs_gib,
-        context_len=inputs.context_len,
-        mem_fraction_static_current=inputs.mem_fraction_static,
-    )
+    result = inputs.what_if(mfs)
     warning = None
     headroom = result.headroom_after_graphs_gib
     if not result.would_start:
@@ -136,12 +125,5 @@ def mfs_for_tokens(inputs: SizingInputs, tokens: int) -> Answer:
 
 def mfs_for_requests(inputs: SizingInputs, count: int, length: int) -> Answer:
     question = f"{count:,} concurrent requests of {length:,} tokens"
-    need = formula.mfs_for_requests(
-        count,
-        length,
-        inputs.pre_load_free_gib,
-        inputs.post_load_free_gib,
-        inputs.cell_size_bytes,
-        inputs.page_size,
-    )
+    need = inputs.mfs_for_requests(count, length)
     return _verdict(question, need, inputs)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from tui.model.analysis import Analysis
 from tui.model.deployment import GpuView, Snapshot
+from tui.model.formula import DraftBudgetRule, WhatIf
 from tui.model.memory import MemoryBreakdown
+from tui.model.model_config import CellSize
+from tui.model.sizing import RankSizing
+from tui.sglang.events import RANK_TAGS, BatchStats, Summary
 from tui.sglang.startup import ModelMemory, RankStartup
 
 SCHEMA = "kvtop/1"
@@ -53,12 +59,7 @@ def _rank_json(rank: RankStartup) -> dict[str, object]:
     draft = rank.draft if rank.draft is not None and rank.draft.seen else None
     return {
         "rank": rank.rank,
-        "dp": rank.dp,
-        "pp": rank.pp,
-        "attn_cp": rank.attn_cp,
-        "moe_dp": rank.moe_dp,
-        "tp": rank.tp,
-        "ep": rank.ep,
+        **dict(zip(RANK_TAGS, rank.tags.values(), strict=True)),
         "target": _model_json(rank.target),
         "draft": None if draft is None else _model_json(draft),
         "host_kv_gb": rank.host_kv_gb,
@@ -78,25 +79,121 @@ def _rank_json(rank: RankStartup) -> dict[str, object]:
     }
 
 
+def _batch_json(batch: BatchStats) -> dict[str, object]:
+    return {
+        "kind": batch.kind,
+        "time": batch.prefix.time_text,
+        "running_reqs": batch.running_reqs,
+        "queued_reqs": batch.queued_reqs,
+        "tokens": batch.tokens,
+        "token_usage": batch.token_usage,
+        "gen_throughput": batch.gen_throughput,
+        "accept_len": batch.accept_len,
+        "cache_hit_rate": batch.cache_hit_rate,
+    }
+
+
+def _startup_json(report: Analysis) -> dict[str, object]:
+    startup = report.startup
+    failure = startup.failure
+    return {
+        "state": startup.state,
+        "failure": failure.message if failure else None,
+        "failure_kind": failure.kind if failure else None,
+        "next_step": report.next_step,
+        "restarts": startup.restarts,
+        "started_at": startup.first_time.isoformat(sep=" ") if startup.first_time else None,
+        "ready_at": startup.ready_at.isoformat(sep=" ") if startup.ready_at else None,
+        "listening_url": startup.listening_url,
+        "speculative": startup.speculative,
+        "draft_loaded_before_target_pool": startup.phased_draft_init,
+    }
+
+
+_SUMMARY_FIELDS = (
+    "max_total_num_tokens",
+    "chunked_prefill_size",
+    "max_prefill_tokens",
+    "max_running_requests",
+    "context_len",
+    "available_gpu_mem_gib",
+)
+
+
+def _summary_json(summary: Summary | None) -> dict[str, object]:
+    return {name: getattr(summary, name) if summary else None for name in _SUMMARY_FIELDS}
+
+
+# RankSizing's fields as they are, but these rounded to so many digits.
+_SIZING_DIGITS = {"reserve_gib": 4, "rest_gib": 4, "cell_size_bytes": 2}
+
+
+def _sizing_json(sizing: RankSizing) -> dict[str, object]:
+    data: dict[str, object] = {f.name: getattr(sizing, f.name) for f in fields(RankSizing)}
+    for name, digits in _SIZING_DIGITS.items():
+        data[name] = _r(getattr(sizing, name), digits)
+    return data
+
+
+def _what_if_json(what_if: WhatIf) -> dict[str, object]:
+    return {
+        "mem_fraction_static": what_if.mem_fraction_static,
+        "tokens": what_if.tokens,
+        "delta_tokens": what_if.delta_tokens,
+        "delta_pct": _r(what_if.delta_pct, 2),
+        "reserve_gib": _r(what_if.reserve_gib),
+        "kv_pool_gib": _r(what_if.kv_pool_gib),
+        "headroom_after_graphs_gib": _r(what_if.headroom_after_graphs_gib),
+        "requests_at_context": _r(what_if.requests_at_context, 3),
+        "would_start": what_if.would_start,
+    }
+
+
+def _cell_json(cell: CellSize | None) -> dict[str, object] | None:
+    if cell is None:
+        return None
+    return {"bytes": _r(cell.bytes, 2), "source": cell.source, "explanation": cell.explanation}
+
+
+def _draft_rule_json(rule: DraftBudgetRule | None) -> dict[str, object] | None:
+    return None if rule is None else {"budgeted": rule.budgeted, "text": rule.text}
+
+
+def _formula_json(report: Analysis) -> dict[str, object] | None:
+    explanation = report.explanation
+    if explanation is None:
+        return None
+    return {
+        "rank": explanation.rank,
+        "cell_size": _cell_json(report.cell.cell),
+        "steps": [
+            {"label": s.label, "arithmetic": s.arithmetic, "result": s.result}
+            for s in explanation.steps
+        ],
+        "reserve_spent_gib": [
+            {"item": label, "gib": _r(value)} for label, value in explanation.reserve_spent
+        ],
+        "what_if": [_what_if_json(w) for w in explanation.what_ifs],
+        "reverse": [
+            {"question": s.label, "tokens": s.arithmetic, "answer": s.result}
+            for s in explanation.reverse
+        ],
+        "draft_rule": _draft_rule_json(explanation.draft_rule),
+        "notes": list(explanation.notes),
+    }
+
+
+def _host_kv_json(report: Analysis) -> dict[str, object]:
+    host = [r.host_kv_gb for r in report.ranks if r.host_kv_gb is not None]
+    return {
+        "per_rank_gb": host[0] if host and len(set(host)) == 1 else None,
+        "total_gb": _r(sum(host), 2) if host else None,
+        "ranks": len(host),
+    }
+
+
 def to_json(report: Analysis) -> dict[str, object]:
     startup = report.startup
-    summary = startup.summary
-    explanation = report.explanation
-    host = [r.host_kv_gb for r in report.ranks if r.host_kv_gb is not None]
-    latest = {
-        rank: {
-            "kind": b.kind,
-            "time": b.prefix.time_text,
-            "running_reqs": b.running_reqs,
-            "queued_reqs": b.queued_reqs,
-            "tokens": b.tokens,
-            "token_usage": b.token_usage,
-            "gen_throughput": b.gen_throughput,
-            "accept_len": b.accept_len,
-            "cache_hit_rate": b.cache_hit_rate,
-        }
-        for rank, b in sorted(startup.latest_batch.items())
-    }
     return {
         "schema": SCHEMA,
         "source": {
@@ -109,97 +206,22 @@ def to_json(report: Analysis) -> dict[str, object]:
             "basis": list(startup.version.basis),
             "used_for_rules": ".".join(map(str, report.version)) if report.version else None,
         },
-        "startup": {
-            "state": startup.state,
-            "failure": startup.failure.message if startup.failure else None,
-            "failure_kind": startup.failure.kind if startup.failure else None,
-            "next_step": report.next_step,
-            "restarts": startup.restarts,
-            "started_at": startup.first_time.isoformat(sep=" ") if startup.first_time else None,
-            "ready_at": startup.ready_at.isoformat(sep=" ") if startup.ready_at else None,
-            "listening_url": startup.listening_url,
-            "speculative": startup.speculative,
-            "draft_loaded_before_target_pool": startup.phased_draft_init,
-        },
+        "startup": _startup_json(report),
         "server_args": startup.server_args.to_json() if startup.server_args else None,
-        "summary": {
-            "max_total_num_tokens": summary.max_total_num_tokens if summary else None,
-            "chunked_prefill_size": summary.chunked_prefill_size if summary else None,
-            "max_prefill_tokens": summary.max_prefill_tokens if summary else None,
-            "max_running_requests": summary.max_running_requests if summary else None,
-            "context_len": summary.context_len if summary else None,
-            "available_gpu_mem_gib": summary.available_gpu_mem_gib if summary else None,
-        },
+        "summary": _summary_json(startup.summary),
         "ranks": [_rank_json(r) for r in report.ranks],
         "memory": [
             {key: getattr(b, key) for key in MemoryBreakdown.__slots__}  # type: ignore[attr-defined]
             for b in report.breakdowns
         ],
-        "sizing": [
-            {
-                "rank": s.rank,
-                "mem_fraction_static": s.mem_fraction_static,
-                "pre_load_free_gib": s.pre_load_free_gib,
-                "post_load_free_gib": s.post_load_free_gib,
-                "reserve_gib": _r(s.reserve_gib),
-                "rest_gib": _r(s.rest_gib),
-                "cell_size_bytes": _r(s.cell_size_bytes, 2),
-                "cell_size_source": s.cell_size_source,
-                "predicted_tokens": s.predicted_tokens,
-                "actual_tokens": s.actual_tokens,
+        "sizing": [_sizing_json(s) for s in report.sizings],
+        "formula": _formula_json(report),
+        "host_kv": _host_kv_json(report),
+        "runtime": {
+            "latest_batch": {
+                rank: _batch_json(b) for rank, b in sorted(startup.latest_batch.items())
             }
-            for s in report.sizings
-        ],
-        "formula": None
-        if explanation is None
-        else {
-            "rank": explanation.rank,
-            "cell_size": None
-            if report.cell.cell is None
-            else {
-                "bytes": _r(report.cell.cell.bytes, 2),
-                "source": report.cell.cell.source,
-                "explanation": report.cell.cell.explanation,
-            },
-            "steps": [
-                {"label": s.label, "arithmetic": s.arithmetic, "result": s.result}
-                for s in explanation.steps
-            ],
-            "reserve_spent_gib": [
-                {"item": label, "gib": _r(value)} for label, value in explanation.reserve_spent
-            ],
-            "what_if": [
-                {
-                    "mem_fraction_static": w.mem_fraction_static,
-                    "tokens": w.tokens,
-                    "delta_tokens": w.delta_tokens,
-                    "delta_pct": _r(w.delta_pct, 2),
-                    "reserve_gib": _r(w.reserve_gib),
-                    "kv_pool_gib": _r(w.kv_pool_gib),
-                    "headroom_after_graphs_gib": _r(w.headroom_after_graphs_gib),
-                    "requests_at_context": _r(w.requests_at_context, 3),
-                    "would_start": w.would_start,
-                }
-                for w in explanation.what_ifs
-            ],
-            "reverse": [
-                {"question": s.label, "tokens": s.arithmetic, "answer": s.result}
-                for s in explanation.reverse
-            ],
-            "draft_rule": None
-            if explanation.draft_rule is None
-            else {
-                "budgeted": explanation.draft_rule.budgeted,
-                "text": explanation.draft_rule.text,
-            },
-            "notes": list(explanation.notes),
         },
-        "host_kv": {
-            "per_rank_gb": host[0] if host and len(set(host)) == 1 else None,
-            "total_gb": _r(sum(host), 2) if host else None,
-            "ranks": len(host),
-        },
-        "runtime": {"latest_batch": latest},
         "insights": list(report.insights),
         # Numbers the log carried that were refused (their fields above are null), as logged.
         "rejected_values": {

@@ -6,8 +6,10 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tui import fmt
 from tui.model.analysis import Analysis
 from tui.model.deployment import Snapshot
+from tui.model.kv_usage import load_from_batch, load_from_metrics, load_line
 from tui.model.sizing import SAFE_HEADROOM_GIB
 from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import RankStartup
@@ -21,14 +23,6 @@ def _visible(value: str) -> str:
 def _text(value: str, style: str = "") -> Text:
     """Text shown literally: no markup is parsed and no control character reaches the terminal."""
     return Text(_visible(value), style=style)
-
-
-def _g(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"{value:,.{digits}f}"
-
-
-def _i(value: int | None) -> str:
-    return "—" if value is None else f"{value:,}"
 
 
 def _table(*columns: str) -> Table:
@@ -97,9 +91,9 @@ def _summary(report: Analysis) -> Text:
     if s is None:
         return _text("summary line: not in this log")
     return _text(
-        f"max_total_num_tokens {_i(s.max_total_num_tokens)} · context_len {_i(s.context_len)} · "
-        f"max_running_requests {_i(s.max_running_requests)} · chunked_prefill {_i(s.chunked_prefill_size)}"
-        f" · free after startup {_g(s.available_gpu_mem_gib)} GiB"
+        f"max_total_num_tokens {fmt.count(s.max_total_num_tokens)} · context_len {fmt.count(s.context_len)} · "
+        f"max_running_requests {fmt.count(s.max_running_requests)} · chunked_prefill {fmt.count(s.chunked_prefill_size)}"
+        f" · free after startup {fmt.number(s.available_gpu_mem_gib)} GiB"
     )
 
 
@@ -123,34 +117,28 @@ def _rejected(report: Analysis) -> Group | None:
     return Group(_text(title, style="bold"), *(_text(f"  {line}") for line in lines))
 
 
+# The memory table's columns, each with the MemoryBreakdown field it shows (GiB).
+_MEMORY_COLUMNS = (
+    ("pre-load free", "pre_load_free_gib"),
+    ("weights", "weights_gib"),
+    ("KV", "kv_cache_gib"),
+    ("draft w", "draft_weights_gib"),
+    ("draft KV", "draft_kv_gib"),
+    ("graphs", "graphs_gib"),
+    ("other", "startup_other_gib"),
+    ("free", "free_after_startup_gib"),
+    ("reserve", "reserve_gib"),
+)
+
+
 def _memory_table(report: Analysis) -> Group:
-    table = _table(
-        "rank",
-        "pre-load free",
-        "weights",
-        "KV",
-        "draft w",
-        "draft KV",
-        "graphs",
-        "other",
-        "free",
-        "reserve",
-        "host KV GB",
-    )
+    table = _table("rank", *(title for title, _ in _MEMORY_COLUMNS), "host KV GB")
     hosts = {r.rank: r.host_kv_gb for r in report.ranks}
     for b in report.breakdowns:
         table.add_row(
             _text(b.rank or "(single)"),
-            _g(b.pre_load_free_gib),
-            _g(b.weights_gib),
-            _g(b.kv_cache_gib),
-            _g(b.draft_weights_gib),
-            _g(b.draft_kv_gib),
-            _g(b.graphs_gib),
-            _g(b.startup_other_gib),
-            _g(b.free_after_startup_gib),
-            _g(b.reserve_gib),
-            _g(hosts.get(b.rank)),
+            *(fmt.number(getattr(b, name)) for _, name in _MEMORY_COLUMNS),
+            fmt.number(hosts.get(b.rank)),
         )
     return _titled("Memory per rank (GiB, from the log)", table)
 
@@ -161,7 +149,7 @@ def _kv_pool(report: Analysis) -> Text:
         return _text("KV pool: no `KV Cache is allocated` line in this log")
     first = ranks[0]
     cell = report.cell.cell
-    text = f"KV pool: {_i(first.target.kv_tokens)} tokens, {_g(first.target.kv_gib)} GiB per rank"
+    text = f"KV pool: {fmt.count(first.target.kv_tokens)} tokens, {fmt.number(first.target.kv_gib)} GiB per rank"
     if first.target.kv_dtype or report.startup.kv_cache_dtype:
         text += f" ({first.target.kv_dtype or report.startup.kv_cache_dtype})"
     if cell is not None:
@@ -186,9 +174,9 @@ def _phases(rank: RankStartup) -> Group:
             p.time_text or "",
             p.model,
             _text(p.name),
-            _g(p.avail_gib),
-            _g(p.delta_gib),
-            _g(p.duration_s, 1),
+            fmt.number(p.avail_gib),
+            fmt.number(p.delta_gib),
+            fmt.number(p.duration_s, 1),
         )
     return _titled(f"Startup phases ({rank.rank or 'single GPU'})", table)
 
@@ -205,7 +193,7 @@ def _formula(report: Analysis) -> RenderableType:
     if e.reserve_spent:
         spent = _table("item", "GiB")
         for label, value in e.reserve_spent:
-            spent.add_row(label, _g(value))
+            spent.add_row(label, fmt.number(value))
         parts.append(_titled("Where the memory left after the KV pool went", spent))
     if e.what_ifs:
         table = _table(
@@ -215,7 +203,7 @@ def _formula(report: Analysis) -> RenderableType:
             change = f"{w.delta_tokens:+,}" + (
                 f" ({w.delta_pct:+.1f} %)" if w.delta_pct is not None else ""
             )
-            headroom = _g(w.headroom_after_graphs_gib)
+            headroom = fmt.number(w.headroom_after_graphs_gib)
             if (
                 w.headroom_after_graphs_gib is not None
                 and w.headroom_after_graphs_gib < SAFE_HEADROOM_GIB
@@ -223,11 +211,11 @@ def _formula(report: Analysis) -> RenderableType:
                 headroom += " (under safe margin)"
             table.add_row(
                 f"{w.mem_fraction_static:.3f}",
-                _i(w.tokens) if w.would_start else "fails",
+                fmt.count(w.tokens) if w.would_start else "fails",
                 change,
-                _g(w.kv_pool_gib),
+                fmt.number(w.kv_pool_gib),
                 headroom,
-                _g(w.requests_at_context),
+                fmt.number(w.requests_at_context),
             )
         parts.append(_titled("What if mem_fraction_static were…", table))
     if e.reverse:
@@ -289,11 +277,8 @@ def render(report: Analysis) -> Group:
             Text(""),
             _text(
                 f"latest batch line ({last.prefix.rank or 'single'} {last.prefix.time_text}): "
-                f"{_i(last.tokens)} tokens in use, usage {_g(last.token_usage)}, "
-                f"{_i(last.running_reqs)} running, {_i(last.queued_reqs)} queued, "
-                f"{_g(last.gen_throughput)} tok/s"
-                + (f", accept len {last.accept_len:.2f}" if last.accept_len is not None else "")
-                + f" · {startup.batch_lines:,} batch lines in the log"
+                f"{fmt.count(last.tokens)} tokens in use, usage {fmt.number(last.token_usage)} · "
+                f"{load_line(load_from_batch(last))} · {startup.batch_lines:,} batch lines in the log"
             ),
         ]
     return Group(*parts)
@@ -342,18 +327,18 @@ def _gpu_table(snapshot: Snapshot) -> Group:
             str(s.index),
             _text(" ".join(view.ranks) or "—"),
             _text(s.name if s.status == "ok" else f"{s.name} ({s.status})"),
-            _g(m.total_gib),
-            _g(m.baseline_gib),
-            _g(m.weights_gib),
-            _g(m.kv_cache_gib),
-            _g(draft),
-            _g(m.graphs_gib),
-            _g(m.runtime_gib),
-            _g(m.free_gib),
-            _g(m.reserve_gib),
-            _i(s.utilization_pct),
-            _i(s.temperature_c),
-            _g(s.power_w, 0),
+            fmt.number(m.total_gib),
+            fmt.number(m.baseline_gib),
+            fmt.number(m.weights_gib),
+            fmt.number(m.kv_cache_gib),
+            fmt.number(draft),
+            fmt.number(m.graphs_gib),
+            fmt.number(m.runtime_gib),
+            fmt.number(m.free_gib),
+            fmt.number(m.reserve_gib),
+            fmt.count(s.utilization_pct),
+            fmt.count(s.temperature_c),
+            fmt.number(s.power_w, 0),
         )
     title = f"GPUs (GiB; NVML joined with the log, ranks by {snapshot.rank_mapping})"
     return _titled(title, table)
@@ -363,18 +348,10 @@ def _metrics_line(snapshot: Snapshot) -> Text | None:
     m = snapshot.metrics
     if m is None:
         return None
-    parts = [
-        f"KV {_i(m.used_tokens)} / {_i(m.max_total_num_tokens)} tokens"
-        + (f" ({m.token_usage:.0%})" if m.token_usage is not None else ""),
-        f"{_i(m.running_requests)} running",
-        f"{_i(m.queued_requests)} queued",
-        f"{_g(m.gen_throughput, 1)} tok/s",
-    ]
-    if m.cache_hit_rate is not None:
-        parts.append(f"hit {m.cache_hit_rate:.0%}")
-    if m.spec_accept_length is not None:
-        parts.append(f"accept len {m.spec_accept_length:.2f}")
-    return _text("metrics: " + " · ".join(parts))
+    pool = f"KV {fmt.count(m.used_tokens)} / {fmt.count(m.max_total_num_tokens)} tokens" + (
+        f" ({m.token_usage:.0%})" if m.token_usage is not None else ""
+    )
+    return _text(f"metrics: {pool} · {load_line(load_from_metrics(m))}")
 
 
 def render_snapshot(snapshot: Snapshot) -> Group:

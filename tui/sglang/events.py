@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -10,19 +10,42 @@ if TYPE_CHECKING:
     from tui.sglang.server_args import ServerArgs
 
 
-@dataclass(frozen=True, slots=True)
-class LinePrefix:
-    """The `[time TAGS]` prefix SGLang's logger writes; rank "" when the line has no rank tag."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankTags:
+    """Which scheduler process wrote a line (`DP1 TP1 EP1`), each tag None when not logged.
 
-    time_text: str | None
-    timestamp: datetime | None
-    rank: str
+    Declared in SGLang's own order: ranks sort by it (`order`) and the JSON lists them so.
+    """
+
     dp: int | None = None
     pp: int | None = None
     attn_cp: int | None = None
     moe_dp: int | None = None
     tp: int | None = None
     ep: int | None = None
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        return tuple(-1 if v is None else v for v in self.values())
+
+    def values(self) -> tuple[int | None, ...]:
+        return tuple(getattr(self, name) for name in RANK_TAGS)
+
+    def tags(self) -> RankTags:
+        """Only the tags (of a LinePrefix, say), to keep without the rest of the line."""
+        return RankTags(**{name: getattr(self, name) for name in RANK_TAGS})
+
+
+RANK_TAGS: tuple[str, ...] = tuple(f.name for f in fields(RankTags))
+
+
+@dataclass(frozen=True, slots=True)
+class LinePrefix(RankTags):
+    """The `[time TAGS]` prefix SGLang's logger writes; rank "" when the line has no rank tag."""
+
+    time_text: str | None
+    timestamp: datetime | None
+    rank: str
 
     @property
     def has_prefix(self) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from tui.sglang import events as ev
+from tui.sglang.bounds import MAX_COUNT, MAX_GIB, refusal
 from tui.sglang.control_chars import make_visible
 from tui.sglang.prefix import split_prefix
 from tui.sglang.server_args import parse_server_args
@@ -20,11 +21,6 @@ MAX_LINE_CHARS = 1 << 20
 _NUM = r"([-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|[nN]a[nN]|[iI]nf))"
 _INT = r"([-+]?\d+)"
 
-# Beyond these no real server logs a value: a larger one is a corrupt line, not a measurement.
-MAX_GIB = 1e6  # a GPU (or host) with a million GiB
-MAX_COUNT = 10**15  # tokens, requests, pages
-MAX_NUMBER = 1e15  # any other number (throughput, seconds)
-
 # Numbers refused while the current line is parsed, as (logged text, reason); set by parse_line.
 _refused = threading.local()
 
@@ -35,65 +31,59 @@ def _refuse(text: str, reason: str) -> None:
         found.append((text, reason))
 
 
-def _float(text: str | None, limit: float = MAX_NUMBER) -> float | None:
-    """A logged number, or None when absent; nan, inf and |x| > limit are refused (and noted)."""
+def _number(
+    text: str | None, limit: float = MAX_COUNT, *, signed: bool = False, negative: str = "negative"
+) -> float | None:
+    """A logged number, or None when absent; one outside the bounds (bounds.py) is refused and noted."""
     if text is None:
         return None
     try:
         value = float(text)
     except ValueError:
         return None
-    if not math.isfinite(value):
-        _refuse(text, "not a finite number")
-        return None
-    if abs(value) > limit:
-        _refuse(text, "out of range")
+    why = refusal(value, limit, signed=signed, negative=negative)
+    if why is not None:
+        _refuse(text, why)
         return None
     return value
 
 
 def _gib(text: str | None) -> float | None:
     """A memory size or free-memory reading in GiB: never negative, never above MAX_GIB."""
-    value = _float(text, MAX_GIB)
-    if value is not None and value < 0:
-        _refuse(text or "", "negative memory")
-        return None
-    return value
+    return _number(text, MAX_GIB, negative="negative memory")
 
 
 def _gib_change(text: str | None) -> float | None:
     """`mem usage=`: memory taken by a step, negative when the step freed some."""
-    return _float(text, MAX_GIB)
+    return _number(text, MAX_GIB, signed=True)
 
 
 def _seconds(text: str | None) -> float | None:
-    value = _float(text)
-    if value is not None and value < 0:
-        _refuse(text or "", "negative duration")
-        return None
-    return value
+    return _number(text, negative="negative duration")
 
 
-def _int(text: str | None) -> int | None:
+def _whole(text: str | None, *, signed: bool = False) -> int | None:
     if text is None:
         return None
     try:
         value = int(text)
     except ValueError:
         return None
-    if abs(value) > MAX_COUNT:
-        _refuse(text, "out of range")
+    why = refusal(value, MAX_COUNT, signed=signed, negative="negative count")
+    if why is not None:
+        _refuse(text, why)
         return None
     return value
 
 
 def _count(text: str | None) -> int | None:
     """Tokens, requests, sizes: a whole number from 0 to MAX_COUNT."""
-    value = _int(text)
-    if value is not None and value < 0:
-        _refuse(text or "", "negative count")
-        return None
-    return value
+    return _whole(text)
+
+
+def _signed_int(text: str | None) -> int | None:
+    """A whole number that may be negative: chunked_prefill_size -1 turns chunking off."""
+    return _whole(text, signed=True)
 
 
 def _field(pattern: str) -> Callable[[str], str | None]:
@@ -289,7 +279,7 @@ def _summary(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
         prefix,
         msg,
         max_total_num_tokens=_count(values.get("max_total_num_tokens")),
-        chunked_prefill_size=_int(values.get("chunked_prefill_size")),
+        chunked_prefill_size=_signed_int(values.get("chunked_prefill_size")),
         max_prefill_tokens=_count(values.get("max_prefill_tokens")),
         max_running_requests=_count(values.get("max_running_requests")),
         context_len=_count(values.get("context_len")),
@@ -362,7 +352,10 @@ def _max_total(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     capped = _capped_re.match(msg)
     if capped is not None:
         return ev.MaxTotalTokensCapped(
-            prefix, msg, user_tokens=_count(capped.group(1)), profiled_tokens=_int(capped.group(2))
+            prefix,
+            msg,
+            user_tokens=_count(capped.group(1)),
+            profiled_tokens=_signed_int(capped.group(2)),
         )
     return _summary(prefix, msg)
 
@@ -419,12 +412,12 @@ def _batch_value(field_name: str, raw: str) -> float | int | bool | str | None:
     if field_name == "cuda_graph":
         value = {"True": True, "False": False}.get(raw)
     elif field_name == "cache_hit_rate":
-        value = _float(raw.rstrip("%"))
+        value = _number(raw.rstrip("%"))
         value = None if value is None else value / 100.0
     elif field_name in _BATCH_INTS:
         value = _count(raw)
     else:
-        value = _float(raw)
+        value = _number(raw)
     if value is None and raw and not _refused_already(raw):
         _refuse(raw, "not a number" if field_name != "cuda_graph" else "not True or False")
     return value
@@ -510,9 +503,9 @@ def _failure(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
                 prefix,
                 msg[:2000],
                 kind=kind,
-                mem_fraction_static=_float(_loaded_mfs(msg) or _not_enough_mfs(msg)),
-                raise_above=_float(_raise_above(msg)),
-                min_viable=_float(_min_viable(msg)),
+                mem_fraction_static=_number(_loaded_mfs(msg) or _not_enough_mfs(msg)),
+                raise_above=_number(_raise_above(msg)),
+                min_viable=_number(_min_viable(msg)),
                 requested_gb=_gib(_host_req(msg)),
                 free_gb=_gib(_host_free(msg)),
             )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from tui.sglang.bounds import MAX_COUNT, MAX_GIB, refusal
 from tui.sglang.control_chars import make_visible
 from tui.sglang.server_args import ServerArgs, server_args_from_mapping
 
@@ -71,10 +72,9 @@ _WANTED: Final = frozenset({*_SCALAR_RULES, _CACHE_CONFIG, _GRAPH_MEMORY, _START
 
 _ESCAPES: Final = {"\\": "\\", '"': '"', "n": "\n"}
 
-# Every family read here is a count, a size, a ratio or a duration: never negative, and beyond
-# these bounds no server reports a value (1e15 tokens; a million GiB).
-MAX_VALUE: Final = 1e15
-MAX_GIB: Final = 1e6
+# Every family read here is a count, a size, a ratio or a duration: never negative, and within
+# the bounds of bounds.py (the log parser's too).
+MAX_VALUE: Final = MAX_COUNT
 MAX_REJECTED: Final = 20
 _RATIOS: Final = frozenset(
     {"token_usage", "full_token_usage", "swa_token_usage", "cache_hit_rate", "spec_accept_rate"}
@@ -249,113 +249,145 @@ def _num(text: str | None) -> int:
         return 1 << 30
 
 
+@dataclass(slots=True)
+class _Scrape:
+    """What one scrape has read so far, and what it refused."""
+
+    scalars: dict[str, dict[str, float]] = field(default_factory=dict)  # name -> rank -> value
+    ranks: dict[str, tuple[tuple[int, int, int], str]] = field(default_factory=dict)  # sort key, DP
+    cache_config: dict[str, tuple[str, str]] = field(default_factory=dict)  # rank -> labels
+    graph: dict[str, dict[str, float]] = field(default_factory=dict)  # phase -> rank -> GiB
+    startup: dict[str, float] = field(default_factory=dict)  # phase -> seconds
+    families: set[str] = field(default_factory=set)
+    typed_families: set[str] = field(default_factory=set)
+    rejected: list[str] = field(default_factory=list)
+    rejected_count: int = 0
+
+    def refuse(self, line: str, why: str) -> None:
+        self.rejected_count += 1
+        if len(self.rejected) < MAX_REJECTED:
+            shown = line if len(line) <= 120 else line[:117] + "..."
+            self.rejected.append(f"{make_visible(shown)} ({why})")
+
+
 def parse_exposition(text: str) -> MetricsSample:
     """Parse Prometheus text; unknown, garbage and non-finite lines are skipped, never raised."""
-    # name -> rank label -> value (last wins for a duplicated series)
-    scalars: dict[str, dict[str, float]] = {}
-    # rank label -> (sort key, DP group)
-    ranks: dict[str, tuple[tuple[int, int, int], str]] = {}
-    cache_config: dict[str, tuple[str, str]] = {}
-    graph: dict[str, dict[str, float]] = {}  # phase -> rank -> GiB
-    startup: dict[str, float] = {}
-    families: set[str] = set()
-    typed_families: set[str] = set()
-    rejected: list[str] = []
-    rejected_count = 0
-
-    def refuse(line: str, why: str) -> None:
-        nonlocal rejected_count
-        rejected_count += 1
-        if len(rejected) < MAX_REJECTED:
-            shown = line if len(line) <= 120 else line[:117] + "..."
-            rejected.append(f"{make_visible(shown)} ({why})")
-
+    scrape = _Scrape()
     for raw in text.splitlines():
         if not raw.startswith(_PREFIX):
             if raw.startswith("# TYPE sglang:"):
-                typed_families.add(raw[7:].split(" ", 1)[0])
+                scrape.typed_families.add(raw[7:].split(" ", 1)[0])
             continue
         line = raw.rstrip()
-        brace = line.find("{")
-        space = line.find(" ")
-        cut = space if brace < 0 or 0 <= space < brace else brace
-        if cut < 0:
-            continue
-        name = line[_PREFIX_LEN:cut]
-        families.add(name)
-        if name not in _WANTED:
-            continue
-        labels: dict[str, str]
-        if cut == brace:
-            parsed = _parse_labels(line, brace)
-            if parsed is None:
-                refuse(line, "unreadable labels")
-                continue
-            labels, pos = parsed
-        else:
-            labels, pos = {}, cut
-        fields = line[pos:].split()
-        if not fields:
-            refuse(line, "no value")
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            refuse(line, "not a number")
-            continue
-        why = _refusal(name, value)
-        if why is not None:
-            refuse(line, why)
-            continue
-        rank, sort_key, dp_group = _rank_key(labels)
-        if name == _STARTUP_PHASES:
-            phase = labels.get("phase", "total")
-            startup[phase] = max(value, startup.get(phase, value))
-            continue
-        ranks[rank] = (sort_key, dp_group)
-        if name == _CACHE_CONFIG:
-            cache_config[rank] = (labels.get("page_size", ""), labels.get("num_pages", ""))
-        elif name == _GRAPH_MEMORY:
-            graph.setdefault(labels.get("phase", "total"), {})[rank] = value
-        else:
-            by_rank = scalars.setdefault(name, {})
-            earlier = by_rank.get(rank)
-            if earlier is not None and earlier != value:
-                refuse(line, f"duplicate series: {earlier:g} replaced by this later value")
-            by_rank[rank] = value
+        sample = _read_sample(scrape, line)
+        if sample is not None:
+            _store(scrape, line, *sample)
+    _add_cache_config(scrape)
+    graph_by_phase = {phase: max(by_rank.values()) for phase, by_rank in scrape.graph.items()}
+    return MetricsSample(
+        values=MappingProxyType(_deployment_values(scrape, graph_by_phase)),
+        per_rank=MappingProxyType({r: MappingProxyType(v) for r, v in _per_rank(scrape).items()}),
+        graph_memory_gib_by_phase=MappingProxyType(graph_by_phase),
+        startup_seconds_by_phase=MappingProxyType(scrape.startup),
+        families_seen=len(scrape.typed_families) or len(scrape.families),
+        rejected=tuple(scrape.rejected),
+        rejected_count=scrape.rejected_count,
+    )
 
-    # 0.5.10's info gauge carries page size and page count as labels.
-    for rank, (page_size, num_pages) in cache_config.items():
+
+def _read_sample(scrape: _Scrape, line: str) -> tuple[str, dict[str, str], float] | None:
+    """Name, labels and value of a series kvtop reads; None for another family or a refusal."""
+    brace = line.find("{")
+    space = line.find(" ")
+    cut = space if brace < 0 or 0 <= space < brace else brace
+    if cut < 0:
+        return None
+    name = line[_PREFIX_LEN:cut]
+    scrape.families.add(name)
+    if name not in _WANTED:
+        return None
+    labels: dict[str, str]
+    if cut == brace:
+        parsed = _parse_labels(line, brace)
+        if parsed is None:
+            scrape.refuse(line, "unreadable labels")
+            return None
+        labels, pos = parsed
+    else:
+        labels, pos = {}, cut
+    fields = line[pos:].split()
+    if not fields:
+        scrape.refuse(line, "no value")
+        return None
+    try:
+        value = float(fields[0])
+    except ValueError:
+        scrape.refuse(line, "not a number")
+        return None
+    why = _refusal(name, value)
+    if why is not None:
+        scrape.refuse(line, why)
+        return None
+    return name, labels, value
+
+
+def _store(scrape: _Scrape, line: str, name: str, labels: dict[str, str], value: float) -> None:
+    rank, sort_key, dp_group = _rank_key(labels)
+    if name == _STARTUP_PHASES:
+        phase = labels.get("phase", "total")
+        scrape.startup[phase] = max(value, scrape.startup.get(phase, value))
+        return
+    scrape.ranks[rank] = (sort_key, dp_group)
+    if name == _CACHE_CONFIG:
+        scrape.cache_config[rank] = (labels.get("page_size", ""), labels.get("num_pages", ""))
+    elif name == _GRAPH_MEMORY:
+        scrape.graph.setdefault(labels.get("phase", "total"), {})[rank] = value
+    else:
+        by_rank = scrape.scalars.setdefault(name, {})
+        earlier = by_rank.get(rank)
+        if earlier is not None and earlier != value:
+            scrape.refuse(line, f"duplicate series: {earlier:g} replaced by this later value")
+        by_rank[rank] = value
+
+
+def _add_cache_config(scrape: _Scrape) -> None:
+    """0.5.10's info gauge carries page size and page count as labels."""
+    for rank, (page_size, num_pages) in scrape.cache_config.items():
         for name, label in (("page_size", page_size), ("num_pages", num_pages)):
             try:
                 number = float(label)
             except ValueError:
                 if label:
-                    refuse(f'sglang:cache_config_info{{{name}="{label}"}}', "not a number")
+                    scrape.refuse(f'sglang:cache_config_info{{{name}="{label}"}}', "not a number")
                 continue
             why = _refusal(name, number)
             if why is not None:
-                refuse(f'sglang:cache_config_info{{{name}="{label}"}}', why)
+                scrape.refuse(f'sglang:cache_config_info{{{name}="{label}"}}', why)
                 continue
-            scalars.setdefault(name, {}).setdefault(rank, number)
+            scrape.scalars.setdefault(name, {}).setdefault(rank, number)
 
+
+def _per_rank(scrape: _Scrape) -> dict[str, dict[str, float]]:
+    ranks = scrape.ranks
     per_rank: dict[str, dict[str, float]] = {
         rank: {} for rank in sorted(ranks, key=lambda r: ranks[r][0])
     }
-    for name, by_rank in scalars.items():
+    for name, by_rank in scrape.scalars.items():
         for rank, value in by_rank.items():
             per_rank[rank][name] = value
-    for by_rank in graph.values():
+    for by_rank in scrape.graph.values():
         for rank, value in by_rank.items():
             row = per_rank[rank]
             row[_GRAPH_MEMORY] = row.get(_GRAPH_MEMORY, 0.0) + value
+    return per_rank
 
+
+def _deployment_values(scrape: _Scrape, graph_by_phase: dict[str, float]) -> dict[str, float]:
     values: dict[str, float] = {}
-    for name, by_rank in scalars.items():
-        aggregated = _aggregate(by_rank, ranks, _SCALAR_RULES[name])
+    for name, by_rank in scrape.scalars.items():
+        aggregated = _aggregate(by_rank, scrape.ranks, _SCALAR_RULES[name])
         if aggregated is not None:
             values[name] = aggregated
-    graph_by_phase = {phase: max(by_rank.values()) for phase, by_rank in graph.items()}
     if graph_by_phase:
         values[_GRAPH_MEMORY] = sum(graph_by_phase.values())
     used, total = values.get("num_used_tokens"), values.get("max_total_num_tokens")
@@ -363,29 +395,15 @@ def parse_exposition(text: str) -> MetricsSample:
         used = values.get("kv_used_tokens")
     if used is not None and total:
         values["token_usage"] = used / total
-
-    return MetricsSample(
-        values=MappingProxyType(values),
-        per_rank=MappingProxyType({r: MappingProxyType(v) for r, v in per_rank.items()}),
-        graph_memory_gib_by_phase=MappingProxyType(graph_by_phase),
-        startup_seconds_by_phase=MappingProxyType(startup),
-        families_seen=len(typed_families) or len(families),
-        rejected=tuple(rejected),
-        rejected_count=rejected_count,
-    )
+    return values
 
 
 def _refusal(name: str, value: float) -> str | None:
     """Why a gauge value cannot be a real reading, or None when it can."""
-    if not math.isfinite(value):
-        return "not a finite number"
-    if value < 0:
-        return "negative"
-    if value > (MAX_GIB if name.endswith("_gb") else MAX_VALUE):
-        return "out of range"
-    if name in _RATIOS and value > 1:
+    why = refusal(value, MAX_GIB if name.endswith("_gb") else MAX_VALUE)
+    if why is None and name in _RATIOS and value > 1:
         return "a ratio above 1"
-    return None
+    return why
 
 
 def _aggregate(
@@ -464,13 +482,8 @@ class _Checker:
             number = float(value)
         except OverflowError:
             number = math.inf
-        if not math.isfinite(number):
-            why = "not a finite number"
-        elif number < 0:
-            why = "negative"
-        elif number > limit:
-            why = "out of range"
-        else:
+        why = refusal(number, limit)
+        if why is None:
             return number
         self.refuse(where, value, why)
         return None

@@ -129,12 +129,7 @@ class RankStartup:
     """The startup of one scheduler process (one GPU), keyed by its tags as logged."""
 
     rank: str
-    dp: int | None = None
-    pp: int | None = None
-    attn_cp: int | None = None
-    moe_dp: int | None = None
-    tp: int | None = None
-    ep: int | None = None
+    tags: ev.RankTags = field(default_factory=ev.RankTags)
     target: ModelMemory = field(default_factory=ModelMemory)
     draft: ModelMemory | None = None
     host_kv_gb: float | None = None
@@ -144,6 +139,12 @@ class RankStartup:
     failure: ev.Failure | None = None
     first_seen: datetime | None = None
     last_seen: datetime | None = None
+
+    def __getattr__(self, name: str) -> int | None:
+        # rank.tp and the other tags read through to `tags`, where they are declared once.
+        if name in ev.RANK_TAGS:
+            return getattr(self.tags, name)
+        raise AttributeError(name)
 
     def model(self, which: str) -> ModelMemory:
         if which == TARGET:
@@ -194,12 +195,7 @@ class Startup:
         return bool(self.server_args.speculative_algorithm)
 
     def sorted_ranks(self) -> list[RankStartup]:
-        def key(r: RankStartup) -> tuple[int, ...]:
-            return tuple(
-                -1 if v is None else v for v in (r.dp, r.pp, r.attn_cp, r.moe_dp, r.tp, r.ep)
-            )
-
-        return sorted(self.ranks.values(), key=lambda r: (key(r), r.rank))
+        return sorted(self.ranks.values(), key=lambda r: (r.tags.order, r.rank))
 
 
 def _note_rejected(startup: Startup, event: ev.Event) -> None:
@@ -281,15 +277,7 @@ class StartupTracker:
     def _rank(startup: Startup, prefix: ev.LinePrefix) -> RankStartup:
         rank = startup.ranks.get(prefix.rank)
         if rank is None:
-            rank = RankStartup(
-                rank=prefix.rank,
-                dp=prefix.dp,
-                pp=prefix.pp,
-                attn_cp=prefix.attn_cp,
-                moe_dp=prefix.moe_dp,
-                tp=prefix.tp,
-                ep=prefix.ep,
-            )
+            rank = RankStartup(rank=prefix.rank, tags=prefix.tags())
             startup.ranks[prefix.rank] = rank
         if prefix.timestamp is not None:
             if rank.first_seen is None:
@@ -484,7 +472,7 @@ class StartupTracker:
     def _on_capture_progress(self, startup: Startup, event: ev.GraphCaptureProgress) -> None:
         # tqdm bars come from rank 0 without a prefix: credit the open capture of TP0 (or "").
         for rank in startup.sorted_ranks():
-            if rank.tp not in (None, 0):
+            if rank.tags.tp not in (None, 0):
                 continue
             for model in (rank.draft, rank.target):
                 if model is not None and model.graphs and not model.graphs[-1].done:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tui.sglang import events as ev
 
@@ -41,62 +43,116 @@ def _fmt(version: Version) -> str:
 UNKNOWN = VersionRange(OLDEST, NEWEST)
 
 
-def evidence(event: ev.Event) -> tuple[Version, Version, str] | None:
+Evidence = tuple[Version, Version, str]  # lowest and highest version, and why
+
+
+def _init_end(event: ev.InitEnd) -> Evidence | None:
+    if event.step == "parallel":
+        return (0, 5, 20), NEWEST, "`Init parallel` lines"
+    if event.elapsed_s is not None:
+        return (0, 5, 9), (0, 5, 19), "`Init torch distributed ends. elapsed=`"
+    if event.mem_usage_gib is not None:
+        return (0, 4, 3), (0, 5, 8), "`Init torch distributed ends. mem usage=` without elapsed"
+    return None
+
+
+def _load_weight_end(event: ev.LoadWeightEnd) -> Evidence | None:
+    timed, typed = event.elapsed_s is not None, event.dtype is not None
+    if timed:
+        if not typed:
+            return (0, 5, 10), NEWEST, "`Load weight end. elapsed=` without dtype"
+        return (0, 5, 9), (0, 5, 9), "`Load weight end. elapsed=` with dtype"
+    if event.quant is not None and not typed:
+        return (0, 5, 10), NEWEST, "`Load weight end. quant=` without dtype"
+    if typed and event.mem_usage_gib is not None:
+        return (0, 4, 3), (0, 5, 8), "`Load weight end. type=, dtype=` without elapsed"
+    if typed:
+        return OLDEST, (0, 4, 1), "`Load weight end` without mem usage"
+    return None
+
+
+def _kv_cache(event: ev.KvCacheAllocated) -> Evidence | None:
+    if event.post_capture:
+        return None
+    if event.va_upper_bound or event.cache_name != "KV Cache":
+        return (0, 5, 19), NEWEST, "named/VA `KV Cache` line"
+    if event.dtype is not None:
+        return (0, 5, 13), NEWEST, "`KV Cache is allocated. dtype:`"
+    if event.tokens is not None:
+        return (0, 4, 3), (0, 5, 12), "`KV Cache is allocated. #tokens:` without dtype"
+    return None
+
+
+def _graph_capture_end(event: ev.GraphCaptureEnd) -> Evidence | None:
+    if "Time elapsed:" in event.message:
+        return OLDEST, (0, 5, 13), "`Capture ... graph end. Time elapsed:`"
+    if "elapsed=" in event.message:
+        return (0, 5, 14), NEWEST, "`Capture ... CUDA graph end. elapsed=`"
+    return None
+
+
+def _server_args(event: ev.ServerArgsLogged) -> Evidence | None:
+    if event.args is None:
+        return None
+    if event.args.form == "dict":
+        return (0, 5, 19), NEWEST, "`server_args={...}` dict form"
+    return OLDEST, (0, 5, 16), "`server_args=ServerArgs(...)` form"
+
+
+def _batch(event: ev.BatchStats) -> Evidence | None:
+    if event.message.startswith(("Decode batch,", "Prefill batch,")):
+        return (0, 5, 3), NEWEST, "`Decode batch,` with a comma"
+    if event.message.startswith(("Decode batch.", "Prefill batch.")):
+        return OLDEST, (0, 5, 2), "`Decode batch.` with a period"
+    return None
+
+
+def _host_kv(event: ev.HostKvAllocated) -> Evidence | None:
+    if event.label is not None:
+        return None
+    if event.tokens is None:
+        return (0, 4, 10), (0, 5, 16), "`Allocating N GB host memory for hierarchical KV cache`"
+    return (0, 5, 19), NEWEST, "`hierarchical KV host pool:` line"
+
+
+def _failure(event: ev.Failure) -> Evidence | None:
+    if event.kind == "no_memory_for_kv":
+        return (0, 5, 14), NEWEST, "`Loaded weights leave no GPU memory` failure"
+    return None
+
+
+def _summary(event: ev.Summary) -> Evidence | None:
+    if event.available_gpu_mem_gib is not None:
+        return (0, 4, 10), NEWEST, "summary line with available_gpu_mem"
+    if event.chunked_prefill_size is not None:
+        return (0, 4, 1), (0, 4, 9), "summary line without available_gpu_mem"
+    return None
+
+
+# The lines whose format changed between versions, each with what its form says.
+_EVIDENCE: tuple[tuple[type[ev.Event], Callable[[Any], Evidence | None]], ...] = (
+    (ev.InitEnd, _init_end),
+    (ev.LoadWeightEnd, _load_weight_end),
+    (ev.KvCacheAllocated, _kv_cache),
+    (ev.GraphCaptureEnd, _graph_capture_end),
+    (ev.ServerArgsLogged, _server_args),
+    (ev.BatchStats, _batch),
+    (ev.HostKvAllocated, _host_kv),
+    (ev.Failure, _failure),
+    (ev.Summary, _summary),
+)
+
+
+def evidence(event: ev.Event) -> Evidence | None:
     """The version range a line's format implies, with a short reason, or None if it says nothing.
 
     Ranges come from the wheel diffs in the SGLang reference (section a).
     """
-    msg = event.message
-    if isinstance(event, ev.InitEnd):
-        if event.step == "parallel":
-            return (0, 5, 20), NEWEST, "`Init parallel` lines"
-        if event.elapsed_s is not None:
-            return (0, 5, 9), (0, 5, 19), "`Init torch distributed ends. elapsed=`"
-        if event.mem_usage_gib is not None:
-            return (0, 4, 3), (0, 5, 8), "`Init torch distributed ends. mem usage=` without elapsed"
-    if isinstance(event, ev.LoadWeightEnd):
-        if event.elapsed_s is not None and event.dtype is None:
-            return (0, 5, 10), NEWEST, "`Load weight end. elapsed=` without dtype"
-        if event.elapsed_s is not None:
-            return (0, 5, 9), (0, 5, 9), "`Load weight end. elapsed=` with dtype"
-        if event.quant is not None and event.dtype is None:
-            return (0, 5, 10), NEWEST, "`Load weight end. quant=` without dtype"
-        if event.mem_usage_gib is not None and event.dtype is not None:
-            return (0, 4, 3), (0, 5, 8), "`Load weight end. type=, dtype=` without elapsed"
-        if event.mem_usage_gib is None and event.dtype is not None:
-            return OLDEST, (0, 4, 1), "`Load weight end` without mem usage"
-    if isinstance(event, ev.KvCacheAllocated) and not event.post_capture:
-        if event.va_upper_bound or event.cache_name != "KV Cache":
-            return (0, 5, 19), NEWEST, "named/VA `KV Cache` line"
-        if event.dtype is not None:
-            return (0, 5, 13), NEWEST, "`KV Cache is allocated. dtype:`"
-        if event.tokens is not None:
-            return (0, 4, 3), (0, 5, 12), "`KV Cache is allocated. #tokens:` without dtype"
-    if isinstance(event, ev.GraphCaptureEnd):
-        if "Time elapsed:" in msg:
-            return OLDEST, (0, 5, 13), "`Capture ... graph end. Time elapsed:`"
-        if "elapsed=" in msg:
-            return (0, 5, 14), NEWEST, "`Capture ... CUDA graph end. elapsed=`"
-    if isinstance(event, ev.ServerArgsLogged) and event.args is not None:
-        if event.args.form == "dict":
-            return (0, 5, 19), NEWEST, "`server_args={...}` dict form"
-        return OLDEST, (0, 5, 16), "`server_args=ServerArgs(...)` form"
-    if isinstance(event, ev.BatchStats):
-        if msg.startswith(("Decode batch,", "Prefill batch,")):
-            return (0, 5, 3), NEWEST, "`Decode batch,` with a comma"
-        if msg.startswith(("Decode batch.", "Prefill batch.")):
-            return OLDEST, (0, 5, 2), "`Decode batch.` with a period"
-    if isinstance(event, ev.HostKvAllocated) and event.label is None:
-        if event.tokens is None:
-            return (0, 4, 10), (0, 5, 16), "`Allocating N GB host memory for hierarchical KV cache`"
-        return (0, 5, 19), NEWEST, "`hierarchical KV host pool:` line"
-    if isinstance(event, ev.Failure) and event.kind == "no_memory_for_kv":
-        return (0, 5, 14), NEWEST, "`Loaded weights leave no GPU memory` failure"
-    if isinstance(event, ev.Summary):
-        if event.available_gpu_mem_gib is not None:
-            return (0, 4, 10), NEWEST, "summary line with available_gpu_mem"
-        if event.chunked_prefill_size is not None:
-            return (0, 4, 1), (0, 4, 9), "summary line without available_gpu_mem"
+    for kind, read in _EVIDENCE:
+        if isinstance(event, kind):
+            found = read(event)
+            if found is not None:
+                return found
     return None
 
 

@@ -515,8 +515,8 @@ class JournalSource:
         return missing_sentence(self.unit, units)
 
     async def _journalctl_batches(self, follow: bool) -> AsyncGenerator[list[JournalLine], None]:
-        base = self._journalctl()
-        if base is None:
+        command = self._journalctl()
+        if command is None:
             self.status = (
                 f"cannot read the journal for {self.unit}: neither the systemd Python module "
                 "nor journalctl is available. Install systemd-python (pip install "
@@ -524,40 +524,58 @@ class JournalSource:
             )
             return
         unit_match = f"_SYSTEMD_UNIT={self.unit}"
-        missing_base, base = base, [*base, "-o", "json"]
+        base = [*command, "-o", "json"]
+        tail = await self._journalctl_tail(base, unit_match, follow)
+        if tail is None:
+            return
+        cursor: str | None = None
+        if not tail:
+            self.status = await self._journalctl_missing(command)
+        else:
+            self.status = None
+            cursor = _text(tail[-1].get("__CURSOR"))
+            async for lines, later in self._journalctl_latest_start(base, unit_match, tail[-1]):
+                yield lines
+                cursor = later or cursor
+        if follow:
+            async for lines in self._journalctl_follow(base, unit_match, cursor):
+                yield lines
+
+    async def _journalctl_tail(
+        self, base: list[str], unit_match: str, follow: bool
+    ) -> list[dict[str, Any]] | None:
+        """The unit's latest entry (none when it never logged); None: unreadable, not following."""
         while True:
             try:
-                tail = await self._journalctl_list([*base, "-n", "1", unit_match])
-                break
+                return await self._journalctl_list([*base, "-n", "1", unit_match])
             except _JournalctlFailed as exc:
                 self.status = self._journalctl_error(exc)
             if not follow or self._closed:
-                return
+                return None
             await self._sleep(RETRY_S)
             if self._closed:
-                return
+                return None
 
-        cursor: str | None = None
-        if not tail:
-            self.status = await self._journalctl_missing(missing_base)
-        else:
-            self.status = None
-            latest = tail[-1]
-            self.invocation_id = _text(latest.get("_SYSTEMD_INVOCATION_ID"))
-            cursor = _text(latest.get("__CURSOR"))
-            if self.invocation_id is None:
-                yield [_line(latest)]
-            else:
-                run = [*base, unit_match, f"_SYSTEMD_INVOCATION_ID={self.invocation_id}"]
-                try:
-                    async for batch in self._journalctl_stream(run):
-                        yield [_line(entry) for entry in batch]
-                        cursor = _text(batch[-1].get("__CURSOR")) or cursor
-                except _JournalctlFailed as exc:
-                    self.status = self._journalctl_error(exc)
-        if not follow:
+    async def _journalctl_latest_start(
+        self, base: list[str], unit_match: str, latest: dict[str, Any]
+    ) -> AsyncGenerator[tuple[list[JournalLine], str | None], None]:
+        """The unit's latest start (its invocation), with each batch's cursor; only the latest
+        entry when it carries no invocation id."""
+        self.invocation_id = _text(latest.get("_SYSTEMD_INVOCATION_ID"))
+        if self.invocation_id is None:
+            yield [_line(latest)], None
             return
+        run = [*base, unit_match, f"_SYSTEMD_INVOCATION_ID={self.invocation_id}"]
+        try:
+            async for batch in self._journalctl_stream(run):
+                yield [_line(entry) for entry in batch], _text(batch[-1].get("__CURSOR"))
+        except _JournalctlFailed as exc:
+            self.status = self._journalctl_error(exc)
 
+    async def _journalctl_follow(
+        self, base: list[str], unit_match: str, cursor: str | None
+    ) -> AsyncGenerator[list[JournalLine], None]:
+        """What the unit logs from `cursor` on (journalctl -f), restarted whenever it stops."""
         while not self._closed:
             # -n all: with -f journalctl would otherwise start at the last 10 entries, even
             # after --after-cursor.

@@ -10,6 +10,7 @@ import stat
 import sys
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -160,112 +161,141 @@ class LogFollower:
     # -- files ---------------------------------------------------------------------------
 
     async def _file_lines(self) -> AsyncIterator[str]:
-        path = self.path
         splitter = _LineSplitter()
-        fd: int | None = None
-        ino: tuple[int, int] | None = None
-        offset = 0
-        first_open = True
-        seen_file = False
+        held = _HeldFile()
         try:
             while not self._closed:
-                if fd is None:
-                    try:
-                        fd = await asyncio.to_thread(os.open, path, os.O_RDONLY)
-                    except FileNotFoundError:
-                        first_open = False  # when it appears, all of it is new
-                        self.status = (
-                            f"log file {path} was removed; waiting for it to come back"
-                            if seen_file
-                            else f"log file {path} does not exist yet; waiting for it to "
-                            "appear (check the path if it never does)"
-                        )
-                        await self._sleep(self.poll_interval_s)
-                        continue
-                    except PermissionError:
-                        self.status = (
-                            f"cannot read {path}: permission denied. Run kvtop as a user who "
-                            "can read it (for example with sudo), or make it readable "
-                            "(chmod o+r); retrying every few seconds."
-                        )
-                        await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
-                        continue
-                    except OSError as exc:
-                        self.status = (
-                            f"cannot open {path}: {exc.strerror or exc}. Check the path; "
-                            "retrying every few seconds."
-                        )
-                        await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
-                        continue
-                    st = os.fstat(fd)
-                    if stat.S_ISDIR(st.st_mode):
-                        os.close(fd)
-                        fd = None
-                        self.status = (
-                            f"{path} is a directory, not a log file. Give the path of the "
-                            "log file itself; retrying every few seconds."
-                        )
-                        await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
-                        continue
-                    ino = (st.st_dev, st.st_ino)
-                    offset = 0
-                    # Skipping old text only makes sense for the file that was there at start;
-                    # a file that appears later is all new.
-                    if first_open and not self.from_start:
-                        offset = os.lseek(fd, 0, os.SEEK_END)
-                    first_open = False
-                    seen_file = True
-                    self.status = None
-
-                # A regular file that has not grown has nothing new: no hop to a thread and back
-                # at every tick (fstat answers from the open file, as below). A size of 0 is
-                # read anyway: some files (procfs, FUSE) report 0 and still have text.
-                info = os.fstat(fd)
-                unchanged = stat.S_ISREG(info.st_mode) and info.st_size == offset != 0
-                data = b"" if unchanged else await asyncio.to_thread(os.read, fd, CHUNK_BYTES)
+                if held.fd is None and not await self._open(held):
+                    continue
+                assert held.fd is not None
+                data = await _read_new(held)
                 if data:
-                    offset += len(data)
+                    held.offset += len(data)
                     for line in splitter.feed(data):
                         yield line
                     continue
 
                 # Nothing new: find out whether the file was truncated, replaced or removed.
-                if os.fstat(fd).st_size < offset:
-                    self._notice(f"log file {path} was truncated; reading it again from the start")
+                if os.fstat(held.fd).st_size < held.offset:
+                    self._notice(
+                        f"log file {self.path} was truncated; reading it again from the start"
+                    )
                     for line in splitter.flush():
                         yield line
-                    os.lseek(fd, 0, os.SEEK_SET)
-                    offset = 0
+                    os.lseek(held.fd, 0, os.SEEK_SET)
+                    held.offset = 0
                     continue
-                try:
-                    st = os.stat(path)
-                    now = (st.st_dev, st.st_ino)
-                except FileNotFoundError:
-                    now = None
-                except OSError:
-                    now = ino  # e.g. a permission change on the directory: keep the open file
-                if now != ino:
-                    # Drain what was written to the old file between our last read and the
-                    # rename, so no line is lost across a rotation.
-                    while data := await asyncio.to_thread(os.read, fd, CHUNK_BYTES):
-                        for line in splitter.feed(data):
-                            yield line
-                    for line in splitter.flush():
+                now = _identity(self.path, held.ino)
+                if now != held.ino:
+                    async for line in _drain_and_close(held, splitter):
                         yield line
-                    os.close(fd)
-                    fd = None
-                    if now is None:
-                        self.status = f"log file {path} was removed; waiting for it to come back"
-                    else:
-                        self._notice(
-                            f"log file {path} was replaced (rotated); reading the new file "
-                            "from its start"
-                        )
+                    self._note_rotation(now)
                     continue
                 await self._sleep(self.poll_interval_s)
         finally:
-            if fd is not None:
-                os.close(fd)
+            if held.fd is not None:
+                os.close(held.fd)
+
+    async def _open(self, held: _HeldFile) -> bool:
+        """Open the path (again); when it cannot be, say why, wait a while and return False."""
+        path = self.path
+        try:
+            fd = await asyncio.to_thread(os.open, path, os.O_RDONLY)
+        except FileNotFoundError:
+            held.first_open = False  # when it appears, all of it is new
+            self.status = (
+                f"log file {path} was removed; waiting for it to come back"
+                if held.seen_file
+                else f"log file {path} does not exist yet; waiting for it to "
+                "appear (check the path if it never does)"
+            )
+            await self._sleep(self.poll_interval_s)
+            return False
+        except PermissionError:
+            self.status = (
+                f"cannot read {path}: permission denied. Run kvtop as a user who "
+                "can read it (for example with sudo), or make it readable "
+                "(chmod o+r); retrying every few seconds."
+            )
+            await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
+            return False
+        except OSError as exc:
+            self.status = (
+                f"cannot open {path}: {exc.strerror or exc}. Check the path; "
+                "retrying every few seconds."
+            )
+            await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
+            return False
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            os.close(fd)
+            self.status = (
+                f"{path} is a directory, not a log file. Give the path of the "
+                "log file itself; retrying every few seconds."
+            )
+            await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
+            return False
+        held.fd, held.ino, held.offset = fd, (st.st_dev, st.st_ino), 0
+        # Skipping old text only makes sense for the file that was there at start; a file that
+        # appears later is all new.
+        if held.first_open and not self.from_start:
+            held.offset = os.lseek(fd, 0, os.SEEK_END)
+        held.first_open = False
+        held.seen_file = True
+        self.status = None
+        return True
+
+    def _note_rotation(self, now: tuple[int, int] | None) -> None:
+        if now is None:
+            self.status = f"log file {self.path} was removed; waiting for it to come back"
+        else:
+            self._notice(
+                f"log file {self.path} was replaced (rotated); reading the new file from its start"
+            )
+
+
+@dataclass(slots=True)
+class _HeldFile:
+    """The log file as last opened: its descriptor, its identity and how far it was read."""
+
+    fd: int | None = None
+    ino: tuple[int, int] | None = None  # (device, inode)
+    offset: int = 0
+    first_open: bool = True
+    seen_file: bool = False
+
+
+async def _read_new(held: _HeldFile) -> bytes:
+    # A regular file that has not grown has nothing new: no hop to a thread and back at every
+    # tick (fstat answers from the open file). A size of 0 is read anyway: some files (procfs,
+    # FUSE) report 0 and still have text.
+    assert held.fd is not None
+    info = os.fstat(held.fd)
+    unchanged = stat.S_ISREG(info.st_mode) and info.st_size == held.offset != 0
+    return b"" if unchanged else await asyncio.to_thread(os.read, held.fd, CHUNK_BYTES)
+
+
+def _identity(path: str, held: tuple[int, int] | None) -> tuple[int, int] | None:
+    """(device, inode) of what is at `path` now: None when removed, `held` when unknowable."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return held  # e.g. a permission change on the directory: keep the open file
+    return (st.st_dev, st.st_ino)
+
+
+async def _drain_and_close(held: _HeldFile, splitter: _LineSplitter) -> AsyncIterator[str]:
+    """The rest of a replaced or removed file, then close it: no line is lost to a rotation."""
+    assert held.fd is not None
+    while data := await asyncio.to_thread(os.read, held.fd, CHUNK_BYTES):
+        for line in splitter.feed(data):
+            yield line
+    for line in splitter.flush():
+        yield line
+    os.close(held.fd)
+    held.fd = None
 
 
 def _pump_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None]) -> None:

@@ -1,32 +1,5 @@
-"""Number formats shared by the widgets (an em dash for unknown, never a made-up zero)."""
+"""The widgets' name for the shared number formats (they live in tui/fmt.py, with the report's)."""
 
-from __future__ import annotations
+from tui.fmt import UNKNOWN, count, gib, number, pct, ratio
 
-import math
-
-UNKNOWN = "—"
-
-
-def gib(value: float | None, digits: int = 1) -> str:
-    if value is None or not math.isfinite(value):
-        return UNKNOWN
-    return f"{value:,.{digits}f}"
-
-
-def count(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return UNKNOWN
-    return f"{round(value):,}"
-
-
-def pct(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return UNKNOWN
-    return f"{value:.0f}%"
-
-
-def ratio(value: float | None) -> str:
-    """Requests that fit: two decimals under 10, whole numbers above."""
-    if value is None or not math.isfinite(value):
-        return UNKNOWN
-    return f"{value:.2f}" if value < 10 else f"{value:,.0f}"
+__all__ = ["UNKNOWN", "count", "gib", "number", "pct", "ratio"]

@@ -7,7 +7,7 @@ from typing import ClassVar
 from rich.text import Text
 
 from tui.model.history import Series
-from tui.model.kv_usage import KvUsage
+from tui.model.kv_usage import KvUsage, load_line
 from tui.model.server_status import duration_text
 from tui.widgets import fmt
 from tui.widgets.segments import StyledWidget
@@ -79,7 +79,7 @@ class KvPanel(StyledWidget):
         text.append(f" ({fmt.pct(usage.usage_pct)})")
         # The rest flows into as many lines as the width needs: load, where the numbers come
         # from, capacity, and (full view) the usage sparkline.
-        pieces: list[Text] = [Text(self._load(usage))]
+        pieces: list[Text] = [Text(load_line(usage.load))]
         if usage.source == "none":
             pieces.append(Text("no metrics and no batch line yet", self._style("kv--dim")))
         elif usage.source != "metrics":
@@ -103,19 +103,6 @@ class KvPanel(StyledWidget):
             text.append_text(piece)
             line_len += piece.cell_len
         return text
-
-    @staticmethod
-    def _load(usage: KvUsage) -> str:
-        load = [
-            f"{fmt.count(usage.running_requests)} running",
-            f"{fmt.count(usage.queued_requests)} queued",
-            f"{fmt.count(usage.gen_throughput)} tok/s",
-        ]
-        if usage.cache_hit_pct is not None:
-            load.append(f"hit {fmt.pct(usage.cache_hit_pct)}")
-        if usage.accept_length is not None:
-            load.append(f"accept {usage.accept_length:.2f}")
-        return " · ".join(load)
 
     @staticmethod
     def _fits(usage: KvUsage) -> str:
