@@ -194,8 +194,9 @@ def micro_journal() -> str:
 def micro_render(frames: int = 40) -> str:
     """The overview with 8 GPUs under Textual's test driver: a new snapshot repainted (only
     what changed), and a full repaint of every widget."""
+    from still import STILL_EPOCH, StillFeed, still_series
+
     from tui.app import KvtopApp
-    from tui.demo.still import STILL_EPOCH, StillFeed, still_series
 
     series = still_series(frames + 1)
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/screenshots.py
 
-The TUI shots are a still of the demo (tui.demo.still: fixed clock, UTC, host name "gpu-host"),
+The TUI shots are a still of the demo (tests/still.py: fixed clock, UTC, host name "gpu-host"),
 so they change only when the UI does. PNGs need `rsvg-convert` (apt-get install librsvg2-bin).
 """
 
@@ -12,17 +12,22 @@ import asyncio
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
 
-from tui.app import KvtopApp
-from tui.demo.still import STILL_EPOCH, StillFeed, still_series, still_snapshot
-from tui.report.text import print_snapshot
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/still.py: the demo's still
 
-OUT = Path(__file__).resolve().parent.parent / "screenshots"
+from still import STILL_EPOCH, StillFeed, still_series, still_snapshot  # noqa: E402
+
+from tui.app import KvtopApp  # noqa: E402
+from tui.report.text import print_snapshot  # noqa: E402
+
+OUT = ROOT / "screenshots"
 
 # name, terminal size, keys pressed before the shot, title
 SHOTS: Sequence[tuple[str, tuple[int, int], Sequence[str], str]] = (

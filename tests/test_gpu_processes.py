@@ -9,13 +9,13 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
+from tui.model.gpu_reading import GpuProcess, GpuSample
 from tui.sources.gpu_processes import (
     map_ranks_to_gpus,
     pids_visible,
     rank_from_title,
     rank_of_pid,
 )
-from tui.sources.nvml import GpuProcess, GpuSample
 
 
 def _start_titled(title: str) -> subprocess.Popen[bytes]:

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from still import STILL_EPOCH, StillFeed, still_snapshot
+
 from tui.app import KvtopApp
-from tui.demo.still import STILL_EPOCH, StillFeed, still_snapshot
 from tui.model.deployment import Snapshot
 from tui.session import Options, Session
 

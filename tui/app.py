@@ -10,26 +10,22 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
 from importlib import resources
 from typing import Protocol
 
+from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.driver import Driver
 from textual.screen import Screen
+from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
 from tui.model.deployment import Snapshot
-from tui.model.formula import format_version
-from tui.model.history import History
-from tui.model.server_status import deployment_facts, server_status
+from tui.screens.base import OpenGpuDetail, RequestLength, SelectGpu, ShowsState
 from tui.screens.overview import OverviewScreen
-from tui.widgets.status_line import StatusFacts
+from tui.view_state import ViewState, next_interval, status_facts
 
-INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 EXIT_GRACE_S = 2.0  # after SIGHUP/SIGTERM, the longest a clean shutdown may take
-AUTO_COMPACT_BELOW_ROWS = 34
 
 
 class SnapshotFeed(Protocol):
@@ -38,23 +34,6 @@ class SnapshotFeed(Protocol):
     interval_s: float
 
     def snapshots(self) -> AsyncIterator[Snapshot]: ...
-
-
-@dataclass
-class ViewState:
-    """What the screens show; the app owns it, the screens read it."""
-
-    source_label: str
-    demo: bool = False
-    snapshot: Snapshot | None = None  # what is on screen (frozen while paused)
-    latest: Snapshot | None = None  # what the sources delivered last
-    history: History = field(default_factory=History)
-    paused: bool = False
-    interval_s: float = 1.0
-    compact: bool | None = None  # None: decided by the terminal height
-    request_len: int | None = None
-    host_name: str = ""
-    problem: str | None = None
 
 
 def _stylesheet() -> str:
@@ -98,7 +77,7 @@ class KvtopApp(App[int]):
             compact=compact,
             host_name=host_name or socket.gethostname(),
         )
-        self._feed_task: asyncio.Task[None] | None = None
+        self._feed: Worker[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
     def get_driver_class(self) -> type[Driver]:
@@ -107,7 +86,7 @@ class KvtopApp(App[int]):
         return driver_class(super().get_driver_class())
 
     def get_default_screen(self) -> Screen[object]:
-        return OverviewScreen()
+        return self._with_state(OverviewScreen())
 
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -115,7 +94,8 @@ class KvtopApp(App[int]):
             # The SSH session went away (SIGHUP) or systemd stops us: leave cleanly, status 0.
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self._leave)
-        self._feed_task = asyncio.create_task(self._consume())
+        self.state.rows = self.size.height
+        self._feed = self._consume()
 
     def _leave(self) -> None:
         """Exit now, and for certain: with the terminal gone, Textual's shutdown can block for
@@ -127,11 +107,14 @@ class KvtopApp(App[int]):
         self.exit(0)
 
     async def on_unmount(self) -> None:
-        if self._feed_task is not None:
-            self._feed_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._feed_task
+        # Textual cancels its workers after the app's last message without waiting for them;
+        # the session closes its sources when its generator ends, so wait for that here.
+        if self._feed is not None:
+            self._feed.cancel()
+            with contextlib.suppress(WorkerCancelled, WorkerFailed, asyncio.CancelledError):
+                await self._feed.wait()
 
+    @work(group="feed", exclusive=True, exit_on_error=False)
     async def _consume(self) -> None:
         try:
             async for snapshot in self.feed.snapshots():
@@ -144,6 +127,7 @@ class KvtopApp(App[int]):
                 "The screen shows the last readings; restart kvtop, and please report this."
             )
             self.notify(self.state.problem, severity="error", timeout=30)
+            self.show_state()
 
     def apply(self, snapshot: Snapshot) -> None:
         """One new snapshot: history always, the screen unless paused."""
@@ -152,119 +136,93 @@ class KvtopApp(App[int]):
         state.latest = snapshot
         if not state.paused:
             state.snapshot = snapshot
-            self.refresh_screen()
+            self.show_state()
 
-    def refresh_screen(self) -> None:
+    def show_state(self) -> None:
+        """The one way screens learn of a change: the state, to every visible screen."""
+        self.state.status = status_facts(self.state, self.clock)
         for screen in (self.screen, *self._under_modal()):
-            view = getattr(screen, "refresh_view", None)
-            if view is not None:
-                view()
+            if isinstance(screen, ShowsState):
+                screen.show_state(self.state)
+
+    def _with_state(self, screen: Screen[object]) -> Screen[object]:
+        if isinstance(screen, ShowsState):
+            self.state.status = status_facts(self.state, self.clock)
+            screen.show_state(self.state)
+        return screen
 
     def _under_modal(self) -> Iterable[Screen[object]]:
         """The screen under a modal is visible too: keep it current."""
         stack = self.screen_stack
-        if len(stack) >= 2 and getattr(self.screen, "is_modal", False):
+        if len(stack) >= 2 and self.screen.is_modal:
             return (stack[-2],)
         return ()
 
-    # -- what the screens share ------------------------------------------------------------------
     @property
     def compact(self) -> bool:
-        if self.state.compact is not None:
-            return self.state.compact
-        return self.size.height < AUTO_COMPACT_BELOW_ROWS
+        return self.state.compact_now
 
-    def status_facts(self) -> StatusFacts:
-        state = self.state
-        snapshot = state.snapshot
-        left = (state.host_name, state.source_label)
-        after: list[str] = []
-        kind, text = "waiting", "waiting for the first readings"
-        sources = ()
-        if snapshot is not None:
-            startup = snapshot.analysis.startup
-            info = snapshot.server_info
-            if info is not None and info.version:
-                after.append(f"SGLang {info.version}")
-            elif snapshot.analysis.version is not None:
-                after.append(f"SGLang {format_version(snapshot.analysis.version)}")
-            elif startup.version.known:
-                after.append(f"SGLang {startup.version.text()}")
-            after.extend(deployment_facts(startup))
-            status = server_status(startup, datetime.fromtimestamp(self.clock()))
-            kind, text = status.state, status.text
-            if status.restarts:
-                text += f" · restarted {status.restarts}×"
-            sources = snapshot.sources
-        if state.problem:
-            kind, text = "failed", "sources stopped (see the message)"
-        return StatusFacts(
-            left=left,
-            facts=tuple(after),
-            state=text,
-            state_kind=kind,
-            sources=tuple(sources),
-            paused=state.paused,
-            interval_s=state.interval_s,
-            demo=state.demo,
-        )
+    # -- what the screens ask for ---------------------------------------------------------------
+    def on_select_gpu(self, message: SelectGpu) -> None:
+        message.stop()
+        if message.gpu_index != self.state.selected_gpu:
+            self.state.selected_gpu = message.gpu_index
+            self.show_state()
+
+    def on_open_gpu_detail(self, message: OpenGpuDetail) -> None:
+        message.stop()
+        self.open_detail()
+
+    def on_request_length(self, message: RequestLength) -> None:
+        message.stop()
+        self.state.request_len = message.tokens
 
     # -- actions --------------------------------------------------------------------------------
-    def open_detail(self, gpu_index: int) -> None:
+    def open_detail(self) -> None:
         from tui.screens.gpu_detail import GpuDetailScreen
 
-        self.push_screen(GpuDetailScreen(gpu_index))
+        view = self.state.selected_view()
+        if view is None:
+            self.notify("No GPU to show: kvtop has no GPU readings (see the NVML marker).")
+            return
+        self.state.selected_gpu = view.sample.index
+        self.push_screen(self._with_state(GpuDetailScreen()))
 
     def action_formula(self) -> None:
         from tui.screens.formula import FormulaScreen
 
         if isinstance(self.screen, FormulaScreen):
             return
-        self.push_screen(FormulaScreen(self.selected_rank()))
-
-    def selected_rank(self) -> str | None:
-        """The rank of the GPU in GPU detail, else of the GPU selected in the overview."""
-        snapshot = self.state.snapshot
-        if snapshot is None or not snapshot.gpus:
-            return None
-        index = getattr(self.screen, "gpu_index", None)
-        if index is None:
-            overview = self.screen_stack[0]
-            position = getattr(overview, "selected", 0)
-            gpu = snapshot.gpus[min(position, len(snapshot.gpus) - 1)]
-        else:
-            gpu = next((g for g in snapshot.gpus if g.sample.index == index), None)
-        return gpu.ranks[0] if gpu is not None and gpu.ranks else None
+        self.push_screen(self._with_state(FormulaScreen(self.state.selected_rank())))
 
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen
 
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(HelpScreen())
+        self.push_screen(self._with_state(HelpScreen()))
 
     def action_toggle_compact(self) -> None:
         self.state.compact = not self.compact
-        self.refresh_screen()
+        self.show_state()
 
     def action_toggle_pause(self) -> None:
         state = self.state
         state.paused = not state.paused
         if not state.paused and state.latest is not None:
             state.snapshot = state.latest
-        self.refresh_screen()
+        self.show_state()
 
     def action_interval(self, step: int) -> None:
-        state = self.state
-        current = min(range(len(INTERVALS_S)), key=lambda i: abs(INTERVALS_S[i] - state.interval_s))
-        new = INTERVALS_S[max(0, min(len(INTERVALS_S) - 1, current + step))]
-        state.interval_s = new
+        new = next_interval(self.state.interval_s, step)
+        self.state.interval_s = new
         self.feed.interval_s = new
-        self.refresh_screen()
+        self.show_state()
 
     def on_resize(self) -> None:
+        self.state.rows = self.size.height
         if self.state.compact is None:
-            self.refresh_screen()
+            self.show_state()
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -285,8 +243,6 @@ class KvtopApp(App[int]):
         )
 
     def _detail_command(self) -> None:
-        overview = self.screen_stack[0]
-        if isinstance(overview, OverviewScreen):
-            while len(self.screen_stack) > 1:
-                self.pop_screen()
-            overview.action_detail()
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.open_detail()

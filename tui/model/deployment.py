@@ -12,9 +12,9 @@ from tui.model.gpu_memory import (
     parse_visible_devices,
     reconcile,
 )
+from tui.model.gpu_reading import GpuSample, NvmlReading
 from tui.model.memory import MemoryBreakdown
 from tui.sglang.metrics import MetricsSample, ServerInfo
-from tui.sources.nvml import GpuSample, NvmlReading
 
 OK, DEGRADED, OFF = "ok", "degraded", "off"
 # NVML in use below what the log itemises by more than rounding: log and GPUs do not match.

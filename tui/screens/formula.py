@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.padding import Padding
 from rich.table import Table
@@ -17,11 +15,9 @@ from textual.widgets import Input, Label, Static
 from tui.model import tuning
 from tui.model.analysis import Analysis
 from tui.model.sizing import SizingExplanation
+from tui.screens.base import RequestLength, ShowsState
+from tui.view_state import ViewState
 from tui.widgets import fmt
-
-if TYPE_CHECKING:
-    from tui.app import KvtopApp
-
 
 WIDE_STEPS = 100  # below this width a step's arithmetic goes under its label and result
 
@@ -100,7 +96,7 @@ def _say(widget: Static, text: str | Text, warn: bool = False) -> None:
     widget.set_class(warn, "-warn")
 
 
-class FormulaScreen(ModalScreen[None]):
+class FormulaScreen(ShowsState, ModalScreen[None]):
     BINDINGS = [  # noqa: RUF012
         Binding("escape", "close", "close"),
         Binding("up", "nudge(1)", "+0.01", show=False),
@@ -114,10 +110,6 @@ class FormulaScreen(ModalScreen[None]):
         self.rank = rank
         self.mfs: float | None = None
         self._analysis_shown: object = None
-
-    @property
-    def kvtop(self) -> KvtopApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="formula-box"):
@@ -145,23 +137,18 @@ class FormulaScreen(ModalScreen[None]):
                 classes="hint",
             )
 
-    _ready = False
-
     def on_mount(self) -> None:
-        self._ready = True
-        self.refresh_view()
+        self._shown_on_mount()
         self.query_one("#mfs", Input).focus()
 
     def _inputs(self) -> tuning.SizingInputs | None:
-        snapshot = self.kvtop.state.snapshot
+        snapshot = self.view_state.snapshot if self.view_state is not None else None
         if snapshot is None or snapshot.analysis.explanation is None:
             return None
         return snapshot.analysis.explanation.inputs
 
-    def refresh_view(self) -> None:
-        if not self._ready:
-            return  # a resize can arrive before the widgets exist
-        snapshot = self.kvtop.state.snapshot
+    def show(self, state: ViewState) -> None:
+        snapshot = state.snapshot
         if snapshot is None:
             return
         analysis = snapshot.analysis
@@ -176,7 +163,7 @@ class FormulaScreen(ModalScreen[None]):
                 self.query_one("#mfs", Input).value = f"{self.mfs:.2f}"
             length = self.query_one("#length", Input)
             if not length.value:
-                length.value = str(inputs.context_len or self.kvtop.state.request_len or 32768)
+                length.value = str(inputs.context_len or state.request_len or 32768)
         self._answer_all()
 
     # -- questions ------------------------------------------------------------------------------
@@ -276,7 +263,7 @@ class FormulaScreen(ModalScreen[None]):
             _say(requests_out, f"  {exc}", warn=True)
             return
         answer = tuning.mfs_for_requests(inputs, count, length)
-        self.kvtop.state.request_len = length
+        self.post_message(RequestLength(length))
         _say(
             requests_out,
             f"  {answer.question}: {answer.sentence}",

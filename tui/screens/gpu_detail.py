@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -14,14 +12,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui.model.gpu_detail import GpuDetail, gpu_detail
+from tui.screens.base import SelectGpu, ShowsState
+from tui.view_state import ViewState, step_selection
 from tui.widgets import fmt
 from tui.widgets.gpu_rows import GpuRow, MemoryLegend
 from tui.widgets.segments import MemoryWidget
 from tui.widgets.sparkline import sparkline
 from tui.widgets.status_line import StatusLine
-
-if TYPE_CHECKING:
-    from tui.app import KvtopApp
 
 
 def _table(*columns: tuple[str, str]) -> Table:
@@ -79,27 +76,35 @@ class Waterfall(MemoryWidget):
         return text
 
 
-class GpuDetailScreen(Screen[None]):
+class GpuDetailScreen(ShowsState, Screen[None]):
+    """The selected GPU (ViewState.selected_gpu): j/k select the next or previous one."""
+
     BINDINGS = [  # noqa: RUF012
         Binding("escape", "back", "back"),
         Binding("down,j", "other(1)", "next GPU", show=False),
         Binding("up,k", "other(-1)", "previous GPU", show=False),
     ]
 
-    def __init__(self, gpu_index: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.gpu_index = gpu_index
         self._shown: object = None
 
     @property
-    def kvtop(self) -> KvtopApp:
-        return self.app  # type: ignore[return-value]
+    def gpu_index(self) -> int | None:
+        """The NVML index of the GPU shown."""
+        state = self.view_state
+        if state is None:
+            return None
+        if state.selected_gpu is None:
+            view = state.selected_view()
+            return view.sample.index if view is not None else None
+        return state.selected_gpu
 
     def compose(self) -> ComposeResult:
         yield StatusLine()
         with VerticalScroll(id="detail-body"):
             yield Static(id="facts")
-            yield GpuRow(self.gpu_index)
+            yield GpuRow(self.gpu_index or 0)
             yield MemoryLegend()
             yield Waterfall(id="waterfall")
             yield Static(id="sources", classes="section")
@@ -107,46 +112,34 @@ class GpuDetailScreen(Screen[None]):
             yield Static(id="history", classes="section")
         yield Footer(compact=True)
 
-    _ready = False
-
     def on_mount(self) -> None:
-        self._ready = True
         self.query_one(GpuRow).add_class("-selected")
-        self.refresh_view()
-
-    def on_screen_resume(self) -> None:
-        self.refresh_view()
+        self._shown_on_mount()
 
     def action_back(self) -> None:
-        self.app.pop_screen()
+        self.dismiss(None)
 
     def action_other(self, step: int) -> None:
-        snapshot = self.kvtop.state.snapshot
-        if snapshot is None or not snapshot.gpus:
+        if self.view_state is None:
             return
-        indices = [g.sample.index for g in snapshot.gpus]
-        position = indices.index(self.gpu_index) if self.gpu_index in indices else 0
-        self.gpu_index = indices[max(0, min(len(indices) - 1, position + step))]
-        self._shown = None
-        overview = self.app.screen_stack[0]
-        if hasattr(overview, "selected"):
-            overview.selected = indices.index(self.gpu_index)  # Esc comes back to this GPU
-        self.refresh_view()
+        index = step_selection(self.view_state, step)
+        if index is not None:
+            self.post_message(SelectGpu(index))
 
-    def refresh_view(self) -> None:
-        if not self._ready:
-            return  # a resize can arrive before the widgets exist
-        app = self.kvtop
-        self.query_one(StatusLine).show(app.status_facts())
-        snapshot = app.state.snapshot
+    def show(self, state: ViewState) -> None:
+        if state.status is not None:
+            self.query_one(StatusLine).show(state.status)
+        snapshot = state.snapshot
         if snapshot is None:
             return
-        detail = gpu_detail(snapshot, self.gpu_index)
+        index = self.gpu_index
+        detail = gpu_detail(snapshot, index) if index is not None else None
         facts = self.query_one("#facts", Static)
         if detail is None:
+            self._shown = None
             facts.update(
                 Text(
-                    f"GPU {self.gpu_index} is not in the latest NVML reading (lost, reset or "
+                    f"GPU {index} is not in the latest NVML reading (lost, reset or "
                     "hidden). Esc goes back to the overview."
                 )
             )
@@ -160,7 +153,7 @@ class GpuDetailScreen(Screen[None]):
             facts.update(self._facts(detail, snapshot.driver_version))
             self.query_one("#sources", Static).update(self._sources(detail))
             self.query_one("#processes", Static).update(self._processes(detail))
-        self.query_one("#history", Static).update(self._history(detail))
+        self.query_one("#history", Static).update(self._history(detail, state))
 
     @staticmethod
     def _facts(detail: GpuDetail, driver: str | None) -> Text:
@@ -196,8 +189,8 @@ class GpuDetailScreen(Screen[None]):
             table.add_row(str(p.pid), p.user or "—", p.rank or "—", fmt.gib(p.used_gib, 2))
         return Group(Text("processes", style="bold"), table)
 
-    def _history(self, detail: GpuDetail) -> Text:
-        history = self.kvtop.state.history
+    def _history(self, detail: GpuDetail, state: ViewState) -> Text:
+        history = state.history
         key = detail.gpu.sample.uuid or str(detail.gpu.sample.index)
         width = max(20, self.size.width - 30)
         used = history.gpu_used_gib(key)

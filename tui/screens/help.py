@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -13,10 +11,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tui.screens.base import ShowsState
+from tui.view_state import ViewState
 from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK
-
-if TYPE_CHECKING:
-    from tui.app import KvtopApp
 
 KEYS = (
     ("q", "quit"),
@@ -43,20 +40,28 @@ MEANINGS = {
 }
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ShowsState, ModalScreen[None]):
     BINDINGS = [  # noqa: RUF012
         Binding("escape,q,question_mark,f1", "close", "close"),
     ]
 
-    @property
-    def kvtop(self) -> KvtopApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Static(self._content())
+            yield Static(id="help-text")
 
-    def _content(self) -> Group:
+    def on_mount(self) -> None:
+        self._shown_on_mount()
+
+    _sources_shown: object = None
+
+    def show(self, state: ViewState) -> None:
+        # The sources' states can change while help is open.
+        sources = state.snapshot.sources if state.snapshot is not None else None
+        if sources != self._sources_shown or self._sources_shown is None:
+            self._sources_shown = sources
+            self.query_one("#help-text", Static).update(self._content(state))
+
+    def _content(self, state: ViewState) -> Group:
         keys = Table(box=None, pad_edge=False, show_edge=False, show_header=False)
         keys.add_column(no_wrap=True, style="bold")
         keys.add_column()
@@ -77,7 +82,7 @@ class HelpScreen(ModalScreen[None]):
         sources.add_column(no_wrap=True, style="bold")
         sources.add_column(no_wrap=True)
         sources.add_column()
-        snapshot = self.kvtop.state.snapshot
+        snapshot = state.snapshot
         for health in snapshot.sources if snapshot else ():
             sources.add_row(health.name, health.state, Text(health.detail or ""))
         return Group(

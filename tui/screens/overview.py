@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -12,16 +10,15 @@ from textual.widgets import Footer
 
 from tui.model.kv_usage import kv_usage
 from tui.model.timeline import recent_events
+from tui.screens.base import OpenGpuDetail, SelectGpu, ShowsState
+from tui.view_state import ViewState, step_selection
 from tui.widgets.gpu_rows import GpuHeader, GpuRow, MemoryLegend
 from tui.widgets.kv_panel import KvPanel
 from tui.widgets.status_line import StatusLine
 from tui.widgets.text_panels import EventsPanel, HostKvLane, InsightsPanel, NoticesPanel
 
-if TYPE_CHECKING:
-    from tui.app import KvtopApp
 
-
-class OverviewScreen(Screen[None]):
+class OverviewScreen(ShowsState, Screen[None]):
     BINDINGS = [  # noqa: RUF012 - Textual's convention
         Binding("down,j", "move(1)", "down", show=False),
         Binding("up,k", "move(-1)", "up", show=False),
@@ -34,13 +31,14 @@ class OverviewScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.selected = 0
         self._rows: list[GpuRow] = []
+        self._marked = -1  # the row drawn as selected
         self._analysis_shown: object = None
 
     @property
-    def kvtop(self) -> KvtopApp:
-        return self.app  # type: ignore[return-value]
+    def selected(self) -> int:
+        """The selected GPU's row (the selection itself is the app's: ViewState)."""
+        return self.view_state.selected_position() if self.view_state is not None else 0
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")
@@ -54,39 +52,30 @@ class OverviewScreen(Screen[None]):
         yield EventsPanel(id="events", classes="panel")
         yield Footer(compact=True)
 
-    _ready = False
-
     def on_mount(self) -> None:
-        self._ready = True
-        self.refresh_view()
-
-    def on_screen_resume(self) -> None:
-        self._mark_selection()  # GPU detail may have moved to another GPU
-        self.refresh_view()
+        self._shown_on_mount()
 
     # -- actions --------------------------------------------------------------------------------
     def action_move(self, step: int) -> None:
-        if not self._rows:
+        if self.view_state is None or not self._rows:
             return
-        self.selected = max(0, min(len(self._rows) - 1, self.selected + step))
-        self._mark_selection()
-        self.refresh_view()
+        index = step_selection(self.view_state, step)
+        if index is not None:
+            self.post_message(SelectGpu(index))
 
     def action_detail(self) -> None:
-        snapshot = self.kvtop.state.snapshot
-        if snapshot is None or not snapshot.gpus:
-            self.notify("No GPU to show: kvtop has no GPU readings (see the NVML marker).")
-            return
-        self.kvtop.open_detail(snapshot.gpus[self.selected].sample.index)
+        self.post_message(OpenGpuDetail())
 
-    def _mark_selection(self) -> None:
+    def _mark_selection(self, position: int) -> None:
+        if position == self._marked:
+            return
+        self._marked = position
         for i, row in enumerate(self._rows):
-            was = row.has_class("-selected")
-            if was != (i == self.selected):
-                row.set_class(i == self.selected, "-selected")
+            if row.has_class("-selected") != (i == position):
+                row.set_class(i == position, "-selected")
                 row.refresh()
         if self._rows:
-            self._rows[self.selected].scroll_visible(animate=False)
+            self._rows[position].scroll_visible(animate=False)
 
     # -- data -----------------------------------------------------------------------------------
     def _sync_rows(self, count: int) -> None:
@@ -100,28 +89,26 @@ class OverviewScreen(Screen[None]):
         if new:
             container.mount_all(new)
             self._rows.extend(new)
-        self.selected = max(0, min(self.selected, count - 1))
-        self._mark_selection()
+        self._marked = -1  # new rows are not marked yet
 
-    def refresh_view(self) -> None:
-        if not self._ready:
-            return  # a resize can arrive before the widgets exist
-        app = self.kvtop
-        state = app.state
-        compact = app.compact
+    def show(self, state: ViewState) -> None:
+        compact = state.compact_now
         self.set_class(compact, "-compact")
-        self.query_one(StatusLine).show(app.status_facts())
+        if state.status is not None:
+            self.query_one(StatusLine).show(state.status)
         snapshot = state.snapshot
         if snapshot is None:
             return
         self.query_one(NoticesPanel).show(snapshot.sources, snapshot.notes, state.demo)
         gpus = snapshot.gpus
         self._sync_rows(len(gpus))
+        selected = state.selected_position()
+        self._mark_selection(selected)
         header = self.query_one(GpuHeader)
         header.total_gib = gpus[0].sample.total_gib if gpus else None
         for row, gpu in zip(self._rows, gpus, strict=False):
             row.show(gpu)
-        self.query_one(MemoryLegend).show(gpus[self.selected] if gpus else None, compact)
+        self.query_one(MemoryLegend).show(gpus[selected] if gpus else None, compact)
         usage = kv_usage(snapshot, state.request_len)
         self.query_one(KvPanel).show(usage, state.history.token_usage_pct(), compact)
         analysis = snapshot.analysis

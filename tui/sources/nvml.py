@@ -14,8 +14,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
+
+from tui.model.gpu_reading import GpuProcess, GpuSample, NvmlReading
 
 try:  # nvidia-ml-py is a dependency, but a broken install must not take kvtop down.
     import pynvml
@@ -26,42 +28,6 @@ GIB = float(2**30)
 KEEP_GOING = "kvtop keeps going with logs and metrics."
 
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class GpuProcess:
-    pid: int
-    used_gib: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class GpuSample:
-    index: int
-    name: str
-    uuid: str
-    pci_bus_id: str
-    total_gib: float
-    used_gib: float
-    free_gib: float
-    reserved_gib: float | None
-    utilization_pct: int | None
-    memory_utilization_pct: int | None
-    temperature_c: int | None
-    power_w: float | None
-    power_limit_w: float | None
-    processes: tuple[GpuProcess, ...] = ()
-    status: str = "ok"  # "ok", "lost" (fallen off the bus), "error" (memory unreadable)
-    field_errors: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class NvmlReading:
-    gpus: tuple[GpuSample, ...]
-    available: bool
-    problem: str | None
-    driver_version: str | None
-    stale: bool = False
-    taken_at: float = field(default_factory=time.time)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
 
-from tui.model.deployment import DEGRADED, OK, SourceHealth
+from tui.model.deployment import DEGRADED, OK
+from tui.view_state import StatusFacts
 from tui.widgets.segments import StyledWidget
 
 MARKS = {OK: "●", DEGRADED: "◐"}  # anything else (off): ○ — readable without colour
 SOURCE_NAMES = {"nvml": "NVML", "log": "log", "journal": "journal", "metrics": "metrics"}
-
-
-@dataclass(frozen=True, slots=True)
-class StatusFacts:
-    """What the status line shows, formatted by the screen from the model."""
-
-    left: tuple[str, ...]  # host and log source, before the state
-    state: str
-    state_kind: str  # "ready", "starting", "failed", "waiting"
-    sources: tuple[SourceHealth, ...]
-    paused: bool
-    interval_s: float
-    demo: bool
-    facts: tuple[str, ...] = ()  # SGLang version, model, parallelism, after the state
 
 
 class StatusLine(StyledWidget):

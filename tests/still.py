@@ -1,6 +1,8 @@
 """A still of the demo: its snapshot at a fixed clock, and a feed that shows given snapshots.
 
-Screenshots and UI tests use it: the same picture on every machine and every run.
+Screenshots, UI tests and benchmarks use it: the same picture on every machine and every run.
+It lives with the tests, not in the package: kvtop itself never runs on a still. Benchmarks and
+scripts put tests/ on sys.path to import it.
 """
 
 from __future__ import annotations

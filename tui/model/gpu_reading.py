@@ -1,0 +1,46 @@
+"""What one NVML reading is, as plain data: the GPUs' samples and whether NVML answered.
+
+The NVML source (tui/sources/nvml.py) fills these in; the model and the views read them. They
+live in the model so that the model imports nothing from the sources.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    used_gib: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    total_gib: float
+    used_gib: float
+    free_gib: float
+    reserved_gib: float | None
+    utilization_pct: int | None
+    memory_utilization_pct: int | None
+    temperature_c: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    processes: tuple[GpuProcess, ...] = ()
+    status: str = "ok"  # "ok", "lost" (fallen off the bus), "error" (memory unreadable)
+    field_errors: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlReading:
+    gpus: tuple[GpuSample, ...]
+    available: bool
+    problem: str | None
+    driver_version: str | None
+    stale: bool = False
+    taken_at: float = field(default_factory=time.time)

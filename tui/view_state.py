@@ -1,0 +1,142 @@
+"""What the screens show: the app's one view state, the status line's facts, the selected GPU.
+
+No Textual here: the app owns one ViewState, changes it, and hands it to the visible screens
+through `show_state` (tui/screens/base.py). Screens read it and never write it; they ask the
+app for a change with a message (tui/screens/base.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tui.model.deployment import GpuView, Snapshot, SourceHealth
+from tui.model.formula import format_version
+from tui.model.history import History
+from tui.model.server_status import deployment_facts, server_status
+
+INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+AUTO_COMPACT_BELOW_ROWS = 34
+
+
+@dataclass(frozen=True, slots=True)
+class StatusFacts:
+    """What the status line shows, formatted from the model."""
+
+    left: tuple[str, ...]  # host and log source, before the state
+    state: str
+    state_kind: str  # "ready", "starting", "failed", "waiting"
+    sources: tuple[SourceHealth, ...]
+    paused: bool
+    interval_s: float
+    demo: bool
+    facts: tuple[str, ...] = ()  # SGLang version, model, parallelism, after the state
+
+
+@dataclass
+class ViewState:
+    """What the screens show; the app owns it and is the only one to change it."""
+
+    source_label: str
+    demo: bool = False
+    snapshot: Snapshot | None = None  # what is on screen (frozen while paused)
+    latest: Snapshot | None = None  # what the sources delivered last
+    history: History = field(default_factory=History)
+    paused: bool = False
+    interval_s: float = 1.0
+    compact: bool | None = None  # None: decided by the terminal height
+    rows: int = 0  # the terminal's height, for the automatic compact mode
+    request_len: int | None = None
+    host_name: str = ""
+    problem: str | None = None
+    # The selected GPU, by NVML index: the overview's highlighted row, the GPU in GPU detail,
+    # the rank the formula opens on. None: the first GPU.
+    selected_gpu: int | None = None
+    status: StatusFacts | None = None  # kept current by the app at every change
+
+    @property
+    def compact_now(self) -> bool:
+        if self.compact is not None:
+            return self.compact
+        return self.rows < AUTO_COMPACT_BELOW_ROWS
+
+    def selected_position(self) -> int:
+        """Where the selected GPU is in the snapshot's list; a GPU that left the list leaves the
+        selection on the nearest one before it (0 without GPUs)."""
+        gpus = self.snapshot.gpus if self.snapshot is not None else ()
+        return position_of(gpus, self.selected_gpu)
+
+    def selected_view(self) -> GpuView | None:
+        """The selected GPU in the snapshot on screen, if it is there."""
+        gpus = self.snapshot.gpus if self.snapshot is not None else ()
+        if self.selected_gpu is None:
+            return gpus[0] if gpus else None
+        return next((g for g in gpus if g.sample.index == self.selected_gpu), None)
+
+    def selected_rank(self) -> str | None:
+        view = self.selected_view()
+        return view.ranks[0] if view is not None and view.ranks else None
+
+
+def position_of(gpus: tuple[GpuView, ...], index: int | None) -> int:
+    if not gpus or index is None:
+        return 0
+    before = 0
+    for position, gpu in enumerate(gpus):
+        if gpu.sample.index == index:
+            return position
+        if gpu.sample.index < index:
+            before = position
+    return before
+
+
+def step_selection(state: ViewState, step: int) -> int | None:
+    """The NVML index `step` GPUs away from the selected one, clamped to the list."""
+    gpus = state.snapshot.gpus if state.snapshot is not None else ()
+    if not gpus:
+        return None
+    position = max(0, min(len(gpus) - 1, state.selected_position() + step))
+    return gpus[position].sample.index
+
+
+def next_interval(current_s: float, step: int) -> float:
+    """The refresh interval `step` places away on the ladder, clamped at its ends."""
+    nearest = min(range(len(INTERVALS_S)), key=lambda i: abs(INTERVALS_S[i] - current_s))
+    return INTERVALS_S[max(0, min(len(INTERVALS_S) - 1, nearest + step))]
+
+
+def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
+    """The status line from the snapshot on screen: host, source, version, server state."""
+    snapshot = state.snapshot
+    left = (state.host_name, state.source_label)
+    after: list[str] = []
+    kind, text = "waiting", "waiting for the first readings"
+    sources: tuple[SourceHealth, ...] = ()
+    if snapshot is not None:
+        startup = snapshot.analysis.startup
+        info = snapshot.server_info
+        if info is not None and info.version:
+            after.append(f"SGLang {info.version}")
+        elif snapshot.analysis.version is not None:
+            after.append(f"SGLang {format_version(snapshot.analysis.version)}")
+        elif startup.version.known:
+            after.append(f"SGLang {startup.version.text()}")
+        after.extend(deployment_facts(startup))
+        status = server_status(startup, datetime.fromtimestamp(clock()))
+        kind, text = status.state, status.text
+        if status.restarts:
+            text += f" · restarted {status.restarts}×"
+        sources = tuple(snapshot.sources)
+    if state.problem:
+        kind, text = "failed", "sources stopped (see the message)"
+    return StatusFacts(
+        left=left,
+        facts=tuple(after),
+        state=text,
+        state_kind=kind,
+        sources=sources,
+        paused=state.paused,
+        interval_s=state.interval_s,
+        demo=state.demo,
+    )
