@@ -20,6 +20,30 @@ from tui.widgets.segments import MemoryWidget
 from tui.widgets.sparkline import sparkline
 from tui.widgets.status_line import StatusLine
 
+# The waterfall's columns, in cells: the bar takes what the others leave.
+WATERFALL_TIME = 8  # "09:06:12"
+WATERFALL_PHASE = 30  # the phase's name, cut to fit
+WATERFALL_FREE = 6  # " 93.20" free GiB after the phase
+WATERFALL_DELTA = 7  # "−71.57" GiB the phase took
+WATERFALL_TOOK = 8  # "215.0 s"
+WATERFALL_MARGIN = 4  # kept clear at the right edge
+MIN_BAR = 10
+# The history lines: a label before the sparkline, the latest figure and a margin after it.
+HISTORY_LABEL = 10  # "used GiB  "
+HISTORY_AFTER = 20
+MIN_HISTORY = 20
+
+
+def waterfall_bar_width(width: int) -> int:
+    """The waterfall's bar: the width less its other columns and the spaces between them."""
+    fixed = (WATERFALL_TIME + 1) + (WATERFALL_PHASE + 1)
+    fixed += (1 + WATERFALL_FREE) + (1 + WATERFALL_DELTA) + (1 + WATERFALL_TOOK)
+    return max(MIN_BAR, width - fixed - WATERFALL_MARGIN)
+
+
+def history_width(width: int) -> int:
+    return max(MIN_HISTORY, width - HISTORY_LABEL - HISTORY_AFTER)
+
 
 def _table(*columns: tuple[str, str]) -> Table:
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
@@ -53,10 +77,11 @@ class Waterfall(MemoryWidget):
             text.append("no startup phases in the log for this GPU's rank.")
             return text
         peak = detail.peak_avail_gib or detail.gpu.sample.total_gib
-        bar = max(10, self.size.width - 68)
+        bar = waterfall_bar_width(self.size.width)
         for i, step in enumerate(detail.waterfall):
             name = step.name + (" (draft)" if step.model == "draft" else "")
-            text.append(f"{step.time_text:>8} {name[:30]:<30} ")
+            name = name[:WATERFALL_PHASE]
+            text.append(f"{step.time_text:>{WATERFALL_TIME}} {name:<{WATERFALL_PHASE}} ")
             if step.avail_gib is not None and peak > 0:
                 cells = round(max(0.0, step.avail_gib) / peak * bar)
                 text.append(
@@ -64,13 +89,13 @@ class Waterfall(MemoryWidget):
                     self.segment_style("free" if step.model == "target" else "draft weights"),
                 )
                 text.append(" " * (bar - cells))
-                text.append(f" {step.avail_gib:>6.2f}")
+                text.append(f" {step.avail_gib:>{WATERFALL_FREE}.2f}")
             else:
-                text.append(" " * bar + "       ")
+                text.append(" " * (bar + 1 + WATERFALL_FREE))
             delta = "" if step.delta_gib is None else f"−{step.delta_gib:.2f}"
-            text.append(f" {delta:>7}")
+            text.append(f" {delta:>{WATERFALL_DELTA}}")
             took = "" if step.duration_s is None else f"{step.duration_s:.1f} s"
-            text.append(f" {took:>8}")
+            text.append(f" {took:>{WATERFALL_TOOK}}")
             if i < len(detail.waterfall) - 1:
                 text.append("\n")
         return text
@@ -192,15 +217,15 @@ class GpuDetailScreen(ShowsState, Screen[None]):
     def _history(self, detail: GpuDetail, state: ViewState) -> Text:
         history = state.history
         key = detail.gpu.sample.uuid or str(detail.gpu.sample.index)
-        width = max(20, self.size.width - 30)
+        width = history_width(self.size.width)
         used = history.gpu_used_gib(key)
         util = history.gpu_util_pct(key)
         text = Text(no_wrap=True)
         text.append("history", style="bold")
         text.append(f"  (last {len(used.values)} readings)\n")
-        text.append("used GiB  ")
+        text.append("used GiB".ljust(HISTORY_LABEL))
         text.append_text(sparkline(used.values, width, 0, detail.gpu.sample.total_gib))
-        text.append(f" {fmt.gib(detail.gpu.sample.used_gib)}\nutil %    ")
+        text.append(f" {fmt.gib(detail.gpu.sample.used_gib)}\n" + "util %".ljust(HISTORY_LABEL))
         text.append_text(sparkline(util.values, width, 0, 100))
         text.append(f" {fmt.pct(detail.gpu.sample.utilization_pct)}")
         return text

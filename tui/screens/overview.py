@@ -67,6 +67,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         self.post_message(OpenGpuDetail())
 
     def _mark_selection(self, position: int) -> None:
+        # The hand-made cursor: cheaper than a ListView's (figures in widgets/gpu_rows.py).
         if position == self._marked:
             return
         self._marked = position

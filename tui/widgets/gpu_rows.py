@@ -58,7 +58,15 @@ class GpuHeader(MemoryWidget):
 
 
 class GpuRow(MemoryWidget):
-    """One GPU: index, rank, stacked memory bar with the reserve mark, and NVML figures."""
+    """One GPU: index, rank, stacked memory bar with the reserve mark, and NVML figures.
+
+    Hand-made on purpose, with the overview's selection (a class and a ▶, the selected GPU kept
+    in ViewState): measured against Textual's stock pieces with bench/bench_rows_widget.py (CPU
+    per snapshot repaint, headless, 120x40, median of 5 rounds of 60 snapshots), these rows
+    cost 3.3 ms at 8 GPUs and 16.5 ms at 64; the same rows in a ListView (its cursor, ListItem
+    around each row) 3.9 and 23.0 ms (+20 %, +39 %); a DataTable with the bar as a cell 9.5 and
+    47.8 ms (x2.9). A DataTable also cannot give the bar "the rest of the width".
+    """
 
     DEFAULT_CSS = "GpuRow { height: 1; }"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from textual.reactive import reactive
 
 from tui.model.deployment import DEGRADED, OK
 from tui.view_state import StatusFacts
@@ -27,20 +28,17 @@ class StatusLine(StyledWidget):
         "status--demo",
     }
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._facts: StatusFacts | None = None
+    # A reactive repaints the line when the facts change, and only then (compared by value).
+    facts: reactive[StatusFacts | None] = reactive(None)
 
     def show(self, facts: StatusFacts) -> None:
-        if facts != self._facts:
-            self._facts = facts
-            self.refresh()
+        self.facts = facts
 
     def _style(self, name: str):
         return self.component_style(name)
 
     def render(self) -> Text:
-        facts = self._facts
+        facts = self.facts
         if facts is None:
             return Text(" kvtop · reading sources…")
         right = Text(no_wrap=True)
