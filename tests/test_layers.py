@@ -16,7 +16,8 @@ import pytest
 TUI = Path(__file__).resolve().parent.parent / "tui"
 
 # What every layer may import from tui/ (prefixes) and which outside packages it must not.
-PURE = ("tui.sglang", "tui.model")  # SGLang's formats and the model: no I/O, no terminal
+# SGLang's formats, the model and the number formats: no I/O, no terminal; anyone may use them.
+PURE = ("tui.sglang", "tui.model", "tui.fmt")
 NO_UI = ("textual", "rich")
 NO_TEXTUAL = ("textual",)
 
@@ -31,6 +32,7 @@ class Layer:
 
 
 LAYERS = (
+    Layer("number formats", ("tui.fmt",), (), NO_UI),
     Layer("sglang", ("tui.sglang",), ("tui.sglang",), NO_UI),
     Layer("model", ("tui.model",), PURE, NO_UI),
     Layer("view state", ("tui.view_state",), PURE, NO_UI),
