@@ -134,7 +134,7 @@ def test_the_scan_sees_the_imports_it_must_refuse() -> None:
     assert violations("tui.model.deployment", {"tui.sources.nvml"})
     assert violations("tui.model.history", {"textual.widget"})
     assert violations("tui.sources.nvml", {"textual.app"})
-    assert violations("tui.sources.metrics", {"tui.widgets.fmt"})
+    assert violations("tui.sources.metrics", {"tui.widgets.kv_panel"})
     assert violations("tui.widgets.gpu_rows", {"tui.app"})
     assert violations("tui.widgets.gpu_rows", {"tui.screens.overview"})
     assert violations("tui.screens.overview", {"tui.app"})

@@ -12,12 +12,12 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from tui import fmt
 from tui.model import tuning
 from tui.model.analysis import Analysis
 from tui.model.sizing import SizingExplanation
 from tui.screens.base import RequestLength, ShowsState
 from tui.view_state import ViewState
-from tui.widgets import fmt
 
 WIDE_STEPS = 100  # below this width a step's arithmetic goes under its label and result
 

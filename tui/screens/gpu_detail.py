@@ -11,10 +11,10 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from tui import fmt
 from tui.model.gpu_detail import GpuDetail, gpu_detail
 from tui.screens.base import SelectGpu, ShowsState
 from tui.view_state import ViewState, step_selection
-from tui.widgets import fmt
 from tui.widgets.gpu_rows import GpuRow, MemoryLegend
 from tui.widgets.segments import MemoryWidget
 from tui.widgets.sparkline import sparkline

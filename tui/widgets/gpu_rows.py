@@ -6,8 +6,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from tui import fmt
 from tui.model.deployment import GpuView
-from tui.widgets import fmt
 from tui.widgets.segments import MemoryWidget
 from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK, SHORT, render_bar
 

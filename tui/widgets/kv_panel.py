@@ -6,10 +6,10 @@ from typing import ClassVar
 
 from rich.text import Text
 
+from tui import fmt
 from tui.model.history import Series
 from tui.model.kv_usage import KvUsage, load_line
 from tui.model.server_status import duration_text
-from tui.widgets import fmt
 from tui.widgets.segments import StyledWidget
 from tui.widgets.sparkline import sparkline
 

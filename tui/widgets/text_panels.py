@@ -11,10 +11,10 @@ from typing import ClassVar
 from rich.table import Table
 from rich.text import Text
 
+from tui import fmt
 from tui.model.deployment import OK, HostMemory, SourceHealth
 from tui.model.kv_usage import KvUsage
 from tui.model.timeline import EventRow
-from tui.widgets import fmt
 from tui.widgets.segments import StyledWidget
 
 PANEL_CLASSES = {"panel--label", "panel--dim", "panel--bad", "panel--warn", "panel--good"}
