@@ -1,4 +1,4 @@
-"""Scrape an SGLang server's /metrics and /server_info over HTTP (async, h11, no Textual)."""
+"""Scrape an SGLang server's /metrics and /server_info over HTTP (async, httpx, no Textual)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
-from tui.sources.http_get import ConnectFailed, FetchFailed, HttpGetter, TooLarge
+from tui.sources.http_get import ConnectFailed, FetchFailed, HttpGetter, TimedOut, TooLarge
 
 __all__ = [
     "ApiKeyError",
@@ -248,7 +248,7 @@ class MetricsSource:
             return await asyncio.wait_for(self._fetch(path, auth), self.timeout_s)
         except _Fault:
             raise
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, TimedOut):
             raise _Fault(
                 "degraded",
                 f"{self._shown_url}{path} did not answer within {self.timeout_s:g} s: the "
@@ -272,7 +272,7 @@ class MetricsSource:
 
     async def _fetch(self, path: str, auth: bool) -> tuple[int, bytes]:
         if self._http is None:
-            self._http = HttpGetter(self.url, self.max_body_bytes)
+            self._http = HttpGetter(self.url, self.max_body_bytes, self.timeout_s)
         headers = {"Accept": "text/plain, application/json"}
         if auth and self.__api_key:
             headers["Authorization"] = f"Bearer {self.__api_key}"
