@@ -58,10 +58,13 @@ def kvtop_command(
     env: dict[str, str] | None = None,
     status_file: Path | None = None,
     pid_file: Path | None = None,
+    program: list[str] | None = None,
 ) -> str:
-    """`sh -c` line running the installed script with a clean colour environment."""
+    """`sh -c` line running the installed script (or `program`) with a clean colour
+    environment."""
     settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
-    core = f"env -u NO_COLOR -u FORCE_COLOR -u COLUMNS -u LINES {settings} {shlex.quote(str(KVTOP_SCRIPT))}"
+    argv = program or [str(KVTOP_SCRIPT)]
+    core = f"env -u NO_COLOR -u FORCE_COLOR -u COLUMNS -u LINES {settings} {shlex.join(argv)}"
     core += " " + " ".join(shlex.quote(a) for a in args)
     if pid_file is not None:
         script = f"echo $$ > {shlex.quote(str(pid_file))}; exec {core}"
@@ -254,6 +257,33 @@ def _thread_waits(pid: int) -> dict[int, tuple[str, int]]:
     return out
 
 
+def _input_thread(pid: int) -> int:
+    """The input thread: the one thread waiting in select() (the event loop waits in epoll,
+    the others on futexes; the kernel shows select's wait as poll_schedule_timeout). Polled,
+    since a thread that wakes often may be caught running."""
+    deadline = time.monotonic() + DEADLINE_S
+    waits: dict[int, tuple[str, int]] = {}
+    while time.monotonic() < deadline:
+        waits = _thread_waits(pid)
+        selecting = [t for t, (w, _) in waits.items() if "select" in w or "poll_schedule" in w]
+        if len(selecting) == 1:
+            return selecting[0]
+        time.sleep(0.01)
+    pytest.fail(f"no single thread waiting in select: {waits}")
+
+
+def _keys_escape_and_quit(tmux: Tmux, name: str, pid: int) -> None:
+    tmux.send(name, "?")
+    tmux.wait_for(name, "the help screen", lambda s: "this help" in s)
+    tmux.send(name, "Escape")  # alone: only the parser's timeout turns it into a key
+    tmux.wait_for(name, "the help to close", lambda s: "this help" not in s and eight_rows(s))
+    tmux.send(name, "q")
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline and alive(pid):
+        time.sleep(POLL_S)
+    assert not alive(pid), "kvtop did not exit after q (input thread never woke to leave?)"
+
+
 @pytest.mark.slow  # watches the input thread for 2 s
 def test_input_thread_sleeps_while_nobody_types(tmux: Tmux, tmp_path: Path) -> None:
     """Textual's stock input thread wakes 10 times a second; kvtop's (tui/quiet_driver.py)
@@ -262,33 +292,46 @@ def test_input_thread_sleeps_while_nobody_types(tmux: Tmux, tmp_path: Path) -> N
     tmux.new_session("quiet", kvtop_command(*DEMO, pid_file=pid_file))
     pid = int(wait_for_file(pid_file, "kvtop's pid"))
     tmux.wait_for("quiet", "eight GPU rows", eight_rows)
-    # The input thread is the one waiting in select() (the event loop waits in epoll, the
-    # others on futexes); the kernel shows select's wait as poll_schedule_timeout. A thread
-    # caught running at the instant of reading shows no wait channel: poll until exactly one
-    # thread is seen in select.
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        selecting = [
-            t
-            for t, (wchan, _) in _thread_waits(pid).items()
-            if "select" in wchan or "poll_schedule" in wchan
-        ]
-        if len(selecting) == 1 or time.monotonic() > deadline:
-            break
-        time.sleep(POLL_S)
-    assert len(selecting) == 1, _thread_waits(pid)
-    (tid,) = selecting
+    tid = _input_thread(pid)
     before = _thread_waits(pid)[tid][1]
     time.sleep(2.0)
     woke = _thread_waits(pid)[tid][1] - before
     assert woke <= 2, f"the input thread woke {woke} times in 2 s with nobody typing"
+    _keys_escape_and_quit(tmux, "quiet", pid)
 
-    tmux.send("quiet", "?")
-    tmux.wait_for("quiet", "the help screen", lambda s: "this help" in s)
-    tmux.send("quiet", "Escape")  # alone: only the parser's timeout turns it into a key
-    tmux.wait_for("quiet", "the help to close", lambda s: "this help" not in s and eight_rows(s))
-    tmux.send("quiet", "q")
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline and alive(pid):
-        time.sleep(POLL_S)
-    assert not alive(pid), "kvtop did not exit after q (input thread never woke to leave?)"
+
+# Textual 8.2.8 as a later release might ship it: the parser's `_timeout_time`, which the quiet
+# driver reads, renamed. Nothing real can move Textual's internals, so a module attribute is
+# replaced before kvtop starts (the stock LinuxDriver keeps the class it imported).
+INTERNALS_MOVED = """
+import runpy, textual.drivers.linux_driver, textual._xterm_parser as xterm
+class Moved(xterm.XTermParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self._timeout_time
+xterm.XTermParser = Moved
+runpy.run_module("tui", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.slow  # watches the input thread for 2 s
+@pytest.mark.parametrize("why", ["internals moved", "KVTOP_STOCK_DRIVER=1"])
+def test_stock_driver_fallback_runs_kvtop(why: str, tmux: Tmux, tmp_path: Path) -> None:
+    """When the quiet driver cannot be used (or is turned off), kvtop runs on Textual's stock
+    driver: its input thread wakes ten times a second, and keys, Escape and q work."""
+    pid_file = tmp_path / "pid"
+    if why == "internals moved":
+        command = kvtop_command(
+            *DEMO, pid_file=pid_file, program=[sys.executable, "-c", INTERNALS_MOVED]
+        )
+    else:
+        command = kvtop_command(*DEMO, pid_file=pid_file, env={"KVTOP_STOCK_DRIVER": "1"})
+    tmux.new_session("stock", command)
+    pid = int(wait_for_file(pid_file, "kvtop's pid"))
+    tmux.wait_for("stock", "eight GPU rows", eight_rows)
+    tid = _input_thread(pid)
+    before = _thread_waits(pid)[tid][1]
+    time.sleep(2.0)
+    woke = _thread_waits(pid)[tid][1] - before
+    assert woke >= 10, f"the input thread woke {woke} times in 2 s: not the stock driver's"
+    _keys_escape_and_quit(tmux, "stock", pid)

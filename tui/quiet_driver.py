@@ -10,9 +10,13 @@ thread blocks in `select` until there is input, waking only when:
   so a lone Escape still arrives),
 - the app leaves: `exit_event.set()` also writes to a pipe the thread is waiting on.
 
-Only `run_input_thread` is replaced; the rest is Textual's LinuxDriver. kvtop pins Textual
-below 9; if a Textual release moves the pieces used here, `driver_class()` falls back to the
-stock driver rather than break input.
+Only `run_input_thread` is replaced; the rest is Textual's LinuxDriver, and the loop uses two
+private pieces of Textual (`textual._xterm_parser.XTermParser` and its `_timeout_time`).
+pyproject.toml bounds Textual to the releases this was tested with; if a Textual release moves
+those pieces anyway, `driver_class()` falls back to the stock driver rather than break input
+(tests/test_tui_tmux.py runs kvtop both ways). KVTOP_STOCK_DRIVER=1 in the environment
+chooses the stock driver on purpose: for measuring one against the other
+(bench/bench_vs_nvitop.py --also), or if this one misbehaves with some terminal.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ class _WakingEvent(threading.Event):
 
 def driver_class(stock: type[Driver]) -> type[Driver]:
     """The quiet driver when `stock` is Textual's LinuxDriver and has what it needs, else stock."""
+    if os.environ.get("KVTOP_STOCK_DRIVER"):
+        return stock
     try:
         from textual._xterm_parser import XTermParser
         from textual.drivers.linux_driver import LinuxDriver
