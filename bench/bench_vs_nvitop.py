@@ -3,6 +3,8 @@
     python bench/bench_vs_nvitop.py                            # 8 GPUs, 3 rounds, 60 s windows
     python bench/bench_vs_nvitop.py --gpus 8 16 64 --rounds 1  # how cost grows with GPUs
     python bench/bench_vs_nvitop.py --seconds 20 --rounds 2 --no-micro
+    python bench/bench_vs_nvitop.py --seconds 40 --no-micro \
+        --also "h11=/work/wt-h11/.venv/bin/kvtop" --also "stock=KVTOP_STOCK_DRIVER=1 kvtop"
 
 Both tools run on the fake libnvidia-ml.so.1 from tests/fake_nvml, whose GPUs change every
 second (this script rewrites its state file), each in a 120×40 tmux pane at a 1 s refresh, in
@@ -14,7 +16,10 @@ package index once.
 Per tool: CPU of the whole process tree over the window (percent of one core, from /proc),
 RSS at the end, time from start to the first frame that shows the GPU rows; the median over
 rounds, and kvtop/nvitop for each. Then micro figures: one NVML poll cycle, one /metrics parse,
-the journal follow cost per entry, and one overview repaint with 8 GPUs. Prints; asserts
+the journal follow cost per entry, and one overview repaint with 8 GPUs. `--also NAME=[VAR=VALUE ...] PROGRAM` adds a kvtop variant to the same
+rounds (PROGRAM `kvtop` is this checkout's; another path, for example another worktree's venv,
+runs that code): the way to compare two versions of kvtop when only ratios within one run mean
+anything on a shared machine. Prints; asserts
 nothing. Targets (issue: performance): CPU ratio ≤ 1.0, RSS ratio ≤ 2.5, first frame under 1 s
 and ratio ≤ 1.5, 64 GPUs under 10 % of a core.
 """
@@ -26,6 +31,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -89,6 +95,17 @@ def fmt(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def variant(spec: str) -> tuple[str, list[str], dict[str, str]]:
+    """`NAME=[VAR=VALUE ...] PROGRAM` -> (name, argv prefix, environment)."""
+    name, _, rest = spec.partition("=")
+    words = shlex.split(rest)
+    env = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("/"))
+    program = [w for w in words if w not in {f"{k}={v}" for k, v in env.items()}]
+    if not name or name in {"kvtop", "nvitop", "floor"} or len(program) != 1:
+        raise SystemExit(f"--also {spec!r}: want NAME=[VAR=VALUE ...] PROGRAM, NAME new")
+    return name, [str(KVTOP) if program[0] == "kvtop" else program[0]], env
+
+
 def compare(results: dict[int, dict[str, list[Figures]]], secs: float, rounds: int) -> None:
     print()
     print(f"median over {rounds} round(s), {secs:g} s windows, 1 s refresh, {WIDTH}×{HEIGHT} pane")
@@ -102,6 +119,9 @@ def compare(results: dict[int, dict[str, list[Figures]]], secs: float, rounds: i
             first = med([f.first_frame_s for f in figures])
             row[tool] = (cpu, rss, first)
             print(f"{count:>4}  {tool:<7} {fmt(cpu):>10} {fmt(rss, 1):>8} {fmt(first, 3):>14}")
+            spread = [f.cpu_pct for f in figures if f.cpu_pct is not None]
+            if len(spread) > 1:
+                print(f"        rounds ({tool}): " + " ".join(f"{c:.2f}" for c in spread))
             for f in figures:
                 if f.note:
                     print(f"        note ({tool}): {f.note}")
@@ -126,6 +146,17 @@ def compare(results: dict[int, dict[str, list[Figures]]], secs: float, rounds: i
         print(
             "        " + "; ".join(f"{name}: {'met' if ok else 'MISSED'}" for name, ok in verdicts)
         )
+        for tool, (vc, vr, vf) in row.items():
+            if tool in {"kvtop", "nvitop", "floor"}:
+                continue
+            print(
+                f"{count:>4}  {'ratio':<7} {fmt(ratio(vc, nc)):>10} {fmt(ratio(vr, nr)):>8} "
+                f"{fmt(ratio(vf, nf)):>14}   ({tool} / nvitop)"
+            )
+            print(
+                f"{count:>4}  {'ratio':<7} {fmt(ratio(kc, vc)):>10} {fmt(ratio(kr, vr)):>8} "
+                f"{fmt(ratio(kf, vf)):>14}   (kvtop / {tool})"
+            )
 
 
 # --------------------------------------------------------------------------- micro figures
@@ -239,7 +270,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=60.0, help="CPU window per run")
     parser.add_argument("--no-micro", action="store_true", help="skip the micro figures")
+    parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="NAME=[VAR=VALUE ...] PROGRAM",
+        help="another kvtop to run in the same rounds (see the module docstring)",
+    )
     args = parser.parse_args()
+    extra = [variant(spec) for spec in args.also]
     why = ready_to_run()
     if why:
         print(why, file=sys.stderr)
@@ -263,6 +302,10 @@ def main() -> int:
                     # Textual's own cost: one Static updated per second (bench/textual_floor.py).
                     "floor": ([sys.executable, str(FLOOR_APP)], lambda s: "floor " in s),
                 }
+                envs = {name: extra_env for name, _, extra_env in extra}
+                for name, program, _ in extra:
+                    argv = program + host.kvtop_argv()[1:]
+                    tools[name] = (argv, rows_seen(KVTOP_ROW, count, FIRST_ROWS))
                 results[count] = {name: [] for name in tools}
                 with host.gpus(count) as env:
                     for round_no in range(args.rounds):
@@ -272,7 +315,15 @@ def main() -> int:
                             label = f"{name} {count} GPUs r{round_no + 1}"
                             print(f"running: {label} ...", flush=True)
                             results[count][name].append(
-                                measure(host.tmux, host.work, label, argv, env, first, args.seconds)
+                                measure(
+                                    host.tmux,
+                                    host.work,
+                                    label,
+                                    argv,
+                                    {**env, **envs.get(name, {})},
+                                    first,
+                                    args.seconds,
+                                )
                             )
             if not args.no_micro:
                 print("micro figures ...", flush=True)
