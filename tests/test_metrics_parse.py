@@ -87,6 +87,24 @@ def test_old_engine_startup_names() -> None:
     assert sample.values["engine_load_weights_time"] == 40.25
 
 
+def test_blanks_and_tabs_between_tokens() -> None:
+    """The text format separates tokens by blanks or tabs, and allows blanks before the
+    labels (Prometheus's own parser does; prometheus_client writes single blanks). Found by
+    tests/test_metrics_oracle.py: kvtop refused `name {labels} value` and dropped tab-separated
+    lines without labels."""
+    text = (
+        "sglang:num_running_reqs\t12\n"
+        'sglang:num_queue_reqs {tp_rank="0"}  3\t1700000000000\n'
+        'sglang:max_total_num_tokens\t{tp_rank="0"}\t159277\n'
+    )
+    sample = parse_exposition(text)
+    assert sample.rejected == ()
+    assert sample.running_requests == 12
+    assert sample.queued_requests == 3
+    assert sample.max_total_num_tokens == 159277
+    assert sample.families_seen == 3
+
+
 def test_hostile_lines() -> None:
     text = "\r\n".join(
         [

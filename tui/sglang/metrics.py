@@ -301,12 +301,19 @@ def _read_sample(scrape: _Scrape, line: str) -> tuple[str, dict[str, str], float
     space = line.find(" ")
     cut = space if brace < 0 or 0 <= space < brace else brace
     if cut < 0:
-        return None
+        cut = line.find("\t")  # the format allows tabs too (prometheus_client writes blanks)
+        if cut < 0:
+            return None
     name = line[_PREFIX_LEN:cut]
+    if "\t" in name:  # a tab before the first blank or brace
+        cut = line.index("\t", _PREFIX_LEN)
+        name = line[_PREFIX_LEN:cut]
     scrape.families.add(name)
     if name not in _WANTED:
         return None
     labels: dict[str, str]
+    if cut != brace and brace >= 0 and not line[cut:brace].strip(" \t"):
+        cut = brace  # `name {labels}`: blanks before the labels are allowed too
     if cut == brace:
         parsed = _parse_labels(line, brace)
         if parsed is None:
