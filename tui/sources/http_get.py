@@ -1,9 +1,9 @@
 """GET from one SGLang server through one long-lived httpx client (keep-alive, limits, timeouts).
 
-kvtop used a hand-written h11 client here for a while to save about 1 ms of CPU per scrape; at
-one scrape a second that is 0.1–0.2 % of a core, within this machine's noise, and it cost
-proxies, redirects and compression (docs/performance.md has the side-by-side figures). What this
-module adds to httpx is only kvtop's policy:
+kvtop used a hand-written h11 client here for a while to save about 0.9 ms of CPU per scrape;
+at one scrape a second that measured 0.13–0.15 % of a core side by side (docs/performance.md),
+and it cost proxies, redirects and compression. What this module adds to httpx is only kvtop's
+policy:
 - one connection, kept alive between scrapes (httpcore drops one the server closed while idle
   and opens a new one);
 - proxies from the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY) — except for
