@@ -143,6 +143,42 @@ def v2_processes(text: str, snap: Snapshot | None) -> bool:
     return snap is not None and all(len(g.processes) == 1 for g in snap.gpus) and "●NVML" in text
 
 
+def impossible_values(host: FaultHost) -> None:
+    """A driver answering 0xFFFFFFFF for GPU 0's utilization and temperature, and more memory
+    in use than GPU 1 has."""
+    host.state.gpus[0].update(util=0xFFFFFFFF, temp=0xFFFFFFFF)
+    host.state.gpus[1].update(used_mib=200_000)
+    host.write_nvml()
+
+
+def gpus_restored(host: FaultHost) -> None:
+    host.state.gpus = host.healthy_gpus()
+    host.write_nvml()
+
+
+def values_refused(text: str, snap: Snapshot | None) -> bool:
+    if snap is None or len(snap.gpus) != 8:
+        return False
+    g0, g1 = snap.gpus[0].sample, snap.gpus[1].sample
+    row0 = re.search(r"(?m)^\S?\s+0\s+TP0.*$", text)
+    return (
+        says(r"◐NVML.*impossible numbers.*GPU 0: utilization 4294967295 \(out of range\)")(
+            text, snap
+        )
+        and g0.utilization_pct is None
+        and g0.temperature_c is None
+        and g1.status == "error"
+        and row0 is not None
+        and "4294967295" not in row0.group(0)
+        and " — " in row0.group(0)  # the utilization and temperature cells are blank
+    )
+
+
+def gpus_gone(host: FaultHost) -> None:
+    host.state.gpus = {}
+    host.write_nvml()
+
+
 NVML_ROWS = [
     Fault(
         "nvml-driver-not-loaded",
@@ -206,7 +242,32 @@ NVML_ROWS = [
         gpu7_missing,
         r"TP7 from the log has no GPU here: NVML sees 7 GPUs",
         "GPU 7's row goes and a note says TP7 has no GPU here (fallen off the bus? check "
-        "nvidia-smi and dmesg); the other seven keep updating",
+        "nvidia-smi and dmesg); NVML ◐: it sees 7 GPUs now, 8 before; the other seven keep "
+        "updating",
+    ),
+    Fault(
+        "nvml-impossible-values",
+        "nvml",
+        impossible_values,
+        gpus_restored,
+        values_refused,
+        r"rejected from NVML \(not used, shown blank\): GPU 0 utilization 4294967295 "
+        r"\(out of range\), GPU 0 temperature 4294967295 \(out of range\), GPU 1 memory_used",
+        "NVML ◐; notice: NVML gave impossible numbers, refused and shown blank (GPU 0: "
+        "utilization 4294967295 …), check nvidia-smi and dmesg; the cells are blank, GPU 1's "
+        "row says memory unreadable; --once lists them under rejected, the JSON in "
+        "rejected_from_nvml (GPU, field, raw value, reason)",
+    ),
+    Fault(
+        "nvml-gpu-count-zero",
+        "nvml",
+        gpus_gone,
+        nvml_healthy,
+        says(r"◐NVML.*(?=.*NVML sees no GPU now, 8 before)(?=.*TP0–7 from the log have no GPU)"),
+        r"TP0–7 from the log have no GPU here: NVML sees no GPU",
+        "NVML ◐ (not ●); notice: NVML sees no GPU now, 8 before, check nvidia-smi and dmesg; "
+        "note: TP0–7 from the log have no GPU here; --once (which never saw the GPUs) says the "
+        "same note with NVML ◐",
     ),
 ]
 

@@ -15,7 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fake_nvml import STATE_ENV, build_fake_nvml, gcc_path
+from conftest import STORY_LOG
+from fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, write_state
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -227,9 +228,80 @@ def test_device_count_drops_and_returns(fake_lib_dir: Path, tmp_path: Path) -> N
     assert len(eight["gpus"]) == 8
     assert len(seven["gpus"]) == 7
     assert seven["available"] is True
+    assert seven["problem"].startswith("NVML sees 7 GPUs now, 8 before")
+    assert eight["problem"] is None and back["problem"] is None
     assert len(back["gpus"]) == 8
     assert back["gpus"][7]["name"] == "NVIDIA H200 NVL"
     assert back["gpus"][7]["status"] == "ok"
+
+
+def test_impossible_numbers_are_refused_not_shown(fake_lib_dir: Path, tmp_path: Path) -> None:
+    """0xFFFFFFFF utilization and temperature, used above total: refused, blank, reported."""
+    bad, good = run_scenario(
+        """
+        src = NvmlSource()
+        gpus = eight_gpus()
+        gpus[0].update(util=4294967295, temp=4294967295, power_mw=4294967295)
+        gpus[1].update(used_mib=200000)  # more than its 143771 MiB
+        gpus[2].update(free_mib=300000)
+        write_state(STATE, gpus=gpus, procs=[(3, 77, 2**40)])
+        emit(src.poll())
+        write_state(STATE, gpus=eight_gpus())
+        emit(src.poll())
+        """,
+        fake_lib_dir,
+        tmp_path / "state",
+    )
+    g0, g1, g2, g3 = bad["gpus"][:4]
+    assert g0["utilization_pct"] is None and g0["temperature_c"] is None
+    assert g0["power_w"] is None
+    assert g0["memory_utilization_pct"] == 30 and g0["status"] == "ok"
+    assert g0["rejected"] == [
+        {"field": "utilization", "value": "4294967295", "reason": "out of range"},
+        {"field": "temperature", "value": "4294967295", "reason": "out of range"},
+        {"field": "power", "value": "4294967295", "reason": "out of range"},
+    ]
+    assert g1["status"] == "error" and g1["used_gib"] == 0
+    assert g1["rejected"] == [
+        {
+            "field": "memory_used",
+            "value": str(200000 * 2**20),
+            "reason": f"more than the GPU's total ({143771 * 2**20} bytes)",
+        }
+    ]
+    assert g1["utilization_pct"] == 61  # the rest of the reading stands
+    assert [r["field"] for r in g2["rejected"]] == ["memory_free"]
+    assert g3["processes"] == [{"pid": 77, "used_gib": None}]
+    assert g3["rejected"][0]["field"] == "process 77 memory"
+    assert all(g["rejected"] == [] for g in bad["gpus"][4:])
+    problem = bad["problem"]
+    assert "impossible numbers" in problem and "GPU 0: utilization 4294967295" in problem
+    assert "and 1 more GPU." in problem and "nvidia-smi" in problem
+    assert good["problem"] is None
+    assert all(g["rejected"] == [] and g["status"] == "ok" for g in good["gpus"])
+
+
+def test_gpu_count_drop_to_zero_is_said(fake_lib_dir: Path, tmp_path: Path) -> None:
+    eight, none, back, fresh = run_scenario(
+        """
+        src = NvmlSource()
+        write_state(STATE, gpus=eight_gpus())
+        emit(src.poll())
+        write_state(STATE, gpus={})
+        emit(src.poll())
+        write_state(STATE, gpus=eight_gpus())
+        emit(src.poll())
+        write_state(STATE, gpus={})
+        emit(NvmlSource().poll())  # a host that never had a GPU: nothing dropped
+        """,
+        fake_lib_dir,
+        tmp_path / "state",
+    )
+    assert eight["problem"] is None
+    assert none["available"] is True and none["gpus"] == []
+    assert none["problem"].startswith("NVML sees no GPU now, 8 before")
+    assert back["problem"] is None
+    assert fresh["problem"] is None and fresh["gpus"] == []
 
 
 def _system_has_nvml() -> bool:
@@ -369,3 +441,70 @@ def test_hung_call_gives_stale_reading_without_blocking(fake_lib_dir: Path, tmp_
     assert timing["first"] < 3.0
     assert timing["second"] < 2.0
     assert timing["ticks"] >= 5
+
+
+def kvtop_once(lib_dir: Path, state: Path, *args: str) -> tuple[dict[str, object], str]:
+    """The real `kvtop --once` (JSON, then text) with the fake NVML; metrics off."""
+    env = dict(os.environ, LD_LIBRARY_PATH=str(lib_dir), **{STATE_ENV: str(state)})
+    out = []
+    for fmt in (["--json"], []):
+        result = subprocess.run(
+            [sys.executable, "-m", "tui", "--once", *fmt, "--no-metrics", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+        out.append(result.stdout)
+    return json.loads(out[0]), out[1]
+
+
+def test_once_reports_refused_values(fake_lib_dir: Path, tmp_path: Path) -> None:
+    """Which GPU, field, raw value and reason, in the JSON and the text; marker degraded."""
+    gpus = {
+        0: dict(eight_gpus()[0], util=4294967295, temp=4294967295),
+        1: dict(eight_gpus()[1], used_mib=200000),
+    }
+    state = write_state(tmp_path / "state", gpus=gpus)
+    data, text = kvtop_once(fake_lib_dir, state, "--log-file", str(STORY_LOG))
+    g0, g1 = data["gpus"]  # type: ignore[misc]
+    assert g0["utilization_pct"] is None and g0["temperature_c"] is None
+    assert g1["status"] == "error" and g1["used_gib"] is None and g1["total_gib"] is None
+    assert data["rejected_from_nvml"] == [
+        {"gpu": 0, "field": "utilization", "value": "4294967295", "reason": "out of range"},
+        {"gpu": 0, "field": "temperature", "value": "4294967295", "reason": "out of range"},
+        {
+            "gpu": 1,
+            "field": "memory_used",
+            "value": str(200000 * 2**20),
+            "reason": f"more than the GPU's total ({143771 * 2**20} bytes)",
+        },
+    ]
+    nvml = next(s for s in data["sources"] if s["name"] == "nvml")  # type: ignore[union-attr]
+    assert nvml["state"] == "degraded" and "impossible numbers" in nvml["detail"]
+    flat = " ".join(text.split())
+    assert "rejected from NVML (not used, shown blank): GPU 0 utilization 4294967295" in flat
+    rows = [line for line in text.splitlines() if "NVIDIA H200" in line]
+    assert len(rows) == 2 and not any("4294967295" in row for row in rows)  # no cell shows it
+
+
+def test_once_no_gpu_here_for_the_log_ranks(fake_lib_dir: Path, tmp_path: Path) -> None:
+    """NVML answers with no GPU while the log has TP0-7: a note naming them, NVML not ok."""
+    state = write_state(tmp_path / "state", gpus={})
+    data, text = kvtop_once(fake_lib_dir, state, "--log-file", str(STORY_LOG))
+    assert data["gpus"] == []
+    note = "TP0–7 from the log have no GPU here: NVML sees no GPU."
+    assert any(n.startswith(note) for n in data["notes"])  # type: ignore[union-attr]
+    nvml = next(s for s in data["sources"] if s["name"] == "nvml")  # type: ignore[union-attr]
+    assert nvml["state"] == "degraded" and nvml["detail"].startswith(note)
+    assert note in " ".join(text.split())
+    # A log without ranks: none miss a GPU, and NVML's empty answer stands as it is.
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    data, _ = kvtop_once(fake_lib_dir, state, "--log-file", str(empty))
+    assert not data["notes"]
+    assert next(s for s in data["sources"] if s["name"] == "nvml")["state"] == "ok"  # type: ignore[union-attr]

@@ -79,8 +79,9 @@ def write_state(
 ) -> Path:
     """Write the fake's state file atomically.
 
-    gpus: index -> fields (name, uuid, bus, total_mib, used_mib, reserved_mib, util, mem_util,
-    temp, power_mw, limit_mw). procs: (gpu, pid, used_mib or None). errors: (function, gpu or
+    gpus: index -> fields (name, uuid, bus, total_mib, used_mib, reserved_mib, free_mib (else
+    total - used - reserved), util, mem_util, temp, power_mw, limit_mw); an empty mapping is
+    a host where NVML answers with no GPU. procs: (gpu, pid, used_mib or None). errors: (function, gpu or
     None for all, NVML code). absent: functions that answer "function not found". delays:
     (function, milliseconds).
     """

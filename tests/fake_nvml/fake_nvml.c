@@ -9,6 +9,9 @@
  *   init_error code=9                 nvmlInit* returns this NVML code
  *   gpu 0 name=NVIDIA H200 uuid=GPU-... bus=00000000:18:00.0 total_mib=97887 used_mib=90361
  *         reserved_mib=512 util=61 mem_util=30 temp=55 power_mw=400000 limit_mw=600000
+ *         [free_mib=N: free as answered, instead of total - used - reserved]
+ *         Values are unsigned 32-bit (util, temp, power) or 64-bit (memory) as in NVML, so
+ *         util=4294967295 is the 0xFFFFFFFF a broken driver hands back.
  *   proc 0 pid=1234 used_mib=90000    a compute process on GPU 0 (used_mib omitted: not available)
  *   error FUNCTION gpu=IDX code=15    FUNCTION returns code (gpu= omitted: for every GPU)
  *   absent FUNCTION                   FUNCTION returns NVML_ERROR_FUNCTION_NOT_FOUND (old driver)
@@ -89,6 +92,8 @@ typedef struct {
     int present;
     char name[96], uuid[96], bus[32];
     unsigned long long total_mib, used_mib, reserved_mib;
+    int has_free; /* free_mib= given: answered as is (a driver that reports nonsense) */
+    unsigned long long free_mib;
     unsigned int util, mem_util, temp, power_mw, limit_mw;
 } gpu_t;
 
@@ -165,6 +170,10 @@ static void gpu_pair(void *ctx, const char *k, const char *v) {
     else if (!strcmp(k, "total_mib")) g->total_mib = strtoull(v, NULL, 10);
     else if (!strcmp(k, "used_mib")) g->used_mib = strtoull(v, NULL, 10);
     else if (!strcmp(k, "reserved_mib")) g->reserved_mib = strtoull(v, NULL, 10);
+    else if (!strcmp(k, "free_mib")) {
+        g->has_free = 1;
+        g->free_mib = strtoull(v, NULL, 10);
+    }
     else if (!strcmp(k, "util")) g->util = (unsigned)strtoul(v, NULL, 10);
     else if (!strcmp(k, "mem_util")) g->mem_util = (unsigned)strtoul(v, NULL, 10);
     else if (!strcmp(k, "temp")) g->temp = (unsigned)strtoul(v, NULL, 10);
@@ -476,6 +485,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
 }
 
 static unsigned long long free_mib(const gpu_t *g) {
+    if (g->has_free) return g->free_mib;
     unsigned long long taken = g->used_mib + g->reserved_mib;
     return g->total_mib > taken ? g->total_mib - taken : 0;
 }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tui.model.analysis import Analysis
 from tui.model.gpu_memory import (
@@ -126,12 +126,51 @@ def _mismatch_notes(gpus: list[GpuView]) -> list[str]:
     return notes
 
 
+def _rank_span(ranks: list[str]) -> str:
+    """ "TP0–7" for a run of TP ranks, else the ranks listed."""
+    numbers = [int(r[2:]) for r in ranks if r.startswith("TP") and r[2:].isdigit()]
+    run = len(numbers) == len(ranks) > 2
+    if run and sorted(numbers) == list(range(min(numbers), max(numbers) + 1)):
+        return f"TP{min(numbers)}–{max(numbers)}"
+    return ", ".join(ranks)
+
+
 def _unplaced_note(unplaced: list[str], gpu_count: int) -> str:
-    which = ", ".join(unplaced)
+    which = _rank_span(unplaced)
+    sees = "no GPU" if gpu_count == 0 else f"{gpu_count} GPU{'s' if gpu_count != 1 else ''}"
     return (
         f"{which} from the log {'has' if len(unplaced) == 1 else 'have'} no GPU here: NVML "
-        f"sees {gpu_count} GPU{'s' if gpu_count != 1 else ''}. A GPU may have fallen "
-        "off the bus (check nvidia-smi and dmesg), or those ranks run on another host."
+        f"sees {sees}. A GPU may have fallen off the bus (check nvidia-smi and dmesg), or "
+        "those ranks run on another host."
+    )
+
+
+def _placement_notes(
+    nvml: NvmlReading | None,
+    mapping: Mapping[int, tuple[str, ...]],
+    how: str,
+    log_ranks: list[str],
+    by_order: str,
+) -> list[str]:
+    """Ranks of the log without a GPU here (also when NVML answers with none), and how ranks
+    were placed when it was by order."""
+    if nvml is None or not nvml.available or not log_ranks:
+        return []
+    placed = {rank for ranks in mapping.values() for rank in ranks}
+    unplaced = [rank for rank in log_ranks if rank not in placed]
+    notes = []
+    if unplaced and (how != "none" or not nvml.gpus):
+        notes.append(_unplaced_note(unplaced, len(nvml.gpus)))
+    if nvml.gpus and how == "order":
+        notes.append(by_order)
+    return notes
+
+
+def _with_gpus_missing(sources: tuple[SourceHealth, ...], note: str) -> tuple[SourceHealth, ...]:
+    """NVML answers with no GPU while the log has ranks: its marker is not healthy."""
+    return tuple(
+        replace(s, state=DEGRADED, detail=note) if s.name == "nvml" and s.state == OK else s
+        for s in sources
     )
 
 
@@ -175,14 +214,11 @@ def build_snapshot(
         _gpu_view(s, mapping.get(s.index, ()), breakdowns, process_ranks, process_users or {})
         for s in samples
     ]
-    notes = _mismatch_notes(gpus)
-    if samples:
-        placed = {rank for ranks in mapping.values() for rank in ranks}
-        unplaced = [rank for rank in log_ranks if rank not in placed]
-        if unplaced and how != "none":
-            notes.append(_unplaced_note(unplaced, len(samples)))
-        if log_ranks and how == "order":
-            notes.append(_by_order_note(pids_visible, base, cuda_visible_devices, visible))
+    by_order = _by_order_note(pids_visible, base, cuda_visible_devices, visible)
+    placement = _placement_notes(nvml, mapping, how, log_ranks, by_order)
+    notes = _mismatch_notes(gpus) + placement
+    if placement and not samples:
+        sources = _with_gpus_missing(sources, placement[0])
     return Snapshot(
         taken_at=taken_at,
         analysis=analysis,

@@ -17,6 +17,16 @@ class GpuProcess:
 
 
 @dataclass(frozen=True, slots=True)
+class RefusedValue:
+    """A number NVML gave that no GPU can have (utilization 4294967295, used above total): not
+    used, its cell stays blank. `value` is NVML's raw number (bytes, mW, %, °C) as text."""
+
+    field: str
+    value: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     index: int
     name: str
@@ -34,6 +44,7 @@ class GpuSample:
     processes: tuple[GpuProcess, ...] = ()
     status: str = "ok"  # "ok", "lost" (fallen off the bus), "error" (memory unreadable)
     field_errors: tuple[tuple[str, str], ...] = ()
+    rejected: tuple[RefusedValue, ...] = ()  # numbers refused (their fields are None or blank)
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,16 +236,18 @@ def to_json(report: Analysis) -> dict[str, object]:
 
 def _gpu_json(view: GpuView) -> dict[str, object]:
     sample, memory = view.sample, view.memory
+    # A lost GPU or memory NVML could not read (or gave impossibly): no number, not 0.
+    known = sample.status == "ok"
     return {
         "index": sample.index,
         "name": sample.name,
         "uuid": sample.uuid,
         "pci_bus_id": sample.pci_bus_id,
         "status": sample.status,
-        "total_gib": _r(sample.total_gib),
-        "used_gib": _r(sample.used_gib),
-        "free_gib": _r(sample.free_gib),
-        "reserved_gib": _r(sample.reserved_gib),
+        "total_gib": _r(sample.total_gib) if known else None,
+        "used_gib": _r(sample.used_gib) if known else None,
+        "free_gib": _r(sample.free_gib) if known else None,
+        "reserved_gib": _r(sample.reserved_gib) if known else None,
         "utilization_pct": sample.utilization_pct,
         "memory_utilization_pct": sample.memory_utilization_pct,
         "temperature_c": sample.temperature_c,
@@ -299,4 +301,10 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
         "metrics": list(metrics.rejected) if metrics is not None else [],
         "server_info": list(info.rejected) if info is not None else [],
     }
+    # NVML's impossible numbers (their fields above are null), as the driver gave them.
+    data["rejected_from_nvml"] = [
+        {"gpu": g.sample.index, "field": r.field, "value": r.value, "reason": r.reason}
+        for g in snapshot.gpus
+        for r in g.sample.rejected
+    ]
     return data

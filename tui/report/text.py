@@ -374,6 +374,9 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     refused = _scrape_rejected(snapshot)
     if refused:
         parts.append(_text("rejected from the server (not used): " + "; ".join(refused)))
+    refused_gpu = _nvml_rejected(snapshot)
+    if refused_gpu:
+        parts.append(_text("rejected from NVML (not used, shown blank): " + refused_gpu))
     parts += [Text(""), render(snapshot.analysis)]
     return Group(*parts)
 
@@ -388,6 +391,16 @@ def _scrape_rejected(snapshot: Snapshot) -> list[str]:
         info = snapshot.server_info
         found.append(f"/server_info {len(info.rejected)}: " + ", ".join(info.rejected[:3]))
     return found
+
+
+def _nvml_rejected(snapshot: Snapshot) -> str | None:
+    """NVML's impossible numbers (utilization 4294967295, used above total), first few."""
+    refused = [(g.sample.index, r) for g in snapshot.gpus for r in g.sample.rejected]
+    if not refused:
+        return None
+    shown = ", ".join(f"GPU {i} {r.field} {r.value} ({r.reason})" for i, r in refused[:4])
+    more = len(refused) - 4
+    return shown + (f" and {more:,} more" if more > 0 else "")
 
 
 def print_snapshot(snapshot: Snapshot, console: Console | None = None) -> None:

@@ -18,6 +18,15 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from tui.model.gpu_reading import GpuProcess, GpuSample, NvmlReading
+from tui.sglang.bounds import MAX_GIB
+from tui.sources.nvml_checks import (
+    PERCENT_MAX,
+    POWER_MAX_MW,
+    TEMPERATURE_MAX_C,
+    Refusals,
+    count_drop_sentence,
+    problem_sentence,
+)
 
 try:  # nvidia-ml-py is a dependency, but a broken install must not take kvtop down.
     import pynvml
@@ -96,6 +105,46 @@ def _unavailable_sentence(exc: BaseException) -> str:
     )
 
 
+def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
+    """The notice for this reading: GPUs lost, fewer GPUs than before, impossible numbers."""
+    lost = [s.index for s in samples if s.status == "lost"]
+    sentences = []
+    if lost:
+        which = ", ".join(str(i) for i in lost)
+        sentences.append(
+            f"GPU {which} {'is' if len(lost) == 1 else 'are'} lost (fallen off the bus): "
+            "check nvidia-smi and dmesg for Xid errors; the other GPUs keep updating."
+        )
+    sentences.append(count_drop_sentence(count, most))
+    sentences.append(problem_sentence({s.index: list(s.rejected) for s in samples if s.rejected}))
+    found = [s for s in sentences if s]
+    return " ".join(found) if found else None
+
+
+def _gpu(util: Any) -> int | None:
+    return None if util is None else int(util.gpu)
+
+
+def _mem(util: Any) -> int | None:
+    return None if util is None else int(util.memory)
+
+
+def _watts(milliwatts: float | None) -> float | None:
+    return None if milliwatts is None else milliwatts / 1000.0
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _process(info: Any, refusals: Refusals) -> GpuProcess:
+    """One compute process; memory it cannot have used (above any GPU's size) is refused."""
+    used = info.usedGpuMemory  # None: NVML_VALUE_NOT_AVAILABLE (pynvml maps it)
+    if used is not None:
+        used = refusals.number(f"process {int(info.pid)} memory", used, MAX_GIB * GIB)
+    return GpuProcess(pid=int(info.pid), used_gib=None if used is None else used / GIB)
+
+
 class _Worker:
     """One daemon thread running NVML calls in order.
 
@@ -148,6 +197,7 @@ class NvmlSource:
         self._initialized = False
         self._driver_version: str | None = None
         self._static: dict[int, _Static] = {}
+        self._most_gpus = 0  # the most GPUs NVML has shown: fewer now means some went away
         self._mem_v2 = True
         self._proc_fn: str = "v3"
         self._procs: dict[int, tuple[GpuProcess, ...]] = {}
@@ -222,18 +272,11 @@ class NvmlSource:
         samples = [self._sample(i, refresh_procs) for i in range(count)]
         if refresh_procs:
             self._procs_at = now
-        lost = [s.index for s in samples if s.status == "lost"]
-        problem = None
-        if lost:
-            which = ", ".join(str(i) for i in lost)
-            problem = (
-                f"GPU {which} {'is' if len(lost) == 1 else 'are'} lost (fallen off the bus): "
-                "check nvidia-smi and dmesg for Xid errors; the other GPUs keep updating."
-            )
+        self._most_gpus = max(self._most_gpus, count)
         return NvmlReading(
             gpus=tuple(samples),
             available=True,
-            problem=problem,
+            problem=_problem(samples, count, self._most_gpus),
             driver_version=self._driver_version,
         )
 
@@ -300,19 +343,20 @@ class NvmlSource:
             self._static[index] = static
         return static
 
-    def _memory(self, handle: Any) -> tuple[float, float, float, float | None]:
+    def _memory(self, handle: Any) -> tuple[int, int, int, int | None]:
+        """NVML's total, used, free and reserved memory in bytes (reserved: v2 only)."""
         if self._mem_v2:
             try:
                 mem = self._call(pynvml.nvmlDeviceGetMemoryInfo, handle, pynvml.nvmlMemory_v2)
-                return mem.total / GIB, mem.used / GIB, mem.free / GIB, mem.reserved / GIB
+                return mem.total, mem.used, mem.free, mem.reserved
             except pynvml.NVMLError as exc:
                 if _code(exc) not in (_FUNCTION_NOT_FOUND, _NOT_SUPPORTED):
                     raise
                 self._mem_v2 = False  # an older driver: v1 from now on
         mem = self._call(pynvml.nvmlDeviceGetMemoryInfo, handle)
-        return mem.total / GIB, mem.used / GIB, mem.free / GIB, None
+        return mem.total, mem.used, mem.free, None
 
-    def _processes(self, handle: Any) -> tuple[GpuProcess, ...]:
+    def _processes(self, handle: Any, refusals: Refusals) -> tuple[GpuProcess, ...]:
         order = ["v3", "v2"] if self._proc_fn == "v3" else ["v2"]
         fns = {
             "v3": pynvml.nvmlDeviceGetComputeRunningProcesses_v3,
@@ -326,26 +370,22 @@ class NvmlSource:
                     self._proc_fn = order[i + 1]
                     continue
                 raise
-            return tuple(
-                GpuProcess(
-                    pid=int(p.pid),
-                    used_gib=None if p.usedGpuMemory is None else p.usedGpuMemory / GIB,
-                )
-                for p in procs
-            )
+            return tuple(_process(p, refusals) for p in procs)
         return ()  # pragma: no cover - the loop always returns or raises
 
     def _read_gpu(self, index: int, refresh_procs: bool) -> GpuSample:
         handle = self._call(pynvml.nvmlDeviceGetHandleByIndex, index)
         static = self._static_facts(index, handle)
         errors: list[tuple[str, str]] = list(static.errors)
-        status = "ok"
+        refusals = Refusals()
         try:
-            total, used, free, reserved = self._memory(handle)
+            memory = refusals.memory(*self._memory(handle))
         except pynvml.NVMLError as exc:
             errors.append(("memory", _error_text(exc)))
-            total, used, free, reserved = 0.0, 0.0, 0.0, None
-            status = "error"
+            memory = None
+        # Unreadable or impossible memory: "error", and no number stands in for it.
+        status = "ok" if memory is not None else "error"
+        total, used, free, reserved = memory if memory is not None else (0, 0, 0, None)
         util = self._field(errors, "utilization", pynvml.nvmlDeviceGetUtilizationRates, handle)
         temp = self._field(
             errors,
@@ -358,7 +398,7 @@ class NvmlSource:
         limit = self._field(errors, "power_limit", pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
         if refresh_procs or index not in self._procs:
             try:
-                self._procs[index] = self._processes(handle)
+                self._procs[index] = self._processes(handle, refusals)
             except pynvml.NVMLError as exc:
                 errors.append(("processes", _error_text(exc)))
                 self._procs[index] = ()
@@ -367,18 +407,21 @@ class NvmlSource:
             name=static.name,
             uuid=static.uuid,
             pci_bus_id=static.pci_bus_id,
-            total_gib=total,
-            used_gib=used,
-            free_gib=free,
-            reserved_gib=reserved,
-            utilization_pct=None if util is None else int(util.gpu),
-            memory_utilization_pct=None if util is None else int(util.memory),
-            temperature_c=None if temp is None else int(temp),
-            power_w=None if power is None else power / 1000.0,
-            power_limit_w=None if limit is None else limit / 1000.0,
+            total_gib=total / GIB,
+            used_gib=used / GIB,
+            free_gib=free / GIB,
+            reserved_gib=None if reserved is None else reserved / GIB,
+            utilization_pct=_int(refusals.number("utilization", _gpu(util), PERCENT_MAX)),
+            memory_utilization_pct=_int(
+                refusals.number("memory_utilization", _mem(util), PERCENT_MAX)
+            ),
+            temperature_c=_int(refusals.number("temperature", temp, TEMPERATURE_MAX_C)),
+            power_w=_watts(refusals.number("power", power, POWER_MAX_MW)),
+            power_limit_w=_watts(refusals.number("power_limit", limit, POWER_MAX_MW)),
             processes=self._procs[index],
             status=status,
             field_errors=tuple(errors),
+            rejected=tuple(refusals.found),
         )
 
     # ---- async ---------------------------------------------------------------------------
