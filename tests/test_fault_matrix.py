@@ -633,6 +633,26 @@ def journal_missing_unit_then_starts(host: FaultHost) -> None:
     host.journal_run = ("sglang-new.service", 9)
 
 
+def journal_damaged(host: FaultHost) -> None:
+    """The unit's journal file cut in the middle (a full disk, a copy that stopped): systemd
+    skips such a file without a word."""
+    journal_setup(host)
+    path = host.journal / "test.journal"
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def journal_rewritten(host: FaultHost) -> None:
+    """The damaged file is moved away and the unit logs its run again into a whole file."""
+    (host.journal / "test.journal").rename(host.tmp / "test.journal.damaged")
+    at = host.journal_at + 1_000_000
+    write_journal(host.journal, sglang_entries(UNIT, invocation(2), STORY_LINES, at), "whole")
+    host.journal_at = at + 1_000_000
+
+
+def journal_dir_removed(host: FaultHost) -> None:
+    shutil.rmtree(host.journal)
+
+
 def no_systemd_module(host: FaultHost) -> None:
     host.monkeypatch.setitem(sys.modules, "systemd.journal", None)  # import now fails
 
@@ -685,6 +705,38 @@ JOURNAL_ROWS = [
     ),
 ]
 
+JOURNAL_ROWS += [
+    Fault(
+        "journal-file-damaged",
+        "log",
+        lambda host: None,
+        journal_rewritten,
+        says(
+            r"◐journal.*journal file \S*test\.journal \(cut short: [\d,]+ bytes of the [\d,]+ "
+            r"its header counts\) is damaged.*journalctl --verify --file=\S*test\.journal"
+        ),
+        r"journal file \S*test\.journal \(cut short: .*\) is damaged; systemd skips it",
+        "journal ◐; notice: journal file …/test.journal (cut short: N bytes of the M its header "
+        "counts) is damaged, systemd skips it, run journalctl --verify --file=…; then no entries "
+        'for the unit (instead of only "no entries … similar name: none")',
+        options={"unit": "sglang-kimi"},
+        setup=journal_damaged,
+    ),
+    Fault(
+        "journal-directory-removed",
+        "log",
+        journal_dir_removed,
+        lambda host: batch_entry(host, 555, "after-removal"),
+        says(r"◐journal.*the journal directory \S+ was removed while kvtop read.*when it is back"),
+        r"cannot read the journal for sglang-kimi\.service: \S+ does not exist",
+        "journal ◐; notice: the journal directory was removed while kvtop read the unit, what "
+        "was read stays on screen, kvtop reads on when it is back (--once: the directory does "
+        "not exist)",
+        options={"unit": "sglang-kimi"},
+        setup=journal_setup,
+    ),
+]
+
 JOURNAL_ROWS.append(
     Fault(
         "journal-1m-entry-history",
@@ -711,6 +763,8 @@ SLOW_ROWS = {
     "journal-1m-entry-history",
 }
 assert {r.id for r in ROWS} >= SLOW_ROWS
+# Rows whose fault is there from the start (the setup made it): no healthy start to wait for.
+STARTS_FAULTY = {"journal-unit-missing", "journal-file-damaged"}
 
 
 def healthy(log_name: str) -> Check:
@@ -790,7 +844,7 @@ async def run_row(
         if journal:
             updating.discard("log")  # bump() appends to a file; the journal rows move it themselves
         async with app.run_test(size=(120, 40)) as pilot:
-            if row.id != "journal-unit-missing":
+            if row.id not in STARTS_FAULTY:
                 await wait_screen(app, pilot, "healthy start", healthy(log_name), 20, seen)
 
             result = row.inject(host)

@@ -366,3 +366,75 @@ cat {out}
     assert result["invocations"] == [invocation(10)] * len(first) + [invocation(11)] * len(second)
     assert result["invocation_id"] == invocation(11)
     assert result["restarts_seen"] == 1
+
+
+def cut_in_half(path: Path) -> int:
+    """Cut a journal file in the middle (a disk that filled, a copy that stopped)."""
+    size = path.stat().st_size
+    os.truncate(path, size // 2)
+    return size
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_damaged_file_is_named(tmp_path: Path, backend: str) -> None:
+    """A truncated file: systemd skips it silently; kvtop names it and the check to run."""
+    build_two_runs(tmp_path)
+    damaged = tmp_path / "test.journal"
+    size = cut_in_half(damaged)
+    source = JournalSource("sglang-kimi", directory=str(tmp_path), backend=backend)
+    assert await read_latest(source) == []
+    assert source.status == (
+        f"journal file {damaged} (cut short: {size // 2:,} bytes of the {size:,} its header "
+        "counts) is damaged; systemd skips it, so its entries cannot be read: run journalctl "
+        f"--verify --file={damaged}. no journal entries for sglang-kimi.service. Units with a "
+        "similar name: none"
+    )
+    # The unit's entries in another, whole file are read; the damaged one is still named.
+    write_journal(tmp_path, sglang_entries(KIMI, invocation(2), RUN2, T0), "whole.journal")
+    source = JournalSource("sglang-kimi", directory=str(tmp_path), backend=backend)
+    assert [line.text for line in await read_latest(source)] == RUN2
+    assert source.status is not None and source.status.startswith(f"journal file {damaged} (")
+
+
+def test_damage_kinds(tmp_path: Path) -> None:
+    from tui.sources.journal_files import damage, damaged_files, damaged_sentence
+
+    write_journal(tmp_path, sglang_entries(KIMI, invocation(2), RUN2, T0), "whole.journal")
+    head = write_journal(tmp_path, sglang_entries(KIMI, invocation(2), RUN2, T0), "head.journal")
+    os.truncate(head, 100)
+    (tmp_path / "text.journal").write_text("not a journal at all\n")
+    assert damage(str(tmp_path / "whole.journal")) is None
+    assert damaged_files(str(tmp_path)) == [
+        (str(head), "cut short: 100 bytes, less than a journal header"),
+        (str(tmp_path / "text.journal"), "not a journal file (no journal signature at its start)"),
+    ]
+    sentence = damaged_sentence(damaged_files(str(tmp_path))) or ""
+    assert sentence.startswith(f"journal files {head} (cut short: 100 bytes")
+    assert "are damaged; systemd skips them" in sentence
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_directory_removed_then_back(
+    tmp_path: Path, backend: str, follow: Callable[[JournalSource], Follow]
+) -> None:
+    """The journal directory deleted while followed: said at once; read on when it is back."""
+    directory = tmp_path / "journal"
+    build_two_runs(directory)
+    f = follow(JournalSource("sglang-kimi", directory=str(directory), backend=backend))
+    assert await f.texts(len(RUN2)) == RUN2
+    shutil.rmtree(directory)
+    await f.until(lambda: "was removed" in (f.source.status or ""))
+    assert f.source.status == (
+        f"the journal directory {directory} was removed while kvtop read {KIMI}: nothing new "
+        "can be read. What was read stays on screen; kvtop reads on when it is back."
+    )
+    later = T0 + 60_000_000
+    more = sglang_entries(KIMI, invocation(2), MORE, later)
+    await asyncio.to_thread(write_journal, directory, interleave(more, noise(later, 2)), "new")
+    assert await f.texts(len(RUN2) + len(MORE)) == RUN2 + MORE
+    assert f.source.status is None
+    # ...and it keeps following the new files.
+    await asyncio.to_thread(
+        write_journal, directory, sglang_entries(KIMI, invocation(2), ["after"], later + 10), "new"
+    )
+    assert (await f.texts(len(RUN2) + len(MORE) + 1))[-1] == "after"

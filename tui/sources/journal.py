@@ -8,11 +8,21 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from tui.sources.journal_files import (
+    DEFAULT_JOURNAL_DIRS,
+    damaged_files,
+    damaged_sentence,
+    gone_roots,
+    journal_roots,
+    removed_sentence,
+)
 
 if TYPE_CHECKING:
     from tui.sources.pacing import Lane
@@ -25,10 +35,11 @@ RETRY_S = 2.0
 # With a reliable inotify descriptor this is only a safety net; without one it is the poll period.
 SAFETY_POLL_S = 5.0
 UNRELIABLE_POLL_S = 0.5
+# How often the journal's files are checked for damage while following (a header read each).
+DAMAGE_CHECK_S = 5.0
 MAX_SIMILAR_UNITS = 8
 # journalctl -o json prints one entry per line; a traceback in one MESSAGE can be long.
 JSON_LINE_LIMIT = 64 << 20
-DEFAULT_JOURNAL_DIRS = ("/var/log/journal", "/run/log/journal")
 _UNIT_SUFFIXES = frozenset(
     [
         "service",
@@ -150,6 +161,20 @@ def _realtime(value: Any) -> datetime | None:
         return None
 
 
+def _realtime_us(value: Any) -> int | None:
+    try:
+        return int(_text(value) or "")
+    except ValueError:
+        return None
+
+
+def _later(entries: list[dict[str, Any]], after_us: int | None) -> list[dict[str, Any]]:
+    """The entries logged after AFTER_US (all of them when None)."""
+    if after_us is None:
+        return entries
+    return [e for e in entries if (_realtime_us(e.get("__REALTIME_TIMESTAMP")) or 0) > after_us]
+
+
 def _line(entry: dict[str, Any]) -> JournalLine:
     return JournalLine(
         text=_message(entry.get("MESSAGE")),
@@ -214,7 +239,16 @@ class JournalSource:
         self.lane = lane
         self.directory = directory
         self.backend_used, self.backend_reason = _choose_backend(backend)
-        self.status: str | None = None
+        self._status: str | None = None
+        self._damaged: str | None = None  # the sentence for damaged journal files
+        self._files_checked_at = -DAMAGE_CHECK_S
+        self._roots: list[str] = []  # the journal directories there when reading began
+        self._cursor: str | None = None  # the last entry read, to read on after a reopen
+        self._reader: Any = None
+        self._last_realtime_us: int | None = None  # the last followed entry's time
+        self._removed_since_start = False  # the journal directory went and came back
+        self._fd = -1
+        self._reliable = False
         self.invocation_id: str | None = None
         self.restarts_seen = 0
         self._superseded: set[str] = set()
@@ -222,6 +256,34 @@ class JournalSource:
         self._wake: asyncio.Event | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def status(self) -> str | None:
+        """None while all is well, else what is wrong (damaged files first) and what to do."""
+        said = [s for s in (self._damaged, self._status) if s]
+        return " ".join(said) if said else None
+
+    @status.setter
+    def status(self, value: str | None) -> None:
+        self._status = value
+
+    def _check_files(self) -> None:
+        """Blocking (a header read per journal file): note which files are damaged."""
+        self._damaged = damaged_sentence(damaged_files(self.directory))
+        self._files_checked_at = time.monotonic()
+
+    def _watch_files(self) -> list[str]:
+        """Blocking: the journal directories that were removed (then nothing else is checked),
+        and every DAMAGE_CHECK_S which files are damaged."""
+        gone = gone_roots(self._roots)
+        if not gone and time.monotonic() - self._files_checked_at >= DAMAGE_CHECK_S:
+            self._check_files()
+        return gone
+
+    def _start_watching(self) -> None:
+        """Blocking: the directories to watch (those there now), and their files' state."""
+        self._roots = journal_roots(self.directory)
+        self._check_files()
 
     def close(self) -> None:
         """Stop following; `lines()` returns at its next wait. Call from the event loop's thread."""
@@ -286,6 +348,9 @@ class JournalSource:
             out.append(line)
         if out:
             self.status = None
+            self._cursor = out[-1].cursor or self._cursor
+            when = _realtime_us(entries[-1].get("__REALTIME_TIMESTAMP"))
+            self._last_realtime_us = when if when is not None else self._last_realtime_us
         return out
 
     # -- systemd.journal ---------------------------------------------------------------------
@@ -367,21 +432,26 @@ class JournalSource:
             out.append(entry)
         return out
 
+    async def _python_open(self, follow: bool) -> bool:
+        """Open the reader (retrying while following); False when there is none to read."""
+        while not self._closed:
+            try:
+                self._reader, self._fd, self._reliable = await self._call(self._open_reader)
+                return True
+            except OSError as exc:
+                self.status = self._open_error(exc)
+            if not follow:
+                return False
+            await self._sleep(RETRY_S)
+        return False
+
     async def _python_batches(self, follow: bool) -> AsyncGenerator[list[JournalLine], None]:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvtop-journal")
-        reader = None
         try:
-            while reader is None:
-                try:
-                    reader, fd, reliable = await self._call(self._open_reader)
-                except OSError as exc:
-                    self.status = self._open_error(exc)
-                    if not follow or self._closed:
-                        return
-                    await self._sleep(RETRY_S)
-                    if self._closed:
-                        return
-
+            if not await self._python_open(follow):
+                return
+            await self._call(self._start_watching)
+            reader = self._reader
             latest = await self._call(self._find_latest, reader)
             if latest is None:
                 self.status = await self._call(self._explain_missing, reader)
@@ -395,26 +465,71 @@ class JournalSource:
                 while True:
                     batch = await self._call(self._read_batch, reader)
                     if batch:
+                        self._cursor = _text(batch[-1].get("__CURSOR")) or self._cursor
                         yield [_line(entry) for entry in batch]
                     if len(batch) < BATCH_ENTRIES:
                         break
                 if not follow:
                     return
                 await self._call(self._match_unit, reader, False)
-
-            loop = asyncio.get_running_loop()
-            timeout = SAFETY_POLL_S if reliable else UNRELIABLE_POLL_S
-            while not self._closed:
-                batch = await self._call(self._read_batch, reader, True)
-                lines = self._follow_lines(batch)
-                if lines:
-                    yield lines
-                if len(batch) < BATCH_ENTRIES:
-                    await self._wait_readable(loop, fd, timeout)
+            async for lines in self._python_follow():
+                yield lines
         finally:
-            if reader is not None:
-                self._executor.submit(reader.close)
+            if self._reader is not None:
+                self._executor.submit(self._reader.close)
             self._executor.shutdown(wait=False)
+
+    async def _python_follow(self) -> AsyncGenerator[list[JournalLine], None]:
+        """New entries as they come; a removed journal directory is said and waited for."""
+        loop = asyncio.get_running_loop()
+        while not self._closed:
+            ahead: list[dict[str, Any]] | None = []
+            gone = await self._call(self._watch_files)
+            if gone:
+                self.status = removed_sentence(self.unit, gone)
+                ahead = await self._python_reopen()
+                if ahead is None:
+                    return
+            batch = ahead + await self._call(self._read_batch, self._reader, True)
+            lines = self._follow_lines(batch)
+            if lines:
+                yield lines
+            if len(batch) < BATCH_ENTRIES:
+                timeout = SAFETY_POLL_S if self._reliable else UNRELIABLE_POLL_S
+                await self._wait_readable(loop, self._fd, timeout)
+
+    async def _python_reopen(self) -> list[dict[str, Any]] | None:
+        """Wait for the journal directory to come back, open it again and go on after the
+        last entry read (the entries there first, as a batch); None once closed."""
+        old, self._reader = self._reader, None
+        await self._call(old.close)
+        while not self._closed:
+            await self._sleep(RETRY_S)
+            if self._closed or await self._call(gone_roots, self._roots):
+                continue
+            try:
+                self._reader, self._fd, self._reliable = await self._call(self._open_reader)
+            except OSError:
+                continue
+            self.status = None
+            await self._call(self._check_files)
+            return await self._call(self._resume, self._reader)
+        return None
+
+    def _resume(self, reader: Any) -> list[dict[str, Any]]:
+        """Position a new reader after the last entry read: the unit's entries from there on
+        (all of them when that entry is gone with its files). Returns an entry read ahead."""
+        self._match_unit(reader, True)
+        if self._cursor is None:
+            return []
+        try:
+            reader.seek_cursor(self._cursor)
+        except (OSError, ValueError):
+            return []  # from the unit's first entry in the files now there
+        entry = reader.get_next()
+        if entry and entry.get("__CURSOR") != self._cursor:
+            return [entry]  # the seek landed past it: this one is new
+        return []
 
     async def _wait_readable(
         self, loop: asyncio.AbstractEventLoop, fd: int, timeout: float
@@ -525,6 +640,7 @@ class JournalSource:
             return
         unit_match = f"_SYSTEMD_UNIT={self.unit}"
         base = [*command, "-o", "json"]
+        await asyncio.to_thread(self._start_watching)
         tail = await self._journalctl_tail(base, unit_match, follow)
         if tail is None:
             return
@@ -568,6 +684,8 @@ class JournalSource:
         run = [*base, unit_match, f"_SYSTEMD_INVOCATION_ID={self.invocation_id}"]
         try:
             async for batch in self._journalctl_stream(run):
+                when = _realtime_us(batch[-1].get("__REALTIME_TIMESTAMP"))
+                self._last_realtime_us = when if when is not None else self._last_realtime_us
                 yield [_line(entry) for entry in batch], _text(batch[-1].get("__CURSOR"))
         except _JournalctlFailed as exc:
             self.status = self._journalctl_error(exc)
@@ -576,25 +694,64 @@ class JournalSource:
         self, base: list[str], unit_match: str, cursor: str | None
     ) -> AsyncGenerator[list[JournalLine], None]:
         """What the unit logs from `cursor` on (journalctl -f), restarted whenever it stops."""
+        # After the journal directory was removed and came back, the cursor names an entry of
+        # files that are gone (journalctl then prints nothing): the unit's entries are read
+        # from the start instead, and those not later than the last one read are dropped.
+        after_us: int | None = None
         while not self._closed:
+            if not await self._journal_dirs_back():
+                return
+            if self._removed_since_start:
+                self._removed_since_start, cursor = False, None
+                after_us = self._last_realtime_us
             # -n all: with -f journalctl would otherwise start at the last 10 entries, even
             # after --after-cursor.
             start = ["-n", "all"] + ([f"--after-cursor={cursor}"] if cursor else [])
+            watcher = asyncio.create_task(self._watch_for_journalctl())
             try:
                 async for batch in self._journalctl_stream([*base, "-f", *start, unit_match]):
-                    lines = self._follow_lines(batch)
+                    lines = self._follow_lines(_later(batch, after_us))
                     cursor = _text(batch[-1].get("__CURSOR")) or cursor
                     if lines:
                         yield lines
             except _JournalctlFailed as exc:
                 self.status = self._journalctl_error(exc)
+            finally:
+                watcher.cancel()
             if self._closed:
                 return
+            if gone := await asyncio.to_thread(gone_roots, self._roots):
+                self.status = removed_sentence(self.unit, gone)
+                continue
             if self.status is None:
                 self.status = (
                     f"journalctl stopped following {self.unit}; restarting it every few seconds."
                 )
             await self._sleep(RETRY_S)
+
+    async def _journal_dirs_back(self) -> bool:
+        """Wait while the journal directory is removed (said in the status); False once closed."""
+        removed = False
+        while not self._closed and await asyncio.to_thread(gone_roots, self._roots):
+            removed = True
+            await self._sleep(RETRY_S)
+        if removed and not self._closed:
+            self.status = None
+            self._removed_since_start = True
+            await asyncio.to_thread(self._check_files)
+        return not self._closed
+
+    async def _watch_for_journalctl(self) -> None:
+        """While journalctl -f runs (it goes silent when its directory is removed): check the
+        directories and files every RETRY_S; a removed directory stops journalctl."""
+        while True:
+            await asyncio.sleep(RETRY_S)
+            if await asyncio.to_thread(self._watch_files):
+                proc = self._proc
+                if proc is not None and proc.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                return
 
 
 class _JournalctlFailed(Exception):
