@@ -386,7 +386,7 @@ async def test_damaged_file_is_named(tmp_path: Path, backend: str) -> None:
     assert source.status == (
         f"journal file {damaged} (cut short: {size // 2:,} bytes of the {size:,} its header "
         "counts) is damaged; systemd skips it, so its entries cannot be read: run journalctl "
-        f"--verify --file={damaged}. no journal entries for sglang-kimi.service. Units with a "
+        f"--verify --file={damaged}. No journal entries for sglang-kimi.service. Units with a "
         "similar name: none"
     )
     # The unit's entries in another, whole file are read; the damaged one is still named.

@@ -261,7 +261,10 @@ class JournalSource:
     def status(self) -> str | None:
         """None while all is well, else what is wrong (damaged files first) and what to do."""
         said = [s for s in (self._damaged, self._status) if s]
-        return " ".join(said) if said else None
+        if not said:
+            return None
+        # Each sentence after the first begins with a capital ("... --verify. No journal ...").
+        return " ".join([said[0], *(s[:1].upper() + s[1:] for s in said[1:])])
 
     @status.setter
     def status(self, value: str | None) -> None:
