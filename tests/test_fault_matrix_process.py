@@ -12,12 +12,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import select
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -355,6 +357,101 @@ def test_matrix_rows_are_documented() -> None:
         "terminal-no-color",
         "terminal-dumb",
         "terminal-gone",
+        *SIGNAL_ROWS,
     ]
     missing = [i for i in ids if f"`{i}`" not in doc]
     assert not missing, f"not in docs/reliability.md: {missing}"
+
+
+# -- signals ------------------------------------------------------------------------------------
+def _child_of(shell: int) -> int:
+    """The pane shell's one child: the kvtop process."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == shell:
+                    return int(entry.name)
+        time.sleep(0.05)
+    pytest.fail(f"the pane's shell {shell} started no kvtop within 20 s")
+
+
+def _state(pid: int) -> str:
+    """The process's state letter in /proc (T: stopped), "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _gpu7_gib(screen: str) -> str | None:
+    for line in screen.splitlines():
+        match = re.match(r"^\S?\s*7\s+TP7\s.*?(\d+\.\d)/\d+\.\d", line)
+        if match:
+            return match[1]
+    return None
+
+
+def _exit_status(host: FaultHost, seconds: float) -> str | None:
+    status = host.tmp / "status"
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if status.exists() and status.read_text().strip():
+            return status.read_text().strip()
+        time.sleep(0.02)
+    return None
+
+
+SIGNAL_ROWS = {
+    "signal-stop-cont": (signal.SIGSTOP, signal.SIGCONT),
+    "signal-cont": (signal.SIGCONT,),
+    "signal-tstp-cont": (signal.SIGTSTP, signal.SIGCONT),
+    "signal-term-cont": (signal.SIGTERM, signal.SIGCONT),
+    "signal-hup": (signal.SIGHUP,),
+}
+
+
+@needs_tmux
+@pytest.mark.slow  # a live view on the real sources, then its exit watched
+@pytest.mark.parametrize("row", list(SIGNAL_ROWS))
+def test_signals(host: FaultHost, tmux: Tmux, fake_lib: Path, row: str) -> None:
+    """Each signal as a shell's `fg`, systemd's stop or a dropped SSH session sends it, to the
+    real kvtop in tmux: it keeps drawing and `q` ends it (STOP/CONT, CONT), or it leaves at once
+    (TERM+CONT, HUP): status 0, the process gone. The exit grace is set to a minute, so an exit
+    that waited for the watchdog instead of shutting down cleanly fails the 10 s wait."""
+    name = row.removeprefix("signal-")
+    env = {"KVTOP_EXIT_GRACE_S": "60"}
+    tmux.new_session(name, kvtop_line(host, env=env, lib_dir=fake_lib.parent))
+    tmux.wait_for(name, "eight rows", lambda s: len(GPU_ROW.findall(s)) == 8 and "●NVML" in s)
+    pid = _child_of(int((host.tmp / "pid").read_text()))
+    sent = time.monotonic()
+    for sig in SIGNAL_ROWS[row]:
+        os.kill(pid, sig)
+        if sig in (signal.SIGSTOP, signal.SIGTSTP):
+            deadline = time.monotonic() + 10
+            while _state(pid) != "T" and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert _state(pid) == "T"
+    try:
+        if signal.SIGTERM in SIGNAL_ROWS[row] or signal.SIGHUP in SIGNAL_ROWS[row]:
+            status = _exit_status(host, 10)
+            print(f"{row}: exited {time.monotonic() - sent:.2f} s after the signal")
+        else:
+            bumped = host.bump()
+            want = f"{bumped['gpu7_mib'] / 1024:.1f}"
+            screen = tmux.wait_for(name, f"GPU 7 at {want} GiB", lambda s: _gpu7_gib(s) == want)
+            assert len(GPU_ROW.findall(screen)) == 8
+            tmux.send(name, "q")
+            status = _exit_status(host, 10)
+        assert status == "0", f"no exit status 0 within 10 s: {tmux.capture(name)}"
+        deadline = time.monotonic() + 5
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(pid)
+        assert "Traceback" not in tmux.capture(name, history=True)
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)

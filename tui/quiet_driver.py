@@ -10,8 +10,20 @@ thread blocks in `select` until there is input, waking only when:
   so a lone Escape still arrives),
 - the app leaves: `exit_event.set()` also writes to a pipe the thread is waiting on.
 
-Only `run_input_thread` is replaced; the rest is Textual's LinuxDriver, and the loop uses two
-private pieces of Textual (`textual._xterm_parser.XTermParser` and its `_timeout_time`).
+SIGCONT: Textual's driver answers every SIGCONT by starting application mode again, meant for
+coming back from its own SIGTSTP (Ctrl+Z) suspension. A SIGCONT that did not follow one (a
+`kill -STOP`/`kill -CONT`, systemd's TERM+CONT when it stops a unit or scope) then started a
+second input thread and writer thread next to the running ones, and one arriving during shutdown
+started them after the app had stopped: the stray input thread kept the process alive (`q`
+cleared the screen and kvtop never exited; after SIGTERM only the exit watchdog ended it). This
+driver resumes only what was suspended; a SIGCONT while application mode runs restarts it once,
+from the event loop (the terminal's modes and screen set up again, as after Ctrl+Z and `fg`), and
+one after shutdown began does nothing. Every input thread has its own wake pipe, and leaves when it
+is written to, so none can be left waiting in `select`.
+
+Only `run_input_thread` and the SIGCONT path are replaced; the rest is Textual's LinuxDriver.
+They use private pieces of Textual (`textual._xterm_parser.XTermParser` and its `_timeout_time`;
+LinuxDriver's `_sigcont_application`, `_key_thread` and `_auto_restart`).
 pyproject.toml bounds Textual to the releases this was tested with; if a Textual release moves
 those pieces anyway, `driver_class()` falls back to the stock driver rather than break input
 (tests/test_tui_tmux.py runs kvtop both ways). KVTOP_STOCK_DRIVER=1 in the environment
@@ -34,21 +46,21 @@ PARSER_TICK_S = 0.1
 
 
 class _WakingEvent(threading.Event):
-    """threading.Event that also writes a byte to the input thread's pipe when set (wakes its
-    blocked select). The pipe is opened and closed by that thread, under `pipe_lock`, so a set()
-    from the event loop never writes to a descriptor number that was closed and reused."""
+    """threading.Event that also writes a byte to every input thread's wake pipe when set (wakes
+    each blocked select). Each pipe is opened and closed by its thread, under `pipe_lock`, so a
+    set() from the event loop never writes to a descriptor number that was closed and reused."""
 
     def __init__(self) -> None:
         super().__init__()
         self.pipe_lock = threading.Lock()
-        self.wake_fd: int | None = None
+        self.wake_fds: set[int] = set()
 
     def set(self) -> None:
         super().set()
         with self.pipe_lock:
-            if self.wake_fd is not None:
+            for fd in self.wake_fds:
                 with contextlib.suppress(OSError):
-                    os.write(self.wake_fd, b"x")
+                    os.write(fd, b"x")
 
 
 def driver_class(stock: type[Driver]) -> type[Driver]:
@@ -60,21 +72,65 @@ def driver_class(stock: type[Driver]) -> type[Driver]:
         from textual.drivers.linux_driver import LinuxDriver
     except ImportError:
         return stock
-    if stock is not LinuxDriver or not hasattr(XTermParser(False), "_timeout_time"):
+    if (
+        stock is not LinuxDriver
+        or not hasattr(XTermParser(False), "_timeout_time")
+        or not hasattr(LinuxDriver, "_sigcont_application")
+    ):
         return stock
 
     class QuietLinuxDriver(LinuxDriver):
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             self.exit_event = _WakingEvent()
+            self._suspending = False  # inside suspend_application_mode (Ctrl+Z)
+            self._shut_down = False  # application mode stopped for good: the app is leaving
 
+        # -- SIGCONT: resume only what was suspended --------------------------------------------
+        def stop_application_mode(self) -> None:
+            if not self._suspending:
+                self._shut_down = True
+            super().stop_application_mode()
+
+        def suspend_application_mode(self) -> None:
+            self._suspending = True
+            try:
+                super().suspend_application_mode()
+            finally:
+                self._suspending = False
+
+        def _input_running(self) -> bool:
+            thread = self._key_thread
+            return thread is not None and thread.is_alive()
+
+        def _sigcont_application(self, *args: object) -> None:
+            if self._shut_down or not self._auto_restart:
+                return  # leaving (or App.suspend() resumes by itself): start nothing
+            if not self._input_running():
+                super()._sigcont_application(*args)  # back from Ctrl+Z: as Textual does
+                return
+            # Stopped and continued without a SIGTSTP: application mode still runs. Set it up
+            # again from the event loop, not from this handler, which may have interrupted the
+            # loop inside a write to the terminal.
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to redo
+                self._loop.call_soon_threadsafe(self._restart_application_mode)
+
+        def _restart_application_mode(self) -> None:
+            if self._shut_down or not self._input_running():
+                return
+            self.suspend_application_mode()
+            self.resume_application_mode()
+            self._app.refresh(layout=True)
+
+        # -- input ------------------------------------------------------------------------------
         def run_input_thread(self) -> None:
-            """Textual's input loop, blocking while there is nothing to wait for."""
+            """Textual's input loop, blocking while there is nothing to wait for; it leaves when
+            the exit event is set or its own wake pipe is written to."""
             exit_event = self.exit_event
             assert isinstance(exit_event, _WakingEvent)
             wake_read, wake_write = os.pipe()
             with exit_event.pipe_lock:
-                exit_event.wake_fd = wake_write
+                exit_event.wake_fds.add(wake_write)
             fileno = self.fileno
             selector = selectors.SelectSelector()  # as Textual: select() works on every tty
             selector.register(fileno, selectors.EVENT_READ)
@@ -101,11 +157,14 @@ def driver_class(stock: type[Driver]) -> type[Driver]:
             try:
                 while not exit_event.is_set():
                     pending = parser._timeout_time is not None
-                    process(selector.select(PARSER_TICK_S if pending else None))
+                    ready = selector.select(PARSER_TICK_S if pending else None)
+                    if any(key.fd == wake_read for key, _mask in ready):
+                        break  # set() wrote to this thread's pipe (the event may be clear again)
+                    process(ready)
             finally:
                 selector.close()
                 with exit_event.pipe_lock:
-                    exit_event.wake_fd = None
+                    exit_event.wake_fds.discard(wake_write)
                     for fd in (wake_read, wake_write):
                         with contextlib.suppress(OSError):
                             os.close(fd)
