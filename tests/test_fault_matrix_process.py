@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 from fake_nvml import LIB_NAME, STATE_ENV, gcc_path
-from fault_host import API_KEY, FRESH, FaultHost, preload_fake_nvml, wait_screen
+from fault_host import API_KEY, FRESH, FaultHost, once_reports, preload_fake_nvml, wait_screen
 from journal_tools import invocation, journal_remote_missing, sglang_entries, write_journal
 from tmux_tools import SGR, Tmux, alive, descendants, foreground_colours, is_grey, private_server
 
@@ -343,6 +343,73 @@ def test_terminal_gone_exits_without_children(host: FaultHost, tmux: Tmux, fake_
     assert not left, f"still running 4 s after the terminal went away: {left}"
 
 
+# -- the server URL from the log, and the API key -------------------------------------------
+def _log_names(host: FaultHost, address: str, port: int) -> None:
+    text = host.log.read_text()
+    assert text.count("host='0.0.0.0', port=30000") == 1
+    host.log.write_text(
+        text.replace("host='0.0.0.0', port=30000", f"host='{address}', port={port}")
+    )
+
+
+def in_box(screen: str) -> str:
+    """The text inside the help modal's borders, its wrapped lines joined."""
+    inside = [line.split("│")[1] for line in screen.splitlines() if line.count("│") >= 2]
+    return flat(" ".join(inside))
+
+
+async def _help_says(host: FaultHost, session_options: dict[str, object], check) -> str:  # type: ignore[no-untyped-def]
+    app = KvtopApp(host.session(**session_options), source_label="fault matrix", host_name="h")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_screen(app, pilot, "eight rows", lambda t, s: len(GPU_ROW.findall(t)) == 8)
+        await pilot.press("question_mark")
+        return await wait_screen(app, pilot, "the server line in help", check, 10, host.outputs)
+
+
+async def test_log_server_args_loopback(host: FaultHost) -> None:
+    """No --url: the log's server_args name the server on 127.0.0.1; that is loopback, so the
+    key goes to /server_info, and help and the report say where the URL came from."""
+    port = int(host.server.url.rsplit(":", 1)[1])
+    _log_names(host, "127.0.0.1", port)
+    text = await _help_says(
+        host,
+        {"url": None},
+        lambda t, s: (
+            "from the log's server_args); the API key is sent to /server_info" in in_box(t)
+        ),
+    )
+    assert f"http://127.0.0.1:{port} (from the log's server_args)" in in_box(text)
+    sent = [h.get("authorization") for path, h in host.server.requests if path == "/server_info"]
+    assert sent and set(sent) == {f"Bearer {API_KEY}"}
+    report, data = await once_reports(host.options(url=None))
+    assert data["server"]["url_source"] == "log server_args" and data["server"]["api_key_sent"]
+    assert all(API_KEY not in out for out in [*host.outputs, report, json.dumps(data)])
+
+
+async def test_log_server_args_foreign_host(host: FaultHost) -> None:
+    """No --url, a key given, and the log's server_args name 192.0.2.1 (TEST-NET-1): the key
+    would go nowhere near it. Tests may reach only loopback, so metrics are off (nothing is
+    contacted) and help and the report show the plan; the session's plan with metrics on is
+    checked in tests/test_server_url.py (the metrics source is built without the key)."""
+    _log_names(host, "192.0.2.1", 30000)
+    want = (
+        "http://192.0.2.1:30000 (from the log's server_args), not contacted (--no-metrics); the "
+        "API key would not be sent to http://192.0.2.1:30000: that address comes from the log's "
+        "server_args and is not loopback. Give --url"
+    )
+    await _help_says(host, {"url": None, "metrics": False}, lambda t, s: want in in_box(t))
+    report, data = await once_reports(host.options(url=None, metrics=False))
+    assert want in flat(report)
+    assert data["server"] == {
+        "url": "http://192.0.2.1:30000",
+        "url_source": "log server_args",
+        "loopback": False,
+        "contacted": False,
+        "api_key_sent": False,
+    }
+    assert host.server.requests == []  # the healthy host's server was not asked either
+
+
 def test_matrix_rows_are_documented() -> None:
     """docs/reliability.md carries one table row per fault in both matrix files."""
     from test_fault_matrix import ROWS
@@ -358,6 +425,8 @@ def test_matrix_rows_are_documented() -> None:
         "terminal-dumb",
         "terminal-gone",
         *SIGNAL_ROWS,
+        "log-server-args-loopback",
+        "log-server-args-foreign-host",
     ]
     missing = [i for i in ids if f"`{i}`" not in doc]
     assert not missing, f"not in docs/reliability.md: {missing}"

@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--api-key-file",
         metavar="PATH",
-        help="file holding the server's --api-key (default: $SGLANG_API_KEY)",
+        help="file holding the server's --api-key (default: $SGLANG_API_KEY); sent only to "
+        "--url or a loopback address, never to a non-loopback host taken from the log",
     )
     parser.add_argument(
         "--interval",

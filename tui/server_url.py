@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlsplit
 
-__all__ = ["url_problem"]
+__all__ = ["is_loopback", "url_problem"]
 
 _EXAMPLE = "e.g. --url http://127.0.0.1:30000"
 
@@ -46,3 +47,21 @@ def url_problem(url: str) -> str | None:
             f"/metrics and /server_info itself ({_EXAMPLE})."
         )
     return None
+
+
+def is_loopback(url: str) -> bool:
+    """True when the URL's host is a loopback address written out (127.0.0.0/8, ::1) or the
+    name localhost (RFC 6761 reserves it for loopback). Any other name is not: what it resolves
+    to is not kvtop's to trust."""
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if host.rstrip(".") == "localhost":  # urlsplit lower-cases the host
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False

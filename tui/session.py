@@ -22,7 +22,8 @@ from tui.model.deployment import (
     SourceHealth,
     build_snapshot,
 )
-from tui.server_url import url_problem
+from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
+from tui.server_url import is_loopback, url_problem
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
@@ -91,10 +92,11 @@ class Options:
         return self.log_file or "no log"
 
 
-def server_url(explicit: str | None, tracker: StartupTracker) -> str:
-    """--url, else host and port from the logged server_args, else SGLang's default."""
+def server_url(explicit: str | None, tracker: StartupTracker) -> tuple[str, str]:
+    """(URL, where it came from): --url, else host and port from the logged server_args, else
+    SGLang's default on loopback."""
     if explicit:
-        return explicit
+        return explicit, FROM_FLAG
     args = tracker.current.server_args
     if args is not None and args.port:
         host = args.host or "127.0.0.1"
@@ -104,8 +106,8 @@ def server_url(explicit: str | None, tracker: StartupTracker) -> str:
             host = f"[{host}]"
         url = f"http://{host}:{args.port}"
         if url_problem(url) is None:  # a hostile log must not steer kvtop anywhere odd
-            return url
-    return DEFAULT_URL
+            return url, FROM_LOG
+    return DEFAULT_URL, FROM_DEFAULT
 
 
 def host_memory() -> HostMemory:
@@ -222,15 +224,27 @@ class Session:
         self.log_health = SourceHealth("log", OK)
 
     # -- metrics --------------------------------------------------------------------------------
+    def server_target(self) -> ServerTarget:
+        """The server to scrape, why that one, and whether it may have the API key."""
+        url, source = server_url(self.options.url, self.tracker)
+        return ServerTarget(
+            url=url.rstrip("/"),
+            url_source=source,
+            loopback=is_loopback(url),
+            key_given=bool(self.options.api_key),
+            contacted=self.options.metrics,
+        )
+
     def _metrics(self) -> MetricsSource:
-        url = server_url(self.options.url, self.tracker)
-        if self.metrics_source is None or self.metrics_source.url != url.rstrip("/"):
+        target = self.server_target()
+        url = target.url
+        if self.metrics_source is None or self.metrics_source.url != url:
             old = self.metrics_source
             if old is not None:
                 asyncio.get_running_loop().create_task(old.aclose())
-            self.metrics_source = MetricsSource(
-                url, api_key=self.options.api_key, interval_s=self.interval_s
-            )
+            # The key goes only where the user sent it (see tui/model/server_target.py).
+            key = self.options.api_key if target.key_allowed else None
+            self.metrics_source = MetricsSource(url, api_key=key, interval_s=self.interval_s)
             self.latest_info = None
         return self.metrics_source
 
@@ -308,7 +322,10 @@ class Session:
             cuda_visible_devices=self.options.cuda_visible_devices,
             process_users=users,
         )
-        return replace(snapshot, notes=snapshot.notes + notes) if notes else snapshot
+        server = None if demo else self.server_target()
+        if server is not None and server.contacted and server.key_withheld:
+            notes += (server.withheld_sentence(),)
+        return replace(snapshot, notes=snapshot.notes + notes, server=server)
 
     def _log_file_state(self) -> tuple[str, ...]:
         """The followed file's state now (it changes without a new line: removed, truncated),

@@ -14,6 +14,7 @@ from tui.model.gpu_memory import (
 )
 from tui.model.gpu_reading import GpuSample, NvmlReading
 from tui.model.memory import MemoryBreakdown
+from tui.model.server_target import ServerTarget
 from tui.sglang.metrics import MetricsSample, ServerInfo
 
 OK, DEGRADED, OFF = "ok", "degraded", "off"
@@ -67,6 +68,7 @@ class Snapshot:
     sources: tuple[SourceHealth, ...]
     notes: tuple[str, ...] = ()
     driver_version: str | None = None
+    server: ServerTarget | None = None  # the server scraped (None in the demo)
 
     @property
     def host_kv_total_gb(self) -> float | None:

@@ -295,6 +295,18 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
         {"name": s.name, "state": s.state, "detail": s.detail} for s in snapshot.sources
     ]
     data["notes"] = list(snapshot.notes)
+    server = snapshot.server
+    data["server"] = (
+        None
+        if server is None
+        else {
+            "url": server.url,
+            "url_source": server.url_source,
+            "loopback": server.loopback,
+            "contacted": server.contacted,
+            "api_key_sent": server.api_key_sent,
+        }
+    )
     info = snapshot.server_info
     data["rejected_from_server"] = {
         "metrics_count": metrics.rejected_count if metrics is not None else 0,

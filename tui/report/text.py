@@ -356,6 +356,8 @@ def _metrics_line(snapshot: Snapshot) -> Text | None:
 
 def render_snapshot(snapshot: Snapshot) -> Group:
     parts: list[RenderableType] = [_sources_line(snapshot)]
+    if snapshot.server is not None:
+        parts.append(_text(f"server: {snapshot.server.sentence()}"))
     line = _metrics_line(snapshot)
     if line is not None:
         parts.append(line)

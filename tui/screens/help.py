@@ -55,8 +55,9 @@ class HelpScreen(ShowsState, ModalScreen[None]):
     _sources_shown: object = None
 
     def show(self, state: ViewState) -> None:
-        # The sources' states can change while help is open.
-        sources = state.snapshot.sources if state.snapshot is not None else None
+        # The sources' states (and the server scraped) can change while help is open.
+        snapshot = state.snapshot
+        sources = (snapshot.sources, snapshot.server) if snapshot is not None else None
         if sources != self._sources_shown or self._sources_shown is None:
             self._sources_shown = sources
             self.query_one("#help-text", Static).update(self._content(state))
@@ -85,6 +86,8 @@ class HelpScreen(ShowsState, ModalScreen[None]):
         snapshot = state.snapshot
         for health in snapshot.sources if snapshot else ():
             sources.add_row(health.name, health.state, Text(health.detail or ""))
+        if snapshot is not None and snapshot.server is not None:
+            sources.add_row("server", "", Text(snapshot.server.sentence()))
         return Group(
             Text("kvtop keys", style="bold"),
             keys,
