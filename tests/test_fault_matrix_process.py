@@ -480,6 +480,7 @@ SIGNAL_ROWS = {
     "signal-tstp-cont": (signal.SIGTSTP, signal.SIGCONT),
     "signal-term-cont": (signal.SIGTERM, signal.SIGCONT),
     "signal-hup": (signal.SIGHUP,),
+    "signal-int": (signal.SIGINT,),  # a supervisor's `kill -INT` (Ctrl+C itself is a key)
 }
 
 
@@ -488,9 +489,10 @@ SIGNAL_ROWS = {
 @pytest.mark.parametrize("row", list(SIGNAL_ROWS))
 def test_signals(host: FaultHost, tmux: Tmux, fake_lib: Path, row: str) -> None:
     """Each signal as a shell's `fg`, systemd's stop or a dropped SSH session sends it, to the
-    real kvtop in tmux: it keeps drawing and `q` ends it (STOP/CONT, CONT), or it leaves at once
-    (TERM+CONT, HUP): status 0, the process gone. The exit grace is set to a minute, so an exit
-    that waited for the watchdog instead of shutting down cleanly fails the 10 s wait."""
+    real kvtop in tmux: it keeps drawing and `q` ends it (STOP/CONT, CONT, TSTP/CONT), or it
+    leaves at once (TERM+CONT, HUP, INT): status 0, the process gone. The exit grace is set to a
+    minute, so an exit that waited for the watchdog instead of a clean shutdown fails the 10 s
+    wait."""
     name = row.removeprefix("signal-")
     env = {"KVTOP_EXIT_GRACE_S": "60"}
     tmux.new_session(name, kvtop_line(host, env=env, lib_dir=fake_lib.parent))
@@ -505,7 +507,7 @@ def test_signals(host: FaultHost, tmux: Tmux, fake_lib: Path, row: str) -> None:
                 time.sleep(0.02)
             assert _state(pid) == "T"
     try:
-        if signal.SIGTERM in SIGNAL_ROWS[row] or signal.SIGHUP in SIGNAL_ROWS[row]:
+        if {signal.SIGTERM, signal.SIGHUP, signal.SIGINT} & set(SIGNAL_ROWS[row]):
             status = _exit_status(host, 10)
             print(f"{row}: exited {time.monotonic() - sent:.2f} s after the signal")
         else:
