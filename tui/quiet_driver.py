@@ -16,10 +16,11 @@ coming back from its own SIGTSTP (Ctrl+Z) suspension. A SIGCONT that did not fol
 second input thread and writer thread next to the running ones, and one arriving during shutdown
 started them after the app had stopped: the stray input thread kept the process alive (`q`
 cleared the screen and kvtop never exited; after SIGTERM only the exit watchdog ended it). This
-driver resumes only what was suspended; a SIGCONT while application mode runs restarts it once,
-from the event loop (the terminal's modes and screen set up again, as after Ctrl+Z and `fg`), and
-one after shutdown began does nothing. Every input thread has its own wake pipe, and leaves when it
-is written to, so none can be left waiting in `select`.
+driver decides from the event loop, never inside the signal handler: it resumes what was
+suspended (Ctrl+Z, or a start cut short in the background), sets a running application mode up
+again once (the terminal's modes and screen, as after Ctrl+Z and `fg`), and does nothing before
+the app has started it or once shutdown has begun. Every input thread has its own wake pipe and
+leaves when it is written to, so none can be left waiting in `select`.
 
 Only `run_input_thread` and the SIGCONT path are replaced; the rest is Textual's LinuxDriver.
 They use private pieces of Textual (`textual._xterm_parser.XTermParser` and its `_timeout_time`;
@@ -85,8 +86,13 @@ def driver_class(stock: type[Driver]) -> type[Driver]:
             self.exit_event = _WakingEvent()
             self._suspending = False  # inside suspend_application_mode (Ctrl+Z)
             self._shut_down = False  # application mode stopped for good: the app is leaving
+            self._mode_requested = False  # the app has asked for application mode
 
-        # -- SIGCONT: resume only what was suspended --------------------------------------------
+        # -- SIGCONT: resume only what was suspended ------------------------------------------
+        def start_application_mode(self) -> None:
+            self._mode_requested = True
+            super().start_application_mode()
+
         def stop_application_mode(self) -> None:
             if not self._suspending:
                 self._shut_down = True
@@ -103,24 +109,27 @@ def driver_class(stock: type[Driver]) -> type[Driver]:
             thread = self._key_thread
             return thread is not None and thread.is_alive()
 
-        def _sigcont_application(self, *args: object) -> None:
+        def _sigcont_application(self, *_args: object) -> None:
+            """Decide from the event loop, not in this handler: it may have interrupted the loop
+            in the middle of a write to the terminal or of starting application mode."""
             if self._shut_down or not self._auto_restart:
                 return  # leaving (or App.suspend() resumes by itself): start nothing
-            if not self._input_running():
-                super()._sigcont_application(*args)  # back from Ctrl+Z: as Textual does
-                return
-            # Stopped and continued without a SIGTSTP: application mode still runs. Set it up
-            # again from the event loop, not from this handler, which may have interrupted the
-            # loop inside a write to the terminal.
             with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to redo
-                self._loop.call_soon_threadsafe(self._restart_application_mode)
+                self._loop.call_soon_threadsafe(self._after_sigcont)
 
-        def _restart_application_mode(self) -> None:
-            if self._shut_down or not self._input_running():
+        def _after_sigcont(self) -> None:
+            if self._shut_down or not self._auto_restart:
                 return
-            self.suspend_application_mode()
-            self.resume_application_mode()
-            self._app.refresh(layout=True)
+            if self._input_running():
+                # Stopped and continued without a SIGTSTP (kill -STOP/-CONT, a thawed scope):
+                # set the terminal up again, as after Ctrl+Z and `fg`.
+                self.suspend_application_mode()
+                self.resume_application_mode()
+                self._app.refresh(layout=True)
+            elif self._mode_requested:
+                # Back from Ctrl+Z, or a start cut short in the background (SIGTTOU): as Textual.
+                self.resume_application_mode()
+            # else the app has not started application mode yet; it will.
 
         # -- input ------------------------------------------------------------------------------
         def run_input_thread(self) -> None:
