@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -311,3 +313,135 @@ async def test_on_the_beat_reads_once_per_tick_and_idles_without_threads(
     assert got[-1] == "new\n" and follower.notices
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+# -- rewritten in place -------------------------------------------------------------------------
+async def test_rewritten_in_place_longer_is_read_from_the_start(tmp_path: Path, follow) -> None:
+    """A new run written over the old one without the file ever getting shorter than what was
+    read (truncate and rewrite within one refresh): told by content, read from its start."""
+    log = tmp_path / "a.log"
+    old = b"[2026-02-27 09:00:00] run one: mem_fraction_static=0.88\n"
+    log.write_bytes(old)
+    reader = follow(log)
+    await reader.lines(1)
+    await positioned_at(log, len(old))
+    new = b"[2026-03-01 10:00:00] run two: mem_fraction_static=0.77, pool 123456\nrun two more\n"
+    with log.open("r+b") as fh:  # in place: the size never drops below what was read
+        fh.write(new)
+    got = await reader.lines(3)
+    assert got[1:] == [line.decode() + "\n" for line in new.splitlines()]
+    assert "was rewritten in place" in reader.follower.notices[-1]
+    assert reader.follower.status is None
+
+
+async def test_rewrite_with_the_same_first_bytes_is_told_by_the_last_read(
+    tmp_path: Path, follow
+) -> None:
+    """Runs that begin with the same banner differ where kvtop had read to."""
+    log = tmp_path / "a.log"
+    banner = b"SGLang banner " * 100 + b"\n"  # longer than the head kvtop compares
+    log.write_bytes(banner + b"old run ends here\n")
+    reader = follow(log)
+    await reader.lines(2)
+    await positioned_at(log, log.stat().st_size)
+    with log.open("r+b") as fh:
+        fh.write(banner + b"new run line one!\nnew run line two\n")
+    got = await reader.lines(5)
+    assert got[2:] == [banner.decode(), "new run line one!\n", "new run line two\n"]
+
+
+async def test_appends_are_not_a_rewrite(tmp_path: Path, follow) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"x" * 5000 + b"\n")
+    reader = follow(log)
+    for i in range(20):
+        append(log, f"line {i}\n".encode())
+        await reader.lines(i + 2)
+    assert reader.follower.notices == []
+    assert len(reader.got) == 21
+
+
+# -- streams: FIFOs, pipes, devices -------------------------------------------------------------
+async def test_fifo_is_read_as_a_stream_until_its_writer_closes(tmp_path: Path, follow) -> None:
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    reader = follow(fifo)
+    await reader.until(lambda: "FIFO with no writer" in (reader.follower.status or ""))
+    writer = await asyncio.to_thread(os.open, fifo, os.O_WRONLY)  # waits for kvtop's open
+    os.write(writer, b"one\ntwo\n")
+    assert await reader.lines(2) == ["one\n", "two\n"]
+    assert reader.follower.status is None
+    os.write(writer, b"three\npartial")
+    os.close(writer)  # the writer finishes: the end of the stream, not a truncation
+    await reader.until(lambda: reader.follower.status is not None)
+    assert reader.got == ["one\n", "two\n", "three\n", "partial\n"]
+    assert reader.follower.notices == []
+    assert reader.follower.status.startswith(f"{fifo} ended: the program writing it closed it")
+
+
+async def test_fifo_without_a_writer_closes_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "quiet.fifo"
+    os.mkfifo(fifo)
+    follower = LogFollower(str(fifo), poll_interval_s=60)
+    reader = Reader(follower)
+    await reader.until(lambda: follower.status is not None)
+    await reader.stop()  # raises on timeout: close() must not wait for a writer
+    unblock = os.open(fifo, os.O_RDWR)  # a writer (Linux): lets the parked thread go
+    os.close(unblock)
+
+
+async def test_quiet_pipe_closes_at_once() -> None:
+    read_end, write_end = os.pipe()
+    try:
+        follower = LogFollower(f"/dev/fd/{read_end}", poll_interval_s=60)
+        reader = Reader(follower)
+        os.write(write_end, b"hello\n")
+        assert await reader.lines(1) == ["hello\n"]
+        await reader.stop()  # the pipe stays open and quiet: close() must not wait on a read
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+
+
+async def test_process_substitution_reads_to_the_end(tmp_path: Path) -> None:
+    """`--log-file <(cmd)`: the writer finishes, the follower says so and ends (no false
+    truncation, no failed seek)."""
+    child = textwrap.dedent(
+        """
+        import asyncio, sys
+        from tui.sources.log_follow import LogFollower
+
+        async def main():
+            follower = LogFollower(sys.argv[1], poll_interval_s=0.02)
+            async for line in follower.lines():
+                print("LINE", line.strip())
+            print("STATUS", follower.status)
+            print("NOTICES", follower.notices)
+
+        asyncio.run(main())
+        """
+    )
+    script = tmp_path / "child.py"
+    script.write_text(child)
+    done = subprocess.run(
+        ["bash", "-c", f'{shlex.quote(sys.executable)} {script} <(printf "a\\nb\\n")'],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 4,
+        cwd=Path(__file__).resolve().parent.parent,
+        check=True,
+    )
+    out = done.stdout.splitlines()
+    assert out[:2] == ["LINE a", "LINE b"], done
+    assert out[2].startswith("STATUS /dev/fd/") and "ended: the program writing it closed" in out[2]
+    assert out[3] == "NOTICES []"
+
+
+async def test_endless_device_is_bounded_and_closes(tmp_path: Path) -> None:
+    """/dev/zero never ends and has no line break: the follower holds a bounded amount and
+    close() still ends it."""
+    follower = LogFollower("/dev/zero", poll_interval_s=60)
+    reader = Reader(follower)
+    await reader.until(lambda: any(t.name == "kvtop-log-stream" for t in threading.enumerate()))
+    await reader.stop()
+    assert reader.got == [] and follower.status is None

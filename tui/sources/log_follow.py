@@ -5,67 +5,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import stat
 import sys
-import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from tui.sources.log_stream import (
+    CHUNK_BYTES,
+    OPENED,
+    Ended,
+    Item,
+    LineSplitter,
+    Opener,
+    path_opener,
+    start_pump,
+)
 
 if TYPE_CHECKING:
     from tui.sources.pacing import Lane
 
-CHUNK_BYTES = 1 << 20
-# The longest line passed on (its first bytes); the parser reads at most 1M characters anyway.
-MAX_LINE_BYTES = 4 << 20
 MAX_NOTICES = 50
 # Permission problems are fixed by a person, not by the next write: retry slowly.
 PERMISSION_RETRY_S = 2.0
-_BREAK = re.compile(rb"\r\n|\r|\n")
-
-
-class _LineSplitter:
-    """Bytes in, text lines out, splitting on "\\n", "\\r\\n" and bare "\\r" like newline=None.
-
-    A line longer than MAX_LINE_BYTES keeps its first MAX_LINE_BYTES and the rest is skipped up
-    to its line break, so a 100 MB line costs a few MB, not 100 (and not a quadratic re-join).
-    """
-
-    def __init__(self) -> None:
-        self._pending = b""
-        self._skipping = False  # inside the over-long rest of a line
-
-    def feed(self, data: bytes) -> list[str]:
-        lines: list[str] = []
-        if self._skipping:
-            end = _BREAK.search(data)
-            if end is None:
-                return lines
-            lines.append(_decode(self._pending))
-            self._pending, self._skipping = b"", False
-            data = data[end.end() :]
-        buf = self._pending + data
-        # A "\r" at the end may be the first half of "\r\n": hold it for the next read.
-        tail = b"\r" if buf.endswith(b"\r") else b""
-        parts = _BREAK.split(buf[: len(buf) - len(tail)])
-        self._pending = parts.pop() + tail
-        if len(self._pending) > MAX_LINE_BYTES:
-            self._pending, self._skipping = self._pending[:MAX_LINE_BYTES], True
-        lines.extend(_decode(part) for part in parts)
-        return lines
-
-    def flush(self) -> list[str]:
-        """The held-back partial line, for when its file is finished for good."""
-        rest, self._pending, self._skipping = self._pending, b"", False
-        if rest.endswith(b"\r"):
-            return [_decode(rest[:-1])]
-        return [_decode(rest)] if rest else []
-
-
-def _decode(raw: bytes) -> str:
-    # Splitting on bytes is safe: "\r" and "\n" never occur inside a UTF-8 sequence.
-    return raw.decode("utf-8", errors="replace") + "\n"
+# A file rewritten in place (truncated and written again between two reads) is told by its
+# content, not its size: its first bytes, and the bytes just before where kvtop had read to.
+HEAD_BYTES, TAIL_BYTES = 1024, 256
+TRUNCATED, REWRITTEN = "truncated", "rewritten"
+_LineSplitter = LineSplitter  # the name the tests know
 
 
 class LogFollower:
@@ -124,67 +91,109 @@ class LogFollower:
         self._wake = asyncio.Event()
         if self._closed:
             return
-        source = self._stdin_lines() if self.path == "-" else self._file_lines()
+        if self.path == "-":
+            source = self._stream_lines(_stdin_opener, "stdin", STDIN_ENDED)
+        else:
+            source = self._file_lines()
         async for line in source:
             yield line
             if self._closed:
                 return
 
-    # -- stdin ---------------------------------------------------------------------------
+    # -- streams: stdin, pipes, FIFOs, devices ---------------------------------------------------
 
-    async def _stdin_lines(self) -> AsyncIterator[str]:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        # A daemon thread, not the default executor: a read blocked on a quiet pipe must not
-        # keep the process alive after the app quits.
-        threading.Thread(
-            target=_pump_stdin, args=(loop, queue), name="kvtop-stdin", daemon=True
-        ).start()
-        splitter = _LineSplitter()
+    async def _stream_lines(self, opener: Opener, name: str, ended: str) -> AsyncIterator[str]:
+        """Lines from a stream read in a thread of its own (see sources.log_stream); ENDED is
+        the status once it ends."""
+        queue = start_pump(opener, name)
+        splitter = LineSplitter()
         while not self._closed:
+            items = await self._stream_items(queue)
+            for item in items:
+                if item is OPENED:
+                    self.status = None
+                elif isinstance(item, Ended):
+                    for line in splitter.flush():
+                        yield line
+                    self.status = (
+                        ended
+                        if item.problem is None
+                        else (
+                            f"reading {self.path} failed: {item.problem}. No more log lines will "
+                            "arrive; what was read stays on screen."
+                        )
+                    )
+                    return
+                else:
+                    assert isinstance(item, bytes)
+                    for line in splitter.feed(item):
+                        yield line
+
+    async def _stream_items(self, queue: asyncio.Queue[Item]) -> list[Item]:
+        """What the stream's thread has handed over: on the beat, everything since the last
+        tick; without a lane, as soon as there is something (or nothing, once closed)."""
+        if self.lane is not None:
+            await self.lane.next()
+        else:
             get = asyncio.ensure_future(queue.get())
             woke = asyncio.ensure_future(self._wake.wait())  # type: ignore[union-attr]
             await asyncio.wait({get, woke}, return_when=asyncio.FIRST_COMPLETED)
             woke.cancel()
             if not get.done():
                 get.cancel()
-                return
-            chunk = get.result()
-            if chunk is None:
-                for line in splitter.flush():
-                    yield line
-                self.status = "stdin closed: no more log lines will arrive"
-                return
-            for line in splitter.feed(chunk):
-                yield line
+                return []
+            queue.put_nowait(get.result())  # back in line: taken in order below (room: 1 taken)
+        items: list[Item] = []
+        while not queue.empty():
+            items.append(queue.get_nowait())
+        return items
+
+    async def _path_stream_lines(self, fifo: bool) -> AsyncIterator[str]:
+        path = self.path
+        if fifo:
+            self.status = (
+                f"{path} is a FIFO with no writer yet: its log lines appear once a program "
+                "opens it and writes the log into it"
+            )
+        ended = (
+            f"{path} ended: the program writing it closed it, so no more log lines will "
+            "arrive; what was read stays on screen"
+        )
+        async for line in self._stream_lines(path_opener(path), "log-stream", ended):
+            yield line
 
     # -- files ---------------------------------------------------------------------------
 
     async def _file_lines(self) -> AsyncIterator[str]:
-        splitter = _LineSplitter()
+        kind = _stream_kind(self.path)
+        if kind is not None:  # not seekable: read as a stream, like stdin
+            async for line in self._path_stream_lines(fifo=kind == stat.S_IFIFO):
+                yield line
+            return
+        splitter = LineSplitter()
         held = _HeldFile()
         try:
             while not self._closed:
                 if held.fd is None and not await self._open(held):
+                    if held.stream_kind is not None:
+                        break
                     continue
-                assert held.fd is not None
-                data = await _read_new(held)
+                try:
+                    data, change = await _read_new(held)
+                except OSError as exc:
+                    await self._read_failed(held, exc)
+                    continue
                 if data:
-                    held.offset += len(data)
                     for line in splitter.feed(data):
                         yield line
                     continue
-
-                # Nothing new: find out whether the file was truncated, replaced or removed.
-                if os.fstat(held.fd).st_size < held.offset:
-                    self._notice(
-                        f"log file {self.path} was truncated; reading it again from the start"
-                    )
+                if change is not None:
+                    self._notice(_CHANGE_NOTICE[change].format(path=self.path))
                     for line in splitter.flush():
                         yield line
-                    os.lseek(held.fd, 0, os.SEEK_SET)
-                    held.offset = 0
+                    held.restart()
                     continue
+                # Nothing new: find out whether the file was replaced or removed.
                 now = _identity(self.path, held.ino)
                 if now != held.ino:
                     async for line in _drain_and_close(held, splitter):
@@ -193,14 +202,29 @@ class LogFollower:
                     continue
                 await self._sleep(self.poll_interval_s)
         finally:
-            if held.fd is not None:
-                os.close(held.fd)
+            held.close()
+        if held.stream_kind is not None:  # a stream took the file's place before it was opened
+            async for line in self._path_stream_lines(fifo=held.stream_kind == stat.S_IFIFO):
+                yield line
+
+    async def _read_failed(self, held: _HeldFile, exc: OSError) -> None:
+        """A read failed (EIO on a failing disk, a vanished network file): say so, open the
+        file again after a while, from where kvtop had read to."""
+        self.status = (
+            f"reading {self.path} failed: {exc.strerror or exc}. Check the disk or the mount; "
+            "retrying every few seconds."
+        )
+        offset = held.offset
+        held.close()
+        held.resume_at = offset
+        await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
 
     async def _open(self, held: _HeldFile) -> bool:
         """Open the path (again); when it cannot be, say why, wait a while and return False."""
         path = self.path
         try:
-            fd = await asyncio.to_thread(os.open, path, os.O_RDONLY)
+            # O_NONBLOCK: a FIFO that appears at the path must not block the open.
+            fd = await asyncio.to_thread(os.open, path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             held.first_open = False  # when it appears, all of it is new
             self.status = (
@@ -227,6 +251,10 @@ class LogFollower:
             await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
             return False
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+            os.close(fd)
+            held.stream_kind = stat.S_IFMT(st.st_mode)
+            return False
         if stat.S_ISDIR(st.st_mode):
             os.close(fd)
             self.status = (
@@ -235,13 +263,16 @@ class LogFollower:
             )
             await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
             return False
-        held.fd, held.ino, held.offset = fd, (st.st_dev, st.st_ino), 0
+        held.opened(fd, (st.st_dev, st.st_ino))
         # Skipping old text only makes sense for the file that was there at start; a file that
         # appears later is all new.
         if held.first_open and not self.from_start:
-            held.offset = os.lseek(fd, 0, os.SEEK_END)
+            await asyncio.to_thread(held.position_at, os.lseek(fd, 0, os.SEEK_END))
+        elif held.resume_at:
+            await asyncio.to_thread(held.position_at, held.resume_at)
         held.first_open = False
         held.seen_file = True
+        held.resume_at = 0
         self.status = None
         return True
 
@@ -254,25 +285,108 @@ class LogFollower:
             )
 
 
+STDIN_ENDED = "stdin closed: no more log lines will arrive"
+_CHANGE_NOTICE = {
+    TRUNCATED: "log file {path} was truncated; reading it again from the start",
+    REWRITTEN: "log file {path} was rewritten in place (new text from its start); reading it "
+    "again from the start as a new run",
+}
+
+
+def _stream_kind(path: str) -> int | None:
+    """The file type (stat.S_IFIFO, S_IFCHR, ...) of what is at PATH when it is neither a
+    regular file nor a directory (nothing to seek or poll: a stream); None otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return stat.S_IFMT(mode)
+
+
 @dataclass(slots=True)
 class _HeldFile:
-    """The log file as last opened: its descriptor, its identity and how far it was read."""
+    """The log file as last opened: its descriptor, its identity, how far it was read, and
+    what its text looked like (its first bytes, the last bytes read) to tell a rewrite."""
 
     fd: int | None = None
     ino: tuple[int, int] | None = None  # (device, inode)
     offset: int = 0
     first_open: bool = True
     seen_file: bool = False
+    stream_kind: int | None = None  # a stream was found at the path: read it as one
+    resume_at: int = 0  # reopened after a failed read: carry on from here
+    head: bytes = b""
+    tail: bytes = b""
+    seen: tuple[int, int] | None = None  # (size, mtime in ns) at the latest look
+
+    def opened(self, fd: int, ino: tuple[int, int]) -> None:
+        self.fd, self.ino = fd, ino
+        self.restart()
+
+    def restart(self) -> None:
+        """Read from the start again (a new file, or this one truncated or rewritten)."""
+        if self.fd is not None:
+            os.lseek(self.fd, 0, os.SEEK_SET)
+        self.offset, self.head, self.tail, self.seen = 0, b"", b"", None
+
+    def position_at(self, offset: int) -> None:
+        """Carry on from OFFSET (the end at start, or where a failed read left off)."""
+        assert self.fd is not None
+        self.offset = os.lseek(self.fd, offset, os.SEEK_SET)
+        self.head = os.pread(self.fd, min(HEAD_BYTES, self.offset), 0)
+        start = max(0, self.offset - TAIL_BYTES)
+        self.tail = os.pread(self.fd, self.offset - start, start)
+
+    def took(self, data: bytes) -> None:
+        """DATA was read at `offset`: remember the first and the latest bytes."""
+        start = self.offset
+        if len(self.head) < HEAD_BYTES and start <= len(self.head) < start + len(data):
+            self.head += data[len(self.head) - start : HEAD_BYTES - start]
+        self.tail = (self.tail + data[-TAIL_BYTES:])[-TAIL_BYTES:]
+        self.offset += len(data)
+
+    def rewritten(self) -> bool:
+        """The text kvtop has read is no longer where it was: the file was written anew."""
+        assert self.fd is not None
+        if self.head and os.pread(self.fd, len(self.head), 0) != self.head:
+            return True
+        at = self.offset - len(self.tail)
+        return bool(self.tail) and os.pread(self.fd, len(self.tail), at) != self.tail
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
-async def _read_new(held: _HeldFile) -> bytes:
-    # A regular file that has not grown has nothing new: no hop to a thread and back at every
+async def _read_new(held: _HeldFile) -> tuple[bytes, str | None]:
+    """New bytes (b"" when none), or the change found instead: TRUNCATED or REWRITTEN."""
+    # A regular file that has not changed has nothing new: no hop to a thread and back at every
     # tick (fstat answers from the open file). A size of 0 is read anyway: some files (procfs,
     # FUSE) report 0 and still have text.
     assert held.fd is not None
     info = os.fstat(held.fd)
-    unchanged = stat.S_ISREG(info.st_mode) and info.st_size == held.offset != 0
-    return b"" if unchanged else await asyncio.to_thread(os.read, held.fd, CHUNK_BYTES)
+    look = (info.st_size, info.st_mtime_ns)
+    if look == held.seen and info.st_size == held.offset != 0:
+        return b"", None
+    held.seen = look
+    return await asyncio.to_thread(_read_checked, held, info.st_size)
+
+
+def _read_checked(held: _HeldFile, size: int) -> tuple[bytes, str | None]:
+    """In a thread: the file's new bytes, unless what was read before has changed."""
+    assert held.fd is not None
+    if held.offset and size >= held.offset and held.rewritten():
+        return b"", REWRITTEN
+    data = os.read(held.fd, CHUNK_BYTES)
+    if data:
+        held.took(data)
+        return data, None
+    if os.fstat(held.fd).st_size < held.offset:
+        return b"", TRUNCATED
+    return b"", None
 
 
 def _identity(path: str, held: tuple[int, int] | None) -> tuple[int, int] | None:
@@ -286,7 +400,7 @@ def _identity(path: str, held: tuple[int, int] | None) -> tuple[int, int] | None
     return (st.st_dev, st.st_ino)
 
 
-async def _drain_and_close(held: _HeldFile, splitter: _LineSplitter) -> AsyncIterator[str]:
+async def _drain_and_close(held: _HeldFile, splitter: LineSplitter) -> AsyncIterator[str]:
     """The rest of a replaced or removed file, then close it: no line is lost to a rotation."""
     assert held.fd is not None
     while data := await asyncio.to_thread(os.read, held.fd, CHUNK_BYTES):
@@ -294,22 +408,13 @@ async def _drain_and_close(held: _HeldFile, splitter: _LineSplitter) -> AsyncIte
             yield line
     for line in splitter.flush():
         yield line
-    os.close(held.fd)
-    held.fd = None
+    held.close()
 
 
-def _pump_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None]) -> None:
+def _stdin_opener() -> tuple[Callable[[int], bytes], Callable[[], None]]:
+    if sys.stdin is None:
+        raise ValueError("stdin is closed")
     stream = sys.stdin.buffer
     # read1 returns whatever the pipe has, so tqdm's "\r" redraws arrive without a "\n".
     read1 = getattr(stream, "read1", None)
-    while True:
-        try:
-            chunk = read1(CHUNK_BYTES) if read1 is not None else stream.readline()
-        except (OSError, ValueError):
-            chunk = b""
-        try:
-            loop.call_soon_threadsafe(queue.put_nowait, chunk or None)
-        except RuntimeError:  # the loop has closed: nobody is listening any more
-            return
-        if not chunk:
-            return
+    return (read1 if read1 is not None else (lambda _n: stream.readline())), (lambda: None)
