@@ -304,6 +304,47 @@ def log_binary(host: FaultHost) -> None:
         f.write(bytes(range(256)) * 64 + b"\x00\x1b[2J\x1b]0;pwned\x07\n")
 
 
+def log_rewrite(host: FaultHost) -> None:
+    """The server starts again and its log is written over the old one in place, within one
+    refresh: another date, mem_fraction_static 0.77, a pool of 123,456 tokens. The file never
+    gets shorter than what kvtop had read (so its size alone says nothing)."""
+    new_run = (
+        host.story.read_text()
+        .replace("2026-02-27", "2026-03-01")
+        .replace("mem_fraction_static=0.88", "mem_fraction_static=0.77")
+        .replace("159277", "123456")
+        .replace("159,277", "123,456")
+    )
+    size = host.log.stat().st_size
+    batch = BATCH_LINE.replace("2026-02-27", "2026-03-01")
+    n = 0
+    while len(new_run.encode()) <= size:
+        new_run += batch.format(sec=n % 60, tokens=40000 + n)
+        n += 1
+    with host.log.open("r+") as f:
+        f.write(new_run)
+
+
+def new_run_alone(text: str, snap: Snapshot | None) -> bool:
+    """The new run is a start of its own: its mem_fraction_static and its pool, nothing of the
+    old run (0.88, 159,277) mixed in, and the restart counted."""
+    if snap is None:
+        return False
+    startup = snap.analysis.startup
+    args = startup.server_args
+    pools = {r.target.kv_tokens for r in startup.ranks.values()}
+    return (
+        "note: log: log file" in flat(text)
+        and "was rewritten in place" in flat(text)
+        and startup.restarts == 1
+        and "restarted 1×" in text
+        and args is not None
+        and args.mem_fraction_static == 0.77
+        and pools == {123_456}
+        and len(startup.ranks) == 8
+    )
+
+
 def log_ok(text: str, snap: Snapshot | None) -> bool:
     return snap is not None and "●log" in text
 
@@ -318,6 +359,17 @@ LOG_ROWS = [
         None,  # --once reads the file as it is now: an empty log
         "note for a minute: the log was truncated, read again from its start; what was read "
         "stays on screen (log stays ●)",
+    ),
+    Fault(
+        "log-rewritten-in-place",
+        "log",
+        log_rewrite,
+        lambda host: None,
+        new_run_alone,
+        None,  # --once reads the file as it is now: the new run only
+        "note for a minute: the log was rewritten in place, read again from its start as a new "
+        "run; the header shows the new run's mem_fraction_static and pool (nothing of the old "
+        "run) and counts the restart (log stays ●)",
     ),
     Fault(
         "log-rotated",

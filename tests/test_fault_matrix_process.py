@@ -41,6 +41,7 @@ TMUX = shutil.which("tmux")
 KVTOP = Path(sys.executable).with_name("kvtop")
 STORY = (ROOT / "tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log").read_text().splitlines()
 GPU_ROW = re.compile(r"(?m)^\S?\s*\d+\s+TP\d+\s.*?\d+\.\d/\d+\.\d")
+GPU_ROW_NO_LOG = re.compile(r"(?m)^\S?\s*\d+\s+—\s.*?\d+\.\d/\d+\.\d")  # no rank known
 
 pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML")
 needs_tmux = pytest.mark.skipif(
@@ -412,6 +413,210 @@ async def test_log_server_args_foreign_host(host: FaultHost) -> None:
     assert host.server.requests == []  # the healthy host's server was not asked either
 
 
+# -- log: pipes, FIFOs and files that never end (issue 15) -----------------------------------
+def bare_once(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """`kvtop --once ARGS --no-gpus --no-metrics`, its output as text."""
+    return subprocess.run(
+        [str(KVTOP), "--once", *args, "--no-gpus", "--no-metrics"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        **kwargs,  # type: ignore[call-overload]
+    )
+
+
+def catches(pid: int, signum: int) -> bool:
+    """The process has a handler for SIGNUM (its SigCgt mask in /proc says so)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(re.search(r"SigCgt:\s*([0-9a-f]+)", status).group(1), 16)  # type: ignore[union-attr]
+    return bool(caught & (1 << (signum - 1)))
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "sentence"),
+    [
+        (signal.SIGINT, 130, "kvtop: interrupted before the report was ready"),
+        (signal.SIGTERM, 143, "kvtop: stopped by SIGTERM before the report was ready"),
+    ],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_once_on_a_fifo_without_writer_ends_on_a_signal(
+    tmp_path: Path, signum: int, code: int, sentence: str
+) -> None:
+    """`kvtop --once --log-file FIFO` blocks until a writer comes; Ctrl-C or SIGTERM end it at
+    once, with a sentence and 130 or 143 (no hang on the blocked read, no traceback)."""
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    child = subprocess.Popen(
+        [str(KVTOP), "--once", "--log-file", str(fifo), "--no-gpus", "--no-metrics"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not catches(child.pid, signal.SIGTERM) and time.monotonic() < deadline:
+            time.sleep(0.02)  # until its handlers are in: it is reading (blocked on the FIFO)
+        assert catches(child.pid, signal.SIGTERM), "kvtop never installed its handlers"
+        child.send_signal(signum)
+        out, err = child.communicate(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == code, (child.returncode, err)
+    assert err.startswith(sentence) and "nothing was printed" in err, err
+    assert "Traceback" not in err and out == ""
+
+
+def test_once_on_process_substitution(tmp_path: Path) -> None:
+    """`--log-file <(cmd)`: a pipe at /dev/fd/N, read to its end like the file itself."""
+    story = ROOT / "tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+    line = f"{shlex.quote(str(KVTOP))} --once --json --no-gpus --no-metrics --log-file"
+    piped = subprocess.run(
+        ["bash", "-c", f"{line} <(cat {shlex.quote(str(story))})"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    direct = bare_once("--json", "--log-file", str(story))
+    assert piped.returncode == 0, piped.stderr
+    got, want = json.loads(piped.stdout), json.loads(direct.stdout)
+    assert got["source"]["log"].startswith("/dev/fd/")
+    assert got["source"]["lines"] == want["source"]["lines"] > 300
+    for key in ("startup", "server_args", "ranks", "memory", "sizing", "sources"):
+        assert got[key] == want[key], key
+
+
+def test_once_on_an_endless_device_stops_and_says_so() -> None:
+    done = bare_once("--log-file", "/dev/zero")
+    assert done.returncode == 0, done.stderr
+    assert "/dev/zero did not end within 1 GiB" in flat(done.stdout), done.stdout
+    assert "log ◐ degraded" in done.stdout and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_api_key_file_that_never_ends_is_refused(device: str) -> None:
+    done = bare_once("--demo", "--api-key-file", device)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"kvtop: the API key file {device}") or done.stderr.startswith(
+        f"kvtop: cannot read the API key file {device}: it is not a readable text file"
+    ), done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_report_to_a_full_device_says_it_cannot_write(as_json: bool) -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [str(KVTOP), "--once", "--demo", *(["--json"] if as_json else [])],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == (
+        "kvtop: cannot write the report to standard output: no space left on device.\n"
+    )
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_report_on_a_stdout_without_unicode(encoding: str) -> None:
+    env = {**os.environ, "PYTHONIOENCODING": encoding}
+    text = subprocess.run(
+        [str(KVTOP), "--once", "--demo"], capture_output=True, timeout=60, env=env, check=False
+    )
+    assert text.returncode == 0, text.stderr
+    assert all(b < 0x80 for b in text.stdout), "non-ASCII bytes in the plain report"
+    plain = text.stdout.decode("ascii")
+    assert "sources: log * ok  nvml * ok  metrics * ok" in plain
+    as_json = subprocess.run(
+        [str(KVTOP), "--once", "--json", "--demo"],
+        capture_output=True, timeout=60, env=env, check=False,
+    )  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    assert all(b < 0x80 for b in as_json.stdout)
+    data = json.loads(as_json.stdout)
+    assert "–" in data["sglang_version"]["range"]  # the same JSON, as \u escapes
+
+
+def test_closed_pipe_stays_quiet() -> None:
+    """`kvtop --once | head -1`: the first line, then nothing on stderr, status 0."""
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {shlex.quote(str(KVTOP))} --once --demo | head -1"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.startswith("sources: log ● ok")
+
+
+# -- the live view on a FIFO and a pipe: `q` ends it at once; the writer finishing is a
+# sentence, and the other sources carry on ---------------------------------------------------
+def wait_status(host: FaultHost, seconds: float = 10.0) -> str:
+    status = host.tmp / "status"
+    deadline = time.monotonic() + seconds
+    while not status.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return status.read_text().strip() if status.exists() else "(still running)"
+
+
+@needs_tmux
+@pytest.mark.parametrize("writer", ["no-writer", "quiet-writer"])
+def test_q_ends_the_live_view_on_a_quiet_fifo(
+    host: FaultHost, tmux: Tmux, fake_lib: Path, writer: str
+) -> None:
+    fifo = host.tmp / "sglang.fifo"
+    os.mkfifo(fifo)
+    held = None
+    if writer == "quiet-writer":
+        held = os.open(fifo, os.O_RDWR)  # a writer that never writes (Linux: never blocks)
+    try:
+        line = kvtop_line(host, lib_dir=fake_lib.parent).replace(
+            shlex.quote(str(host.log)), shlex.quote(str(fifo))
+        )
+        tmux.new_session(f"fifo-{writer}", line)
+        want = "FIFO with no writer" if held is None else "●log"
+        tmux.wait_for(
+            f"fifo-{writer}",
+            f"eight GPU rows, and the log {want}",
+            lambda s: len(GPU_ROW_NO_LOG.findall(s)) == 8 and "●NVML" in s and want in flat(s),
+        )
+        tmux.send(f"fifo-{writer}", "q")
+        assert wait_status(host) == "0"
+    finally:
+        if held is not None:
+            os.close(held)
+        else:  # let the thread parked in open() go
+            os.close(os.open(fifo, os.O_RDWR))
+
+
+@needs_tmux
+def test_live_view_on_a_pipe_whose_writer_finishes(
+    host: FaultHost, tmux: Tmux, fake_lib: Path
+) -> None:
+    """`--log-file <(cat LOG)`: the startup is read, the end is a sentence (log ◐), NVML and
+    metrics keep going; no false truncation, no failed seek, no stopped session."""
+    line = kvtop_line(host, lib_dir=fake_lib.parent)
+    inner = shlex.split(line)[2]  # the script `sh -c` runs
+    inner = inner.replace(shlex.quote(str(host.log)), f"<(cat {shlex.quote(str(host.story))})")
+    tmux.new_session("procsub", f"bash -c {shlex.quote(inner)}")
+    screen = tmux.wait_for(
+        "procsub",
+        "the end of the pipe said, the GPUs still there",
+        lambda s: "◐log" in s and "ended: the program writing it closed it" in flat(s)
+        and len(GPU_ROW.findall(s)) == 8 and "●NVML" in s and "●metrics" in s,
+    )  # fmt: skip
+    assert "truncated" not in flat(screen) and "failed" not in flat(screen)
+    used = f"{host.bump({'nvml'})['gpu7_mib'] / 1024:.1f}/"  # GPU 7's row: used/total GiB
+    tmux.wait_for(
+        "procsub",
+        "NVML still updating",
+        lambda s: any(r.split()[0] == "7" and used in r for r in GPU_ROW.findall(s)),
+    )
+    tmux.send("procsub", "q")
+    assert wait_status(host) == "0"
+
+
 def test_matrix_rows_are_documented() -> None:
     """docs/reliability.md carries one table row per fault in both matrix files."""
     from test_fault_matrix import ROWS
@@ -429,6 +634,17 @@ def test_matrix_rows_are_documented() -> None:
         *SIGNAL_ROWS,
         "log-server-args-loopback",
         "log-server-args-foreign-host",
+        "log-once-fifo-sigint",
+        "log-once-fifo-sigterm",
+        "log-once-process-substitution",
+        "log-once-endless-device",
+        "api-key-file-endless",
+        "output-disk-full",
+        "output-no-unicode",
+        "output-closed-pipe",
+        "log-fifo-no-writer-q",
+        "log-fifo-quiet-writer-q",
+        "log-pipe-writer-finishes",
     ]
     missing = [i for i in ids if f"`{i}`" not in doc]
     assert not missing, f"not in docs/reliability.md: {missing}"

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from tui import __version__
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
+# `--once` stopped by a signal before its report (128 + the signal's number, as shells do).
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 MAX_REQUEST_LEN = 100_000_000  # far beyond any model's context; keeps the arithmetic finite
 
 
@@ -182,10 +186,6 @@ def run_live(args: argparse.Namespace) -> int:
 
 
 def run_once(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from tui.report.json_report import snapshot_json
-    from tui.report.text import print_snapshot
     from tui.session import Session
     from tui.sources.log_text import LogUnreadable
 
@@ -201,20 +201,81 @@ def run_once(args: argparse.Namespace) -> int:
             await session.close()
 
     try:
-        snapshot = asyncio.run(collect())
+        with _stop_on_signals():
+            snapshot = asyncio.run(collect())
     except LogUnreadable as exc:
         print(f"kvtop: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    if args.json:
-        json.dump(snapshot_json(snapshot), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
-        try:
-            print_snapshot(snapshot, console)
-        except SystemExit:  # Rich's answer to a closed pipe (`kvtop --once ... | head`)
-            return EXIT_OK
+    try:
+        _write_report(snapshot, as_json=args.json)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # a full disk, /dev/full, an I/O error on the output
+        return _cannot_write(exc)
     return EXIT_OK
+
+
+def _write_report(snapshot, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    from tui.report.json_report import snapshot_json
+    from tui.report.plain_output import PlainWriter, takes_unicode
+    from tui.report.text import print_snapshot
+
+    unicode_ok = takes_unicode(sys.stdout)
+    if as_json:
+        # \u escapes are the same JSON on a stream that cannot take the characters.
+        json.dump(snapshot_json(snapshot), sys.stdout, indent=2, ensure_ascii=not unicode_ok)
+        sys.stdout.write("\n")
+        return
+    out = sys.stdout if unicode_ok else PlainWriter(sys.stdout)
+    console = Console(
+        file=out,  # type: ignore[arg-type]
+        highlight=False,
+        soft_wrap=False,
+        width=max(100, Console().width),
+    )
+    try:
+        print_snapshot(snapshot, console)
+    except SystemExit:  # Rich's answer to a closed pipe (`kvtop --once ... | head`)
+        return
+
+
+def _cannot_write(exc: OSError) -> int:
+    why = (exc.strerror or str(exc)).lower()
+    print(f"kvtop: cannot write the report to standard output: {why}.", file=sys.stderr)
+    _stdout_to_devnull()  # the interpreter's last flush must not fail (and print) again
+    return EXIT_UNREADABLE
+
+
+def _stdout_to_devnull() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """While the report is being gathered, SIGINT and SIGTERM end kvtop at once with a sentence,
+    even when a read is blocked (a FIFO without a writer, a quiet pipe): nothing has been
+    printed yet, and no thread may hold the exit up."""
+
+    def stop(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        what = "interrupted" if signum == signal.SIGINT else f"stopped by {name}"
+        os.write(2, f"kvtop: {what} before the report was ready; nothing was printed.\n".encode())
+        os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _option_problem(args: argparse.Namespace) -> str | None:
@@ -288,7 +349,7 @@ def _main_once(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         sys.stderr.close()
         return EXIT_OK
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:
         if os.environ.get("KVTOP_DEBUG"):
             raise

@@ -221,7 +221,8 @@ class Session:
         except LogUnreadable as exc:
             self.log_health = SourceHealth("log", OFF, str(exc))
             raise
-        self.log_health = SourceHealth("log", OK)
+        # Read in part (an endless stream, or a huge file): the report says which part.
+        self.log_health = SourceHealth("log", DEGRADED if lines.cut else OK, lines.cut)
 
     # -- metrics --------------------------------------------------------------------------------
     def server_target(self) -> ServerTarget:

@@ -32,6 +32,10 @@ _MAX_BACKOFF_S = 30.0
 FETCH_TIMEOUT_S = 5.0
 
 
+# An API key file holds one short line; anything longer is the wrong file (or never ends).
+MAX_KEY_FILE_CHARS = 4096
+
+
 class ApiKeyError(Exception):
     """The API key file could not be read; the message names the path, never the content."""
 
@@ -41,7 +45,13 @@ def load_api_key(path: str | None, env: Mapping[str, str]) -> str | None:
     if path:
         try:
             with open(path, encoding="utf-8") as handle:
-                key = handle.read().strip()
+                key = handle.read(MAX_KEY_FILE_CHARS + 1)
+            if len(key) > MAX_KEY_FILE_CHARS:  # /dev/zero, a log given by mistake
+                raise ApiKeyError(
+                    f"the API key file {path} holds more than {MAX_KEY_FILE_CHARS:,} characters: "
+                    "an API key is one short line. Check the path."
+                )
+            key = key.strip()
         except FileNotFoundError:
             raise ApiKeyError(f"cannot read the API key file {path}: no such file.") from None
         except PermissionError:

@@ -1,0 +1,74 @@
+"""The report on a standard output that cannot take Unicode (PYTHONIOENCODING=ascii, a Latin-1
+locale): the same text with ASCII glyphs, never a UnicodeEncodeError."""
+
+from __future__ import annotations
+
+import codecs
+from typing import TextIO
+
+# The report's own glyphs in ASCII. One character for one wherever a glyph can sit in a table
+# cell (Rich has laid the columns out already: "…" is Rich's own mark for a cut cell); the
+# prose-only signs get two or three. Rich draws its table boxes in ASCII by itself once the
+# stream's encoding is not UTF.
+GLYPHS = str.maketrans(
+    {
+        "●": "*",
+        "◐": "~",
+        "○": "o",
+        "•": "*",
+        "·": "|",
+        "×": "x",
+        "…": "~",
+        "—": "-",
+        "–": "-",
+        "−": "-",
+        "±": "+/-",
+        "≈": "~",
+        "≥": ">=",
+        "≤": "<=",
+        "→": "->",
+        "␛": "^",
+        "▓": "#",
+        "█": "#",
+        "░": ".",
+        "▒": ":",
+        "\ufffd": "?",
+    }
+)
+SAMPLE = "●·—…"  # what a stream must be able to encode to get the report as it is
+
+
+def takes_unicode(stream: TextIO) -> bool:
+    """True when STREAM's encoding can write the report's glyphs."""
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        codecs.lookup(encoding)
+        SAMPLE.encode(encoding)
+    except (LookupError, UnicodeEncodeError):
+        return False
+    return True
+
+
+def plain(text: str) -> str:
+    """TEXT with the report's glyphs in ASCII."""
+    return text.translate(GLYPHS)
+
+
+class PlainWriter:
+    """A text stream that writes through to STREAM with ASCII glyphs; any other character the
+    encoding lacks (a model name in Cyrillic, say) becomes "?" rather than an error."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.encoding = getattr(stream, "encoding", None) or "ascii"
+        try:
+            codecs.lookup(self.encoding)
+        except LookupError:
+            self.encoding = "ascii"
+
+    def write(self, text: str) -> int:
+        safe = plain(text).encode(self.encoding, errors="replace").decode(self.encoding)
+        return self._stream.write(safe)
+
+    def __getattr__(self, name: str) -> object:  # flush, isatty, fileno, ...
+        return getattr(self._stream, name)
