@@ -507,6 +507,16 @@ def test_api_key_file_that_never_ends_is_refused(device: str) -> None:
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
+def test_model_config_that_never_ends_is_refused() -> None:
+    """A sibling of the endless log: `--model-config /dev/zero` read everything (memory grew
+    until the kernel killed kvtop); now a note says the file is too big, from the log instead."""
+    story = ROOT / "tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+    done = bare_once("--log-file", str(story), "--model-config", "/dev/zero")
+    assert done.returncode == 0, done.stderr
+    assert "model config /dev/zero is over 16 MiB: a config.json is a few KB" in flat(done.stdout)
+    assert "inferred from the KV Cache line" in flat(done.stdout)
+
+
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_report_to_a_full_device_says_it_cannot_write(as_json: bool) -> None:
     with open("/dev/full", "w") as full:
@@ -639,6 +649,7 @@ def test_matrix_rows_are_documented() -> None:
         "log-once-process-substitution",
         "log-once-endless-device",
         "api-key-file-endless",
+        "model-config-endless",
         "output-disk-full",
         "output-no-unicode",
         "output-closed-pipe",

@@ -140,12 +140,22 @@ def _snapshot_config(repo_dir: Path) -> Path | None:
 # --------------------------------------------------------------------------- loading
 
 
+# A model's config.json is a few KB; a file far beyond that is the wrong one (or never ends).
+MAX_CONFIG_CHARS = 16 << 20
+
+
 def load_model_dims(config_path: Path) -> ModelDims:
     """Parse ``config_path``; raises ModelConfigError naming the file on any problem."""
     try:
-        text = Path(config_path).read_text(encoding="utf-8")
+        with open(config_path, encoding="utf-8") as handle:
+            text = handle.read(MAX_CONFIG_CHARS + 1)
     except (OSError, UnicodeDecodeError) as exc:
         raise ModelConfigError(f"cannot read model config {config_path}: {exc}") from exc
+    if len(text) > MAX_CONFIG_CHARS:  # /dev/zero, a log given by mistake
+        raise ModelConfigError(
+            f"model config {config_path} is over {MAX_CONFIG_CHARS >> 20} MiB: a config.json is "
+            "a few KB. Check the path."
+        )
     try:
         top = json.loads(text)
     except json.JSONDecodeError as exc:
