@@ -245,17 +245,15 @@ def _write_report(snapshot, as_json: bool) -> None:  # type: ignore[no-untyped-d
 def _cannot_write(exc: OSError) -> int:
     why = (exc.strerror or str(exc)).lower()
     print(f"kvtop: cannot write the report to standard output: {why}.", file=sys.stderr)
-    _stdout_to_devnull()  # the interpreter's last flush must not fail (and print) again
+    _drop_stdout()  # the interpreter's last flush must not fail (and print) again
     return EXIT_UNREADABLE
 
 
-def _stdout_to_devnull() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
+def _drop_stdout() -> None:
+    """Closed, so the interpreter's last flush skips it (closing drops what could not be
+    written, and raises the same error once more)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.close()
 
 
 @contextlib.contextmanager
@@ -267,7 +265,11 @@ def _stop_on_signals() -> Iterator[None]:
     def stop(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
         what = "interrupted" if signum == signal.SIGINT else f"stopped by {name}"
-        os.write(2, f"kvtop: {what} before the report was ready; nothing was printed.\n".encode())
+        with contextlib.suppress(OSError, ValueError):
+            print(
+                f"kvtop: {what} before the report was ready; nothing was printed.", file=sys.stderr
+            )
+            sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}

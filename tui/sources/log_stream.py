@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
 import re
 import threading
 from collections.abc import Callable
@@ -88,8 +87,8 @@ Opener = Callable[[], tuple[Callable[[int], bytes], Callable[[], None]]]
 
 def path_opener(path: str) -> Opener:
     def open_path() -> tuple[Callable[[int], bytes], Callable[[], None]]:
-        fd = os.open(path, os.O_RDONLY)
-        return (lambda n: os.read(fd, n)), (lambda: os.close(fd))
+        raw = open(path, "rb", buffering=0)  # noqa: SIM115 (closed by the pump)
+        return (lambda n: raw.read(n) or b""), raw.close
 
     return open_path
 
