@@ -101,7 +101,19 @@ _usage = _field(r"mem usage=" + _NUM + r" ?GB")
 _elapsed = _field(r"(?:elapsed=|Time elapsed: )" + _NUM + r" ?s")
 _type = _field(r"\btype=([^,\s]+)")
 _dtype_eq = _field(r"\bdtype=([^,\s]+)")
-_quant = _field(r"\b(quant=.*?), avail mem=")
+_QUANT_START = re.compile(r"\bquant=")
+
+
+def _quant(message: str) -> str | None:
+    """`quant=..., ` up to the first `, avail mem=` after it. Two finds, not `quant=.*?, avail`:
+    that lazy pattern rescans the rest of the line from every `quant=` (quadratic)."""
+    start = _QUANT_START.search(message)
+    if start is None:
+        return None
+    end = message.find(", avail mem=", start.end())
+    return None if end < 0 else message[start.start() : end]
+
+
 _tokens = _field(r"#tokens: " + _INT)
 _k_size = _field(r"\bK size: " + _NUM + r" ?GB")
 _v_size = _field(r"(?<![A-Z])V size: " + _NUM + r" ?GB")
@@ -377,7 +389,36 @@ def _unbalanced(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
 
 # Batch lines: `key: value` pairs separated by ", " (0.3.6 … 0.5.23 differ only in which keys
 # appear, `batch.` vs `batch,`, an optional `[iter]`, and a trailing ", ").
-_BATCH_PAIR_RE = re.compile(r"(#?[a-zA-Z][\w\-. ()/]*?): ([^,]*)")
+# A key is a run of these characters ending in ": ", starting at its first ASCII letter (or a "#"
+# right before it); its value runs to the next ",". The scan below finds each ": " once and
+# looks back over its key: linear in the line. (The regex `(#?[a-zA-Z][\w\-. ()/]*?): ([^,]*)`
+# it replaces tried every position of a long run of key characters up to the run's end, so a
+# 64 KB tail cost 50 s.)
+_BATCH_KEY_RE = re.compile(r"(?:#|(?<![\w\-. ()/]))[\w\-. ()/]++: ")
+_ASCII_LETTER_RE = re.compile(r"[a-zA-Z]")
+
+
+def batch_pairs(msg: str) -> list[tuple[str, str]]:
+    """The `key: value` pairs of a batch line, in order (keys and values as logged)."""
+    pairs: list[tuple[str, str]] = []
+    pos = 0
+    while (found := _BATCH_KEY_RE.search(msg, pos)) is not None:
+        colon = found.end() - 2
+        run_start = found.start() + (msg[found.start()] == "#")
+        letter = _ASCII_LETTER_RE.search(msg, run_start, colon)
+        if letter is None:  # no letter before this ": " (a number, a blank): not a key
+            pos = colon + 1
+            continue
+        start = letter.start()
+        if start == run_start and run_start != found.start():
+            start -= 1  # "#running-req"
+        comma = msg.find(",", colon + 2)
+        end = len(msg) if comma < 0 else comma
+        pairs.append((msg[start:colon], msg[colon + 2 : end]))
+        pos = end
+    return pairs
+
+
 _BATCH_KEYS: dict[str, str] = {
     "#running-req": "running_reqs",
     "#queue-req": "queued_reqs",
@@ -432,7 +473,7 @@ def parse_batch(prefix: ev.LinePrefix, msg: str) -> ev.BatchStats | None:
     kind = "prefill" if msg.startswith("Prefill") else "decode"
     fields: dict[str, float | int | bool | str | None] = {}
     extra: dict[str, float | int | bool | str] = {}
-    for key, raw in _BATCH_PAIR_RE.findall(msg):
+    for key, raw in batch_pairs(msg):
         key = key.strip()
         name = _BATCH_KEYS.get(key)
         if name is None:
