@@ -212,6 +212,7 @@ class Switches:
 
     status: dict[str, int] = field(default_factory=dict)  # path -> forced status code
     delay_s: float = 0.0
+    delay_by_path: dict[str, float] = field(default_factory=dict)  # path -> extra delay
     body: str | None = None  # None | "html" | "garbage" | "huge" | "drip"
     api_key: str | None = None  # require this Bearer key on /server_info, /get_server_info
     huge_bytes: int = 25 * 2**20
@@ -293,6 +294,8 @@ class FakeSGLang:
         self.methods.append((req.command, path))
         if sw.delay_s:
             self._stop.wait(sw.delay_s)
+        if sw.delay_by_path.get(path):
+            self._stop.wait(sw.delay_by_path[path])
         forced = sw.status.get(path)
         if forced is not None:
             self._send(req, forced, b"error\n", "text/plain")

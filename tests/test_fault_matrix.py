@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import io
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -447,6 +449,37 @@ def info_healthy(host: FaultHost) -> None:
     http_healthy(host)
 
 
+def info_requests(host: FaultHost) -> int:
+    return sum(1 for path, _ in host.server.requests if path == "/server_info")
+
+
+def info_key_refused(host: FaultHost) -> None:
+    """SGLang's middleware with another key: /metrics passes, /server_info answers 401."""
+    host.server.switches.api_key = "another-key-than-kvtops"
+    host.session_ref.latest_info = None  # as after a server restart: read again
+    host.info_asked = (info_requests(host), time.monotonic())
+
+
+def info_key_accepted(host: FaultHost) -> None:
+    """Back-off: while refused, /server_info was asked 1, 2, 4 … refresh intervals apart (at
+    0.1 s a refresh, about log2(seconds × 10) times), not at every scrape (10 a second)."""
+    before, since = host.info_asked
+    asked = info_requests(host) - before
+    seconds = time.monotonic() - since
+    allowed = 3 + math.log2(1 + seconds / 0.1) + 1  # +1 for the --once report's own request
+    assert 1 <= asked <= allowed, f"/server_info asked {asked} times in {seconds:.1f} s"
+    host.server.switches.api_key = API_KEY
+
+
+def info_hangs(host: FaultHost) -> None:
+    host.server.switches.delay_by_path = {"/server_info": 30.0}
+    host.session_ref.latest_info = None
+
+
+def info_answers(host: FaultHost) -> None:
+    host.server.switches.delay_by_path = {}
+
+
 HTTP_ROWS = [
     Fault(
         "http-refused",
@@ -593,6 +626,29 @@ HTTP_ROWS = [
         None,
         "values of the wrong type are dropped one by one and the log's values stand; the "
         "formula keeps the log's 0.88",
+    ),
+    Fault(
+        "http-server-info-key-refused",
+        "server_info",
+        info_key_refused,
+        info_key_accepted,
+        says(r"◐metrics.*/server_info: the API key was refused by /server_info; check the key"),
+        r"the API key was refused by /server_info",
+        "metrics ◐ (not ●) while its numbers keep coming; notice: the API key was refused by "
+        "/server_info, check the key; /server_info is asked again after 1, 2, 4 … refresh "
+        "intervals (at most 30 s), not at every scrape",
+    ),
+    Fault(
+        "http-server-info-hangs",
+        "server_info",
+        info_hangs,
+        info_answers,
+        says(r"◐metrics.*/server_info did not answer within 5 s"),
+        r"/server_info did not answer within 5 s",
+        "metrics ◐ while /metrics keeps updating at every refresh (its own connection and "
+        "timing); notice: /server_info did not answer within 5 s",
+        fault_s=15.0,
+        recover_s=30.0,
     ),
 ]
 
@@ -812,6 +868,7 @@ SLOW_ROWS = {
     "http-2s-delay",
     "http-30s-timeout",
     "http-slow-drip",
+    "http-server-info-hangs",
     "journal-1m-entry-history",
 }
 assert {r.id for r in ROWS} >= SLOW_ROWS
@@ -929,7 +986,8 @@ async def run_row(
                 app,
                 pilot,
                 host,
-                updating | ({row.hits} - {"log"} if journal else {row.hits}) - {"terminal"},
+                updating
+                | ({row.hits} - {"log"} if journal else {row.hits}) - {"terminal", "server_info"},
                 f"after {row.id}",
             )
             if journal:

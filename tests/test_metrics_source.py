@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -196,3 +197,36 @@ def test_load_api_key(tmp_path: Path) -> None:
     assert SECRET not in str(err.value)
     with pytest.raises(ApiKeyError, match="not a readable text file"):
         load_api_key(str(tmp_path), {})  # a directory
+
+
+async def test_server_info_refused_is_backed_off(sg: FakeSGLang) -> None:
+    """A wrong key (SGLang lets /metrics through and refuses /server_info with 401): the
+    sentence names /server_info, and it is not asked again until its back-off has passed."""
+    sg.switches.api_key = "the-servers-key"
+    async with MetricsSource(sg.url, api_key="wrong-key-xyz", timeout_s=0.5) as src:
+        src.interval_s = 60.0
+        assert src.server_info_due()
+        reading = await src.server_info()
+        assert (await src.scrape()).status == "ok"  # /metrics needs no key
+        assert reading.problem is not None
+        assert "the API key was refused by /server_info" in reading.problem
+        assert not src.server_info_due()  # the first back-off step: one interval (60 s)
+        sg.switches.api_key = "wrong-key-xyz"
+        src._info_due = 0.0  # the back-off has passed
+        assert (await src.server_info()).status == "ok"
+        assert src.server_info_due()
+
+
+async def test_hung_server_info_does_not_hold_up_metrics(sg: FakeSGLang) -> None:
+    """/server_info has its own connection: a scrape finishes while /server_info hangs."""
+    sg.switches.delay_by_path = {"/server_info": 30.0}
+    async with MetricsSource(sg.url, timeout_s=3.0) as src:
+        info = asyncio.ensure_future(src.server_info())
+        while not any(path == "/server_info" for path, _ in sg.requests):
+            await asyncio.sleep(0.01)
+        reading = await src.scrape()
+        assert reading.status == "ok"
+        assert not info.done()
+        result = await info
+    assert result.status == "degraded"
+    assert result.problem is not None and "/server_info did not answer within 3 s" in result.problem

@@ -160,6 +160,9 @@ class Session:
     latest_metrics: MetricsSample | None = None
     _metrics_at: float = 0.0  # time.monotonic() of the latest good scrape
     latest_info: ServerInfo | None = None
+    # A /server_info failure while /metrics is fine; read in a task of its own (_info_task).
+    info_health: SourceHealth | None = None
+    _info_task: asyncio.Task[None] | None = None
     latest_nvml: NvmlReading | None = None
     _pid_cache: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
     _info_for_restarts: int = 0
@@ -246,10 +249,10 @@ class Session:
             # The key goes only where the user sent it (see tui/model/server_target.py).
             key = self.options.api_key if target.key_allowed else None
             self.metrics_source = MetricsSource(url, api_key=key, interval_s=self.interval_s)
-            self.latest_info = None
+            self.latest_info = self.info_health = None
         return self.metrics_source
 
-    async def _scrape(self) -> None:
+    async def _scrape(self, *, wait_info: bool = False) -> None:
         source = self._metrics()
         reading = await source.scrape()
         if reading.sample is not None:
@@ -264,9 +267,20 @@ class Session:
         restarts = self.tracker.current.restarts
         if restarts != self._info_for_restarts:
             self.latest_info, self._info_for_restarts = None, restarts
-        if reading.status == OK and self.latest_info is None:
-            info = await source.server_info()
+        if reading.status == OK and self.latest_info is None and source.server_info_due():
+            # In a task of its own: a hung /server_info must not hold up the next scrape.
+            if self._info_task is None or self._info_task.done():
+                self._info_task = asyncio.create_task(self._read_server_info(source))
+            if wait_info:
+                await self._info_task
+
+    async def _read_server_info(self, source: MetricsSource) -> None:
+        info = await source.server_info()
+        if source is self.metrics_source:  # not a server --url was changed away from
             self.latest_info = info.info
+            self.info_health = (
+                None if info.status == OK else SourceHealth("metrics", DEGRADED, info.problem)
+            )
 
     # -- snapshot -------------------------------------------------------------------------------
     def analysis(self) -> Analysis:
@@ -309,7 +323,10 @@ class Session:
             self.log_health = SourceHealth("journal", DEGRADED if status else OK, status)
         sources = [self.log_health, nvml_health]
         if self.options.metrics or demo:
-            sources.append(self.metrics_health)
+            metrics_ok = self.metrics_health.state == OK
+            sources.append(
+                self.info_health if metrics_ok and self.info_health else self.metrics_health
+            )
         snapshot = build_snapshot(
             self.analysis(),
             taken_at=self.clock(),
@@ -354,7 +371,7 @@ class Session:
         if self.nvml is not None:
             jobs.append(self._poll_nvml())
         if self.options.metrics:
-            jobs.append(self._scrape())
+            jobs.append(self._scrape(wait_info=True))
         await asyncio.gather(*jobs)
         return self.snapshot()
 
@@ -462,6 +479,8 @@ class Session:
             lane.leave()  # ended (stdin closed, no log): the ticks no longer wait for it
 
     async def close(self) -> None:
+        if self._info_task is not None:
+            await _stop([self._info_task])
         if self.metrics_source is not None:
             await self.metrics_source.aclose()
         if self.nvml is not None:

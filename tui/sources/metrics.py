@@ -140,6 +140,11 @@ class MetricsSource:
         self.interval_s = interval_s
         self._failures = 0
         self._http: HttpGetter | None = None
+        # /server_info has a connection and a back-off of its own: a hung or refusing
+        # /server_info must neither hold up /metrics nor be asked again every round.
+        self._info_http: HttpGetter | None = None
+        self._info_failures = 0
+        self._info_due = 0.0  # time.monotonic() before which /server_info is not asked again
 
     def __repr__(self) -> str:
         key = "set" if self.__api_key else "none"
@@ -152,9 +157,10 @@ class MetricsSource:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        for getter in (self._http, self._info_http):
+            if getter is not None:
+                await getter.aclose()
+        self._http = self._info_http = None
 
     def next_delay_s(self) -> float:
         """Seconds until the next fetch: the interval, then 1, 2, 4 … 30 intervals after
@@ -165,6 +171,15 @@ class MetricsSource:
 
     def _record(self, ok: bool) -> None:
         self._failures = 0 if ok else self._failures + 1
+
+    def server_info_due(self) -> bool:
+        """False while /server_info is backed off after a failure (same steps as /metrics)."""
+        return time.monotonic() >= self._info_due
+
+    def _record_info(self, ok: bool) -> None:
+        self._info_failures = 0 if ok else self._info_failures + 1
+        delay = min(_MAX_BACKOFF_S, self.interval_s * 2.0 ** (self._info_failures - 1))
+        self._info_due = 0.0 if ok else time.monotonic() + delay
 
     # ---------------------------------------------------------------------------------------
 
@@ -179,8 +194,7 @@ class MetricsSource:
                     "log instead.",
                 )
             self._check_status(status, "/metrics")
-            text = body.decode("utf-8", errors="replace")
-            sample = parse_exposition(text)
+            sample = await asyncio.to_thread(_parse_metrics, body)
             if sample.families_seen == 0:
                 raise _Fault(
                     "degraded",
@@ -209,19 +223,18 @@ class MetricsSource:
                     "that --url points at an SGLang server.",
                 )
             self._check_status(status, path)
-            try:
-                data = json.loads(body)
-            except (ValueError, RecursionError):
-                data = None
-            if not isinstance(data, dict):
+            info = await asyncio.to_thread(_parse_info, body)
+            if info is None:
                 raise _Fault(
                     "degraded",
                     f"{self._shown_url}{path} did not answer with a JSON object: check that "
                     "--url points at the SGLang server itself.",
                 )
         except _Fault as fault:
+            self._record_info(False)
             return ServerInfoReading(None, fault.status, fault.problem, time.time())
-        return ServerInfoReading(parse_server_info(data), "ok", None, time.time())
+        self._record_info(True)
+        return ServerInfoReading(info, "ok", None, time.time())
 
     # ---------------------------------------------------------------------------------------
 
@@ -229,7 +242,7 @@ class MetricsSource:
         where = f"{self._shown_url}{path}"
         if status == 401:
             if self.__api_key:
-                raise _Fault("off", f"{where}: the API key was refused; check the key.")
+                raise _Fault("off", f"{where}: the API key was refused by {path}; check the key.")
             raise _Fault(
                 "off",
                 f"{where}: the server wants an API key: pass --api-key-file or set SGLANG_API_KEY.",
@@ -281,11 +294,15 @@ class MetricsSource:
             ) from None
 
     async def _fetch(self, path: str, auth: bool) -> tuple[int, bytes]:
+        headers = {"Accept": "text/plain, application/json"}
+        if auth:  # /server_info: its own connection (the same size cap)
+            if self._info_http is None:
+                self._info_http = HttpGetter(self.url, self.max_body_bytes, self.timeout_s)
+            if self.__api_key:
+                headers["Authorization"] = f"Bearer {self.__api_key}"
+            return await self._info_http.get(path, headers)
         if self._http is None:
             self._http = HttpGetter(self.url, self.max_body_bytes, self.timeout_s)
-        headers = {"Accept": "text/plain, application/json"}
-        if auth and self.__api_key:
-            headers["Authorization"] = f"Bearer {self.__api_key}"
         return await self._http.get(path, headers)
 
     def _too_large(self, path: str) -> _Fault:
@@ -296,3 +313,17 @@ class MetricsSource:
             "reading: check that --url points at the SGLang server (a real scrape is about "
             "100 KB).",
         )
+
+
+# Parsed in a worker thread, off the event loop: a body may be up to the size cap (20 MiB), and
+# even the parsers' linear time is too long to hold the screen for.
+def _parse_metrics(body: bytes) -> MetricsSample:
+    return parse_exposition(body.decode("utf-8", errors="replace"))
+
+
+def _parse_info(body: bytes) -> ServerInfo | None:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return parse_server_info(data) if isinstance(data, dict) else None
