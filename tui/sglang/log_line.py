@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from tui.sglang import events as ev
@@ -282,11 +282,23 @@ def _capturing(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
 
 
 _SUMMARY_RE = re.compile(r"\b(\w+)=" + _NUM)
+_SUMMARY_KEYS = frozenset(
+    {
+        "max_total_num_tokens",
+        "chunked_prefill_size",
+        "max_prefill_tokens",
+        "max_running_requests",
+        "context_len",
+    }
+)
 _available_mem = _field(r"available_(?:gpu|cpu)_mem=" + _NUM + r" ?GB")
 
 
 def _summary(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
-    values = dict(_SUMMARY_RE.findall(msg))
+    values: dict[str, str] = {}
+    for pair in _SUMMARY_RE.finditer(msg):  # only the keys read: no list of every pair
+        if pair.group(1) in _SUMMARY_KEYS:
+            values[pair.group(1)] = pair.group(2)  # the last one, as before
     return ev.Summary(
         prefix,
         msg,
@@ -398,9 +410,8 @@ _BATCH_KEY_RE = re.compile(r"(?:#|(?<![\w\-. ()/]))[\w\-. ()/]++: ")
 _ASCII_LETTER_RE = re.compile(r"[a-zA-Z]")
 
 
-def batch_pairs(msg: str) -> list[tuple[str, str]]:
+def batch_pairs(msg: str) -> Iterator[tuple[str, str]]:
     """The `key: value` pairs of a batch line, in order (keys and values as logged)."""
-    pairs: list[tuple[str, str]] = []
     pos = 0
     while (found := _BATCH_KEY_RE.search(msg, pos)) is not None:
         colon = found.end() - 2
@@ -414,9 +425,8 @@ def batch_pairs(msg: str) -> list[tuple[str, str]]:
             start -= 1  # "#running-req"
         comma = msg.find(",", colon + 2)
         end = len(msg) if comma < 0 else comma
-        pairs.append((msg[start:colon], msg[colon + 2 : end]))
+        yield msg[start:colon], msg[colon + 2 : end]
         pos = end
-    return pairs
 
 
 _BATCH_KEYS: dict[str, str] = {

@@ -19,6 +19,8 @@ __all__ = [
     "MetricsSource",
     "ServerInfoReading",
     "load_api_key",
+    "parse_metrics_body",
+    "parse_server_info_body",
 ]
 
 # "ok": fresh data. "degraded": the server is there but this fetch failed (timeout, 5xx, a body
@@ -194,7 +196,7 @@ class MetricsSource:
                     "log instead.",
                 )
             self._check_status(status, "/metrics")
-            sample = await asyncio.to_thread(_parse_metrics, body)
+            sample = await asyncio.to_thread(parse_metrics_body, body)
             if sample.families_seen == 0:
                 raise _Fault(
                     "degraded",
@@ -223,7 +225,7 @@ class MetricsSource:
                     "that --url points at an SGLang server.",
                 )
             self._check_status(status, path)
-            info = await asyncio.to_thread(_parse_info, body)
+            info = await asyncio.to_thread(parse_server_info_body, body)
             if info is None:
                 raise _Fault(
                     "degraded",
@@ -317,11 +319,13 @@ class MetricsSource:
 
 # Parsed in a worker thread, off the event loop: a body may be up to the size cap (20 MiB), and
 # even the parsers' linear time is too long to hold the screen for.
-def _parse_metrics(body: bytes) -> MetricsSample:
+def parse_metrics_body(body: bytes) -> MetricsSample:
+    """A /metrics body as fetched (bytes) -> the sample."""
     return parse_exposition(body.decode("utf-8", errors="replace"))
 
 
-def _parse_info(body: bytes) -> ServerInfo | None:
+def parse_server_info_body(body: bytes) -> ServerInfo | None:
+    """A /server_info body as fetched (bytes) -> what it says; None when not a JSON object."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):

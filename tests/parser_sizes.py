@@ -1,0 +1,126 @@
+"""Hostile inputs of any size for every parser, for the linearity test and its benchmark.
+
+Each case builds an input of about N characters (log lines) or N bytes (HTTP bodies) in the
+shape that made a parser quadratic or could: long runs with no separator, a separator repeated
+thousands of times, one series with many labels, deep nesting. `tests/test_parsers_linear.py`
+checks that time per byte stays flat from a small to a large size;
+`bench/bench_parsers_linear.py` prints the figures (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sglang_http import Deployment, build_exposition, build_server_info
+
+from tui.sglang.log_line import parse_line
+from tui.sources.metrics import parse_metrics_body, parse_server_info_body
+
+PREFIX = "[2026-01-10 10:00:00 TP0] "
+BATCH = (
+    "Decode batch. #running-req: 12, #token: 5000, token usage: 0.03, cuda graph: True, "
+    "gen throughput (token/s): 1234.5, #queue-req: 0, "
+)
+
+
+def _fill(head: str, unit: str, size: int, tail: str = "") -> str:
+    count = max(1, (size - len(head) - len(tail)) // len(unit))
+    return head + unit * count + tail
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    kind: str  # "line" (characters) or "body" (bytes)
+    build: Callable[[int], object]
+    run: Callable[[object], object]
+
+
+def _line(name: str, build: Callable[[int], str]) -> Case:
+    return Case(name, "line", build, parse_line)  # type: ignore[arg-type]
+
+
+def _metrics(name: str, build: Callable[[int], str]) -> Case:
+    return Case(name, "body", lambda n: build(n).encode(), parse_metrics_body)  # type: ignore[arg-type]
+
+
+def _info(name: str, build: Callable[[int], object]) -> Case:
+    return Case(name, "body", lambda n: json.dumps(build(n)).encode(), parse_server_info_body)  # type: ignore[arg-type]
+
+
+_SCRAPE = build_exposition(Deployment(version="0.5.12"))
+_SERIES = "sglang:token_usage"
+
+
+def _states(size: int) -> dict[str, object]:
+    info = build_server_info(Deployment(version="0.5.12"))
+    state = info["internal_states"][0]  # type: ignore[index]
+    one = len(json.dumps(state))
+    info["internal_states"] = [state] * max(1, size // one)
+    return info
+
+
+LINE_CASES = [
+    _line("decode batch, long tail", lambda n: _fill(PREFIX + BATCH, "abc1", n)),
+    _line("decode batch, words and blanks", lambda n: _fill(PREFIX + BATCH, "x1 ", n)),
+    _line("prefill batch, many pairs", lambda n: _fill(PREFIX + "Prefill batch. ", "#a: 1, ", n)),
+    _line("batch, colons without keys", lambda n: _fill(PREFIX + "Decode batch. ", "1: ", n)),
+    _line(
+        "load weight, quant= repeated", lambda n: _fill(PREFIX + "Load weight end. ", "quant=", n)
+    ),
+    _line("KV cache, long tail", lambda n: _fill(PREFIX + "KV Cache is allocated. ", "K size", n)),
+    _line("summary, many pairs", lambda n: _fill(PREFIX + "max_total_num_tokens=1, ", "a=1, ", n)),
+    _line("server_args, many pairs", lambda n: _fill("server_args=ServerArgs(", "a_b=1, ", n, ")")),
+    _line("server_args, nesting", lambda n: _fill("server_args=ServerArgs(a=", "[(", n)),
+    _line("server_args, escapes", lambda n: _fill("server_args=ServerArgs(a='", "\\'", n, "')")),
+    _line(
+        "failure, repeated needle",
+        lambda n: _fill(
+            "RuntimeError: Not enough memory. Please try to increase ", "minimum viable = ", n
+        ),
+    ),
+    _line("escape sequences", lambda n: _fill(PREFIX + "Decode batch. ", "\x1b[2J", n)),
+    _line("nested prefixes", lambda n: _fill("", PREFIX, n, "Decode batch. #token: 1")),
+    _line("tqdm redraws", lambda n: _fill("", "\rCapturing batches (bs=1 avail_mem=1.0 GB)", n)),
+    _line("access log (not an event)", lambda n: _fill('INFO: 127.0.0.1 - "GET /', "x", n)),
+]
+
+BODY_CASES = [
+    _metrics("/metrics, a real scrape repeated", lambda n: _SCRAPE * max(1, n // len(_SCRAPE))),
+    _metrics(
+        "/metrics, one series, many labels",
+        lambda n: _fill(_SERIES + "{", 'tp_rank="0",', n, 'z="\\\\"} 0.5\n'),
+    ),
+    _metrics("/metrics, unterminated labels", lambda n: _fill(_SERIES + "{", 'a="b', n, "\n")),
+    _metrics(
+        "/metrics, escaped label value", lambda n: _fill(_SERIES + '{a="', '\\"', n, '"} 1\n')
+    ),
+    _metrics(
+        "/metrics, many ranks",
+        lambda n: "".join(f'{_SERIES}{{tp_rank="{i}"}} 0.5\n' for i in range(max(1, n // 36))),
+    ),
+    _info("/server_info, many DP states", _states),
+    _info("/server_info, long strings", lambda n: {"version": "x" * (n // 2), "model_path": "y"}),
+]
+
+CASES = LINE_CASES + BODY_CASES
+
+
+def seconds_per_byte(case: Case, size: int, repeats: int = 3, min_batch_s: float = 0.01) -> float:
+    """The best of REPEATS timings (each at least MIN_BATCH_S of runs) divided by the size."""
+    data = case.build(size)
+    length = len(data)  # type: ignore[arg-type]
+    started = time.perf_counter()
+    case.run(data)
+    once = time.perf_counter() - started
+    runs = max(1, int(min_batch_s / max(once, 1e-7)))
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(runs):
+            case.run(data)
+        best = min(best, (time.perf_counter() - started) / runs)
+    return best / length
