@@ -276,11 +276,14 @@ class Session:
 
     async def _read_server_info(self, source: MetricsSource) -> None:
         info = await source.server_info()
-        if source is self.metrics_source:  # not a server --url was changed away from
-            self.latest_info = info.info
-            self.info_health = (
-                None if info.status == OK else SourceHealth("metrics", DEGRADED, info.problem)
-            )
+        if source is not self.metrics_source:  # a server --url was changed away from
+            return
+        self.latest_info = info.info
+        withheld = info.status == OFF and self.server_target().key_withheld
+        if info.status == OK or withheld:  # withheld: the snapshot's note says why and what to do
+            self.info_health = None
+        else:
+            self.info_health = SourceHealth("metrics", DEGRADED, info.problem)
 
     # -- snapshot -------------------------------------------------------------------------------
     def analysis(self) -> Analysis:
