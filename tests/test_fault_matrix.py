@@ -439,7 +439,7 @@ def pool_171k(text: str, snap: Snapshot | None) -> bool:
 def info_broken(body: object) -> Step:
     def step(host: FaultHost) -> None:
         host.server.server_info_override = body
-        host.session_ref.latest_info = None  # as after a server restart: read again
+        host.session_ref.forget_server_info()  # as after a server restart: read again
 
     return step
 
@@ -456,7 +456,7 @@ def info_requests(host: FaultHost) -> int:
 def info_key_refused(host: FaultHost) -> None:
     """SGLang's middleware with another key: /metrics passes, /server_info answers 401."""
     host.server.switches.api_key = "another-key-than-kvtops"
-    host.session_ref.latest_info = None  # as after a server restart: read again
+    host.session_ref.forget_server_info()  # as after a server restart: read again
     host.info_asked = (info_requests(host), time.monotonic())
 
 
@@ -473,7 +473,7 @@ def info_key_accepted(host: FaultHost) -> None:
 
 def info_hangs(host: FaultHost) -> None:
     host.server.switches.delay_by_path = {"/server_info": 30.0}
-    host.session_ref.latest_info = None
+    host.session_ref.forget_server_info()
 
 
 def info_answers(host: FaultHost) -> None:

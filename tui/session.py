@@ -163,6 +163,7 @@ class Session:
     # A /server_info failure while /metrics is fine; read in a task of its own (_info_task).
     info_health: SourceHealth | None = None
     _info_task: asyncio.Task[None] | None = None
+    _info_generation: int = 0  # bumped by forget_server_info: a fetch in flight is for before
     latest_nvml: NvmlReading | None = None
     _pid_cache: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
     _info_for_restarts: int = 0
@@ -266,18 +267,25 @@ class Session:
         # server_info once per server start: when missing, or when the log shows a new start.
         restarts = self.tracker.current.restarts
         if restarts != self._info_for_restarts:
-            self.latest_info, self._info_for_restarts = None, restarts
+            self._info_for_restarts = restarts
+            self.forget_server_info()
         if reading.status == OK and self.latest_info is None and source.server_info_due():
             # In a task of its own: a hung /server_info must not hold up the next scrape.
             if self._info_task is None or self._info_task.done():
-                self._info_task = asyncio.create_task(self._read_server_info(source))
+                read = self._read_server_info(source, self._info_generation)
+                self._info_task = asyncio.create_task(read)
             if wait_info:
                 await self._info_task
 
-    async def _read_server_info(self, source: MetricsSource) -> None:
+    def forget_server_info(self) -> None:
+        """Read /server_info again (the server started anew); a fetch in flight is discarded."""
+        self.latest_info = None
+        self._info_generation += 1
+
+    async def _read_server_info(self, source: MetricsSource, generation: int) -> None:
         info = await source.server_info()
-        if source is not self.metrics_source:  # a server --url was changed away from
-            return
+        if source is not self.metrics_source or generation != self._info_generation:
+            return  # for a server --url was changed away from, or from before a restart
         self.latest_info = info.info
         withheld = info.status == OFF and self.server_target().key_withheld
         if info.status == OK or withheld:  # withheld: the snapshot's note says why and what to do
