@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from sglang_http import Deployment, build_exposition, build_server_info
 
 from tui.sglang.log_line import parse_line
+from tui.sources.log_stream import LineSplitter
 from tui.sources.metrics import parse_metrics_body, parse_server_info_body
 
 PREFIX = "[2026-01-10 10:00:00 TP0] "
@@ -49,6 +50,21 @@ def _metrics(name: str, build: Callable[[int], str]) -> Case:
 
 def _info(name: str, build: Callable[[int], object]) -> Case:
     return Case(name, "body", lambda n: json.dumps(build(n)).encode(), parse_server_info_body)  # type: ignore[arg-type]
+
+
+def _split_in_reads(data: bytes, read_bytes: int = 8 << 10) -> list[str]:
+    """The follower's line splitter fed DATA as reads of READ_BYTES (a slow writer's line)."""
+    splitter = LineSplitter()
+    lines = [
+        line
+        for i in range(0, len(data), read_bytes)
+        for line in splitter.feed(data[i : i + read_bytes])
+    ]
+    return lines + splitter.flush()
+
+
+def _stream(name: str, build: Callable[[int], bytes]) -> Case:
+    return Case(name, "body", build, _split_in_reads)  # type: ignore[arg-type]
 
 
 _SCRAPE = build_exposition(Deployment(version="0.5.12"))
@@ -104,6 +120,8 @@ BODY_CASES = [
     ),
     _info("/server_info, many DP states", _states),
     _info("/server_info, long strings", lambda n: {"version": "x" * (n // 2), "model_path": "y"}),
+    _stream("log stream, one long line in 8 KiB reads", lambda n: b"x" * n + b"\n"),
+    _stream("log stream, bare CR every read", lambda n: (b"y" * 8191 + b"\r") * max(1, n >> 13)),
 ]
 
 CASES = LINE_CASES + BODY_CASES
