@@ -92,8 +92,11 @@ def test_credentials_refused_and_not_echoed(url: str) -> None:
         assert "--api-key-file" in problem
 
 
-def _kvtop(*args: str) -> subprocess.CompletedProcess[str]:
+def _kvtop(*args: str, api_key: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The real command; SGLANG_API_KEY is API_KEY when given, else unset."""
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_API_KEY"}
+    if api_key is not None:
+        env["SGLANG_API_KEY"] = api_key
     return subprocess.run(
         [sys.executable, "-m", "tui", *args],
         capture_output=True,
@@ -280,15 +283,7 @@ def test_the_key_reaches_a_loopback_server(tmp_path: Path, where: str) -> None:
         elif where == "default":  # nothing may be contacted: 30000 is not the test's server
             log.write_text(log.read_text().replace(f"port={port}", "port=None"))
             args.append("--no-metrics")
-        env = {**os.environ, "SGLANG_API_KEY": API_KEY}
-        done = subprocess.run(
-            [sys.executable, "-m", "tui", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-            cwd=ROOT,
-        )
+        done = _kvtop(*args, api_key=API_KEY)
         assert done.returncode == 0, done.stderr
         data = json.loads(done.stdout)
         if where == "default":
