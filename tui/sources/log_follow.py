@@ -132,6 +132,7 @@ class LogFollower:
     async def _stream_items(self, queue: asyncio.Queue[Item]) -> list[Item]:
         """What the stream's thread has handed over: on the beat, everything since the last
         tick; without a lane, as soon as there is something (or nothing, once closed)."""
+        items: list[Item] = []
         if self.lane is not None:
             await self.lane.next()
         else:
@@ -142,8 +143,9 @@ class LogFollower:
             if not get.done():
                 get.cancel()
                 return []
-            queue.put_nowait(get.result())  # back in line: taken in order below (room: 1 taken)
-        items: list[Item] = []
+            # The first item, then what came after it: putting it back in the queue would put
+            # it behind what the thread handed over meanwhile.
+            items.append(get.result())
         while not queue.empty():
             items.append(queue.get_nowait())
         return items
