@@ -20,6 +20,7 @@ from tui.sources.journal_files import (
     damaged_files,
     damaged_sentence,
     gone_roots,
+    journal_files,
     journal_roots,
     removed_sentence,
 )
@@ -113,24 +114,11 @@ def unreadable_journal_files(directory: str | None) -> bool:
     read (a user's own journal), so "no entries" has to be told apart from "not allowed".
     """
     roots = [directory] if directory else list(DEFAULT_JOURNAL_DIRS)
-    stack = [(root, 0) for root in roots]
-    while stack:
-        path, depth = stack.pop()
-        try:
-            entries = list(os.scandir(path))
-        except FileNotFoundError:
-            continue
-        except PermissionError:
+    denied: list[str] = []
+    for path in journal_files(roots, denied):
+        if denied or not os.access(path, os.R_OK):
             return True
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name.endswith((".journal", ".journal~")):
-                if not os.access(entry.path, os.R_OK):
-                    return True
-            elif depth < 1 and entry.is_dir(follow_symlinks=False):
-                stack.append((entry.path, depth + 1))  # the machine-id folder
-    return False
+    return bool(denied)
 
 
 def _text(value: Any) -> str | None:

@@ -26,13 +26,18 @@ def journal_roots(directory: str | None) -> list[str]:
     return [d for d in DEFAULT_JOURNAL_DIRS if os.path.isdir(d)]
 
 
-def journal_files(roots: list[str]) -> Iterator[str]:
-    """Every .journal file in ROOTS and their machine-id folders (unreadable folders skipped)."""
+def journal_files(roots: list[str], denied: list[str] | None = None) -> Iterator[str]:
+    """Every .journal file in ROOTS and their machine-id folders. A folder that cannot be
+    listed is skipped; one refused for want of rights is added to DENIED when given."""
     stack = [(root, 0) for root in roots]
     while stack:
         path, depth = stack.pop()
         try:
             entries = list(os.scandir(path))
+        except PermissionError:
+            if denied is not None:
+                denied.append(path)
+            continue
         except OSError:
             continue
         for entry in entries:
