@@ -287,18 +287,25 @@ def _keys_escape_and_quit(tmux: Tmux, name: str, pid: int) -> None:
     assert not alive(pid), "kvtop did not exit after q (input thread never woke to leave?)"
 
 
+def _input_wakes_in_2s(tmux: Tmux, name: str, command: str, pid_file: Path) -> tuple[int, int]:
+    """Start COMMAND in session NAME; once its rows are drawn, how often its input thread woke
+    in 2 s with nobody typing. Returns (pid, wake-ups)."""
+    tmux.new_session(name, command)
+    pid = int(wait_for_file(pid_file, "kvtop's pid"))
+    tmux.wait_for(name, "eight GPU rows", eight_rows)
+    tid = _input_thread(pid)
+    before = _thread_waits(pid)[tid][1]
+    time.sleep(2.0)
+    return pid, _thread_waits(pid)[tid][1] - before
+
+
 @pytest.mark.slow  # watches the input thread for 2 s
 def test_input_thread_sleeps_while_nobody_types(tmux: Tmux, tmp_path: Path) -> None:
     """Textual's stock input thread wakes 10 times a second; kvtop's (tui/quiet_driver.py)
     blocks until a key comes, and keys, a lone Escape and quitting still work."""
     pid_file = tmp_path / "pid"
-    tmux.new_session("quiet", kvtop_command(*DEMO, pid_file=pid_file))
-    pid = int(wait_for_file(pid_file, "kvtop's pid"))
-    tmux.wait_for("quiet", "eight GPU rows", eight_rows)
-    tid = _input_thread(pid)
-    before = _thread_waits(pid)[tid][1]
-    time.sleep(2.0)
-    woke = _thread_waits(pid)[tid][1] - before
+    command = kvtop_command(*DEMO, pid_file=pid_file)
+    pid, woke = _input_wakes_in_2s(tmux, "quiet", command, pid_file)
     assert woke <= 2, f"the input thread woke {woke} times in 2 s with nobody typing"
     _keys_escape_and_quit(tmux, "quiet", pid)
 
@@ -329,12 +336,6 @@ def test_stock_driver_fallback_runs_kvtop(why: str, tmux: Tmux, tmp_path: Path) 
         )
     else:
         command = kvtop_command(*DEMO, pid_file=pid_file, env={"KVTOP_STOCK_DRIVER": "1"})
-    tmux.new_session("stock", command)
-    pid = int(wait_for_file(pid_file, "kvtop's pid"))
-    tmux.wait_for("stock", "eight GPU rows", eight_rows)
-    tid = _input_thread(pid)
-    before = _thread_waits(pid)[tid][1]
-    time.sleep(2.0)
-    woke = _thread_waits(pid)[tid][1] - before
+    pid, woke = _input_wakes_in_2s(tmux, "stock", command, pid_file)
     assert woke >= 10, f"the input thread woke {woke} times in 2 s: not the stock driver's"
     _keys_escape_and_quit(tmux, "stock", pid)
