@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from tui.demo.scenario import LOG_NAME, DemoScenario
+from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
 from tui.model.analysis import Analysis, analyse
 from tui.model.deployment import (
     DEGRADED,
@@ -75,6 +76,8 @@ class Options:
     sglang_version: str | None = None
     what_if: tuple[float, ...] = ()
     request_len: int | None = None
+    # Where values turn warning / critical (tui/model/alerts.py; the config file sets them).
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
     # The server's CUDA_VISIBLE_DEVICES, for placing ranks by order (kvtop's own by default).
     cuda_visible_devices: str | None = field(
         default_factory=lambda: os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
 from tui.model.deployment import GpuView, Snapshot, SourceHealth
 from tui.model.formula import format_version
 from tui.model.history import History
@@ -54,6 +55,8 @@ class ViewState:
     # the rank the formula opens on. None: the first GPU.
     selected_gpu: int | None = None
     status: StatusFacts | None = None  # kept current by the app at every change
+    # Where values turn warning / critical (tui/model/alerts.py; the config file sets them).
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
 
     @property
     def compact_now(self) -> bool:

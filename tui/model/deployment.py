@@ -13,6 +13,7 @@ from tui.model.gpu_memory import (
     reconcile,
 )
 from tui.model.gpu_reading import GpuSample, NvmlReading
+from tui.model.identity import Mismatch
 from tui.model.memory import MemoryBreakdown
 from tui.model.server_target import ServerTarget
 from tui.sglang.metrics import MetricsSample, ServerInfo
@@ -29,6 +30,8 @@ class SourceHealth:
     name: str
     state: str
     detail: str | None = None
+    # Seconds since this source's last good reading (None: none yet, or not tracked).
+    age_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,8 @@ class Snapshot:
     notes: tuple[str, ...] = ()
     driver_version: str | None = None
     server: ServerTarget | None = None  # the server scraped (None in the demo)
+    # Facts on which the log and /server_info or /metrics disagree (tui/model/identity.py).
+    mismatches: tuple[Mismatch, ...] = ()
 
     @property
     def host_kv_total_gb(self) -> float | None:

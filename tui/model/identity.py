@@ -1,0 +1,19 @@
+"""Is every source about the same server? What the log, /server_info and /metrics say it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """One fact about the server on which the log and a server source disagree.
+
+    `source` is "metrics" or "server_info"; `log` and `server` are the two values as read
+    (str, int or float; JSON `mismatches`).
+    """
+
+    field: str
+    log: object
+    server: object
+    source: str
