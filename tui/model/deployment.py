@@ -76,6 +76,14 @@ class Snapshot:
     mismatches: tuple[Mismatch, ...] = ()
 
     @property
+    def trusted_metrics(self) -> MetricsSample | None:
+        """The scrape, unless it is about another server than the log (then the log's own
+        numbers stand in, labelled: tui/model/kv_usage.py)."""
+        if any(m.source == "metrics" for m in self.mismatches):
+            return None
+        return self.metrics
+
+    @property
     def host_kv_total_gb(self) -> float | None:
         sizes = [r.host_kv_gb for r in self.analysis.ranks if r.host_kv_gb is not None]
         return round(sum(sizes), 2) if sizes else None

@@ -116,7 +116,7 @@ def load_from_batch(batch: BatchStats) -> Load:
 
 def _reading(snapshot: Snapshot) -> _Reading:
     """Metrics when scraped, else the latest batch line of the log (SGLang logs the same numbers)."""
-    metrics = snapshot.metrics
+    metrics = snapshot.trusted_metrics
     if metrics is not None:
         return _Reading(
             used_tokens=metrics.used_tokens,
@@ -131,17 +131,18 @@ def _reading(snapshot: Snapshot) -> _Reading:
         return _Reading()
     # The batch line of the lowest rank: every rank of a TP group logs the same numbers.
     batch = batches[min(batches)]
+    other = " (metrics are from another server)" if snapshot.metrics is not None else ""
     return _Reading(
         used_tokens=batch.tokens,
         token_usage=batch.token_usage,
         load=load_from_batch(batch),
-        source=f"log: {batch.kind} batch at {batch.prefix.time_text or '?'}",
+        source=f"log: {batch.kind} batch at {batch.prefix.time_text or '?'}{other}",
     )
 
 
 def _max_tokens(snapshot: Snapshot) -> int | None:
     """The pool size: from metrics, else the summary line, else the first rank's KV line."""
-    metrics, analysis = snapshot.metrics, snapshot.analysis
+    metrics, analysis = snapshot.trusted_metrics, snapshot.analysis
     if metrics is not None and metrics.max_total_num_tokens is not None:
         return metrics.max_total_num_tokens
     summary = analysis.startup.summary
@@ -153,7 +154,7 @@ def _max_tokens(snapshot: Snapshot) -> int | None:
 def _context_len(snapshot: Snapshot) -> int | None:
     """The model's context length: from metrics, else the summary line, else server_args."""
     startup = snapshot.analysis.startup
-    metrics, summary, args = snapshot.metrics, startup.summary, startup.server_args
+    metrics, summary, args = snapshot.trusted_metrics, startup.summary, startup.server_args
     for context in (
         metrics.context_len if metrics else None,
         summary.context_len if summary else None,
