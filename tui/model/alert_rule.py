@@ -35,7 +35,8 @@ _MAX_DETAIL = 200  # characters of a source's or a failure's own words quoted in
 def floor_1(value: float) -> str:
     """One decimal, rounded down: 99.97 % reads 99.9 %, never 100 %, and a value under a
     threshold never reads as the threshold."""
-    return f"{math.floor(value * 10) / 10:.1f}"
+    # round() first: 87.9 * 10 is 878.999..., which must not read 87.8.
+    return f"{math.floor(round(value * 10, 6)) / 10:.1f}"
 
 
 def _number(value: float) -> str:
@@ -65,9 +66,11 @@ def asked_off(source: SourceHealth) -> bool:
 
 
 def log_known(snapshot: Snapshot) -> bool:
-    """The log says anything about a server start (its arguments or a rank's lines)."""
+    """The log says anything about a server start (its arguments or a rank's lines; arguments
+    from /server_info alone are not the log's)."""
     startup = snapshot.analysis.startup
-    return startup.has_rank_lines or startup.server_args is not None
+    logged_args = startup.server_args is not None and snapshot.analysis.lines_seen > 0
+    return startup.has_rank_lines or logged_args
 
 
 def anything_read(snapshot: Snapshot) -> bool:
