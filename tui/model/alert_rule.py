@@ -172,9 +172,13 @@ def _kv_alerts(snapshot: Snapshot, t: Thresholds, queued_for_s: float | None) ->
         where = "" if kv.source == "metrics" else f"; from the {kv.source}"
         text = f"KV cache {floor_1(pct)} % full ({tokens}{level} from {_number(bound)} %{where})"
         found.append(Alert(level, "kv_usage", text, "KV cache"))
+    return found + _queue_alerts(kv.load.queued_requests, t, queued_for_s)
+
+
+def _queue_alerts(queued: int | None, t: Thresholds, queued_for_s: float | None) -> list[Alert]:
+    found = []
     level = alerts.queue_level(queued_for_s, t)
     if queued_for_s is not None and level != OK:
-        queued = kv.load.queued_requests
         count = f"{queued:,} requests" if queued is not None else "requests"
         bound = t.queue_critical_s if level == CRITICAL else t.queue_warning_s
         text = (
