@@ -17,6 +17,7 @@ from tui.model.alert_rule import (
     evaluate,
     floor_1,
     level_of,
+    levels_by_subject,
     queue_since,
 )
 from tui.model.alerts import CRITICAL, DEFAULT_THRESHOLDS, OK, WARNING, Thresholds, glyph
@@ -195,6 +196,9 @@ def test_queue_counts_only_with_its_duration(ready: Snapshot) -> None:
 def test_critical_comes_first(ready: Snapshot) -> None:
     many = with_gpu(with_gpu(ready, 1, temperature_c=85), 6, status="lost")
     assert kinds(many) == [(CRITICAL, "gpu_lost"), (WARNING, "temperature")]
+    hot_and_low = with_gpu(many, 1, free_gib=1.0)
+    assert levels_by_subject(evaluate(hot_and_low)) == {"GPU 6": CRITICAL, "GPU 1": WARNING}
+    assert level_of(evaluate(hot_and_low)) == CRITICAL
     assert glyph(WARNING) == "▲" and glyph(CRITICAL) == "✖" and glyph(OK) == ""
 
 

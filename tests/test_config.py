@@ -249,6 +249,6 @@ async def test_the_live_app_takes_the_theme_and_thresholds() -> None:
     )
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, "the first snapshot on screen", lambda: app.state.snapshot is not None)
-        assert app.theme == "nord"
+        assert app.theme == "nord" and app.current_theme.name == "nord"
         assert app.state.thresholds is thresholds
     assert make_app(still_snapshot()).theme == "textual-dark"  # no theme given: Textual's own

@@ -281,3 +281,11 @@ def evaluate(
 def level_of(found: tuple[Alert, ...] | list[Alert]) -> str:
     """The worst level among the alerts (ok when none)."""
     return alerts.worst(a.level for a in found)
+
+
+def levels_by_subject(found: tuple[Alert, ...] | list[Alert]) -> dict[str, str]:
+    """The worst level per subject ("GPU 3" -> critical): what a row or a panel is coloured by."""
+    levels: dict[str, str] = {}
+    for alert in found:
+        levels[alert.subject] = alerts.worst((levels.get(alert.subject, OK), alert.level))
+    return levels
