@@ -46,6 +46,8 @@ LAYERS = (
         (*PURE, "tui.sources", "tui.demo", "tui.server_url"),
         NO_UI,
     ),
+    # The config file: pure reading; Textual only to check a theme's name.
+    Layer("config file", ("tui.config",), (*PURE, "tui.server_url"), ("rich",)),
     Layer("widgets", ("tui.widgets",), (*PURE, "tui.view_state", "tui.widgets")),
     # Screens import the interface to the app (tui.screens.base), never the app or each other.
     Layer(

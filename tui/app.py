@@ -20,6 +20,7 @@ from textual.driver import Driver
 from textual.screen import Screen
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
+from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
 from tui.model.deployment import Snapshot
 from tui.screens.base import OpenGpuDetail, RequestLength, SelectGpu, ShowsState
 from tui.screens.overview import OverviewScreen
@@ -74,8 +75,12 @@ class KvtopApp(App[int]):
         compact: bool | None = None,
         clock: Callable[[], float] = time.time,
         host_name: str | None = None,
+        theme: str | None = None,
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
     ) -> None:
         super().__init__()
+        if theme is not None:  # the config file's, checked against Textual's names (tui/config.py)
+            self.theme = theme
         self.feed = feed
         self.clock = clock  # for uptimes; tests fix it
         self.state = ViewState(
@@ -85,6 +90,7 @@ class KvtopApp(App[int]):
             request_len=request_len,
             compact=compact,
             host_name=host_name or socket.gethostname(),
+            thresholds=thresholds,
         )
         self._feed: Worker[None] | None = None
 

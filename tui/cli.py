@@ -35,6 +35,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--json", action="store_true", help="with --once: print JSON (schema kvtop/1)"
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="print one monitoring-plugin status line (KVTOP OK|WARNING|CRITICAL|UNKNOWN) and "
+        "exit 0, 1, 2 or 3 (Nagios, Icinga, cron; see docs/alerts.md)",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="config file (default: $XDG_CONFIG_HOME/kvtop/config.toml, if there is one); "
+        "flags override it",
+    )
     parser.add_argument("--log-file", metavar="PATH", help="SGLang log to read ('-' for stdin)")
     parser.add_argument(
         "--demo",
@@ -76,8 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval",
         metavar="SECONDS",
         type=float,
-        default=1.0,
-        help="refresh period of the live view (default 1 s)",
+        help="refresh period of the live view (default 1 s, or the config file's interval)",
     )
     parser.add_argument("--no-gpus", action="store_true", help="do not read GPUs through NVML")
     parser.add_argument(
@@ -135,6 +146,7 @@ def _options(args: argparse.Namespace, api_key: str | None):
         request_len=args.request_len,
         interval_s=args.interval,
         demo_speed=args.demo_speed,
+        thresholds=args.thresholds,
     )
 
 
@@ -180,18 +192,17 @@ def run_live(args: argparse.Namespace) -> int:
         demo=options.demo,
         request_len=args.request_len,
         compact=True if args.compact else None,
+        theme=args.theme,
+        thresholds=args.thresholds,
     )
     result = app.run()
     return result if isinstance(result, int) else EXIT_OK
 
 
-def run_once(args: argparse.Namespace) -> int:
+def _collect(args: argparse.Namespace, api_key: str | None):  # type: ignore[no-untyped-def]
+    """One Snapshot from every source asked for (the log read whole, one poll, one scrape)."""
     from tui.session import Session
-    from tui.sources.log_text import LogUnreadable
 
-    ok, api_key = _api_key(args)
-    if not ok:
-        return EXIT_UNREADABLE
     session = Session(_options(args, api_key))
 
     async def collect():  # type: ignore[no-untyped-def]
@@ -200,9 +211,18 @@ def run_once(args: argparse.Namespace) -> int:
         finally:
             await session.close()
 
+    with _stop_on_signals():
+        return asyncio.run(collect())
+
+
+def run_once(args: argparse.Namespace) -> int:
+    from tui.sources.log_text import LogUnreadable
+
+    ok, api_key = _api_key(args)
+    if not ok:
+        return EXIT_UNREADABLE
     try:
-        with _stop_on_signals():
-            snapshot = asyncio.run(collect())
+        snapshot = _collect(args, api_key)
     except LogUnreadable as exc:
         print(f"kvtop: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -363,13 +383,105 @@ def _main_once(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         return EXIT_UNREADABLE
 
 
+def _apply_config(args: argparse.Namespace) -> None:
+    """The config file's settings where no flag gave them (flags override the file). The log
+    to read is one choice: --log-file, --unit or --demo on the command line replaces the
+    file's unit. Raises ConfigError."""
+    from tui.config import load_config
+
+    config = load_config(args.config)
+    if not (args.log_file or args.unit or args.demo):
+        args.unit = config.unit
+    if args.url is None:
+        args.url = config.url
+    if args.interval is None:
+        args.interval = config.interval_s if config.interval_s is not None else 1.0
+    args.theme, args.thresholds = config.theme, config.thresholds
+
+
+def _config_problem(args: argparse.Namespace) -> tuple[int, str] | None:
+    """The config file applied to `args`, or (exit status, sentence) when it is bad."""
+    from tui.config import ConfigError
+
+    try:
+        _apply_config(args)
+    except ConfigError as exc:
+        return (EXIT_UNREADABLE if exc.unreadable else EXIT_USAGE), str(exc)
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        if exc.code and "--check" in words:  # a plugin says UNKNOWN, whatever went wrong
+            from tui.report.check import unknown
+
+            return _print_check(unknown("the command line is not valid (see kvtop --help)"))
         return int(exc.code or 0)
+    if args.check:
+        return _main_check(args)
+    bad_config = _config_problem(args)
+    if bad_config is not None:
+        print(f"kvtop: {bad_config[1]}", file=sys.stderr)
+        return bad_config[0]
     problem = _option_problem(args)
     if problem is not None:
         return _usage_error(parser, problem)
     return _main_once(parser, args) if args.once else _main_live(parser, args)
+
+
+# -- kvtop --check --------------------------------------------------------------------------------
+def _print_check(result) -> int:  # type: ignore[no-untyped-def]
+    """The plugin's one line on stdout; its exit status is the result's."""
+    with contextlib.suppress(OSError, ValueError):
+        print(result.line, flush=True)
+    return int(result.exit_code)
+
+
+def _check_problem(args: argparse.Namespace) -> str | None:
+    """Why --check cannot run with these options and config file (None: it can)."""
+    if args.once or args.json:
+        return "--check prints its own status line: leave out --once and --json"
+    bad_config = _config_problem(args)
+    if bad_config is not None:
+        return f"config file: {bad_config[1]}"
+    problem = _option_problem(args)
+    if problem is None and not (args.log_file or args.demo or args.unit or args.url):
+        problem = (
+            "--check needs --log-file PATH, --unit NAME, --url URL or --demo "
+            "(or url / unit in the config file)"
+        )
+    return problem
+
+
+def _main_check(args: argparse.Namespace) -> int:
+    """`kvtop --check`: every way it can fail ends as UNKNOWN (3) with one line, as monitoring
+    plugins must; otherwise OK (0), WARNING (1) or CRITICAL (2) by the alert rule."""
+    from tui.report.check import check, unknown
+
+    problem = _check_problem(args)
+    if problem is not None:
+        return _print_check(unknown(problem))
+    from tui.sources.log_text import LogUnreadable
+    from tui.sources.metrics import ApiKeyError
+
+    try:
+        from tui.session import api_key_from
+
+        snapshot = _collect(args, api_key_from(args.api_key_file))
+        result = check(snapshot, args.thresholds)
+    except (LogUnreadable, ApiKeyError) as exc:
+        result = unknown(str(exc))
+    except KeyboardInterrupt:
+        result = unknown("interrupted before the check was done")
+    except Exception as exc:
+        if os.environ.get("KVTOP_DEBUG"):
+            raise
+        result = unknown(
+            f"kvtop stopped on an unexpected error ({type(exc).__name__}); please report it "
+            "with the command you ran (KVTOP_DEBUG=1 shows the traceback)"
+        )
+    return _print_check(result)

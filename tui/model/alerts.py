@@ -83,3 +83,41 @@ def free_after_startup_level(free_gib: float | None, t: Thresholds = DEFAULT_THR
     if free_gib is None or free_gib != free_gib:
         return OK
     return WARNING if free_gib < t.safe_margin_gib else OK
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One thing an operator should look at: its level, what kind of problem, one sentence, and
+    what it is about ("GPU 3", "KV cache", "server"). Made by tui/model/alert_rule.py."""
+
+    level: str  # WARNING or CRITICAL
+    kind: str  # one of the KINDS below
+    text: str
+    subject: str
+
+
+# Alert kinds, worst first within a level (the order --check names them in).
+KINDS = (
+    "startup_failed",
+    "server_down",
+    "gpu_lost",
+    "kv_usage",
+    "mismatch",
+    "source_down",
+    "headroom",
+    "startup_slow",
+    "queue",
+    "temperature",
+    "power",
+)
+
+
+def alert_order(alert: Alert) -> tuple[int, int]:
+    """Sort key: critical before warning, then by kind as in KINDS."""
+    kind = KINDS.index(alert.kind) if alert.kind in KINDS else len(KINDS)
+    return (-_ORDER[alert.level], kind)
+
+
+def glyph(level: str) -> str:
+    """▲ for a warning, ✖ for critical, nothing when ok."""
+    return GLYPHS.get(level, "")

@@ -1,0 +1,120 @@
+"""`kvtop --check`: one Snapshot judged by the alert rule, as a monitoring plugin says it.
+
+One line, `KVTOP <STATE> - <what> | <performance data>`, and the exit status the Nagios,
+Icinga, Zabbix and Sensu plugin convention reads: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
+(docs/alerts.md, README "kvtop --check").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from tui.model.alert_rule import anything_read, evaluate, floor_1, log_known, unread_sources
+from tui.model.alerts import CRITICAL, OK, WARNING, Alert, Thresholds
+from tui.model.deployment import Snapshot
+from tui.model.kv_usage import kv_usage
+from tui.model.server_status import server_status
+from tui.sglang.startup import READY
+
+EXIT_CHECK = {OK: 0, WARNING: 1, CRITICAL: 2}
+EXIT_UNKNOWN = 3
+STATE_WORD = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL"}
+NAMED_AT_MOST = 3  # alerts named on the status line; the rest are counted
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    exit_code: int
+    line: str  # the one line a plugin prints
+
+
+def _plain(text: str) -> str:
+    """`|` starts the performance data: none may appear before it."""
+    return " ".join(text.replace("|", "/").split())
+
+
+def unknown(reason: str) -> CheckResult:
+    """UNKNOWN with a reason: nothing could be judged (no source, bad options, a bad file)."""
+    return CheckResult(EXIT_UNKNOWN, f"KVTOP UNKNOWN - {_plain(reason)}")
+
+
+def _gib(value: float) -> str:
+    return f"{value:.2f}GB"  # GiB: the plugin guidelines name no binary unit (docs/alerts.md)
+
+
+def headroom_gib(snapshot: Snapshot) -> float | None:
+    """What stays free after startup: the least free memory on a GPU of the server's (read
+    now), else what the log says stayed free on its reference rank. None before ready."""
+    if snapshot.analysis.startup.state != READY:
+        return None
+    free = [g.sample.free_gib for g in snapshot.gpus if g.ranks and g.sample.status == "ok"]
+    if free:
+        return min(free)
+    explanation = snapshot.analysis.explanation
+    return explanation.free_after_startup_gib if explanation is not None else None
+
+
+def performance_data(snapshot: Snapshot, t: Thresholds) -> str:
+    """`'label'=value[UOM];[warn];[crit];[min];[max]`, space-separated; unknown values left out."""
+    kv = kv_usage(snapshot)
+    data = []
+    if kv.usage_pct is not None:
+        pct = f"{kv.usage_pct:.2f}"
+        data.append(f"kv_usage={pct}%;{t.kv_usage_warning_pct:g};{t.kv_usage_critical_pct:g};0;100")
+    if kv.used_tokens is not None:
+        data.append(f"kv_tokens_used={kv.used_tokens};;;0;{kv.max_tokens or ''}")
+    if kv.max_tokens is not None:
+        data.append(f"kv_tokens_max={kv.max_tokens};;;0;")
+    if kv.load.queued_requests is not None:
+        data.append(f"queued={kv.load.queued_requests};;;0;")
+    margin = f"{t.safe_margin_gib:g}:"  # a range: below it is a warning
+    for gpu in snapshot.gpus:
+        sample = gpu.sample
+        if sample.status == "ok":
+            free, total = _gib(sample.free_gib), f"{sample.total_gib:.2f}"
+            data.append(f"gpu{sample.index}_free={free};{margin};;0;{total}")
+    headroom = headroom_gib(snapshot)
+    if headroom is not None:
+        data.append(f"headroom={_gib(headroom)};{margin};;0;")
+    return " ".join(data)
+
+
+def _state_words(snapshot: Snapshot) -> str:
+    if log_known(snapshot):
+        startup = snapshot.analysis.startup
+        return server_status(startup, datetime.fromtimestamp(snapshot.taken_at)).text
+    if snapshot.metrics is not None:
+        return "server answers /metrics"
+    return "no server start in the log yet"
+
+
+def _ok_words(snapshot: Snapshot) -> str:
+    words = [_state_words(snapshot)]
+    kv = kv_usage(snapshot)
+    if kv.usage_pct is not None:
+        words.append(f"KV cache {floor_1(kv.usage_pct)} % full")
+    if snapshot.gpus:
+        count = len(snapshot.gpus)
+        words.append(f"{count} GPU{'s' if count != 1 else ''} fine")
+    return ", ".join(words)
+
+
+def _named(found: tuple[Alert, ...], level: str) -> str:
+    """The alerts at the worst level (up to NAMED_AT_MOST), then how many more there are."""
+    top = [a for a in found if a.level == level]
+    words = "; ".join(a.text for a in top[:NAMED_AT_MOST])
+    rest = len(found) - min(len(top), NAMED_AT_MOST)
+    return words + (f"; and {rest} more" if rest else "")
+
+
+def check(snapshot: Snapshot, thresholds: Thresholds) -> CheckResult:
+    """The plugin's answer for this snapshot."""
+    if not anything_read(snapshot):
+        return unknown(f"no source could be read ({unread_sources(snapshot)})")
+    found = evaluate(snapshot, thresholds)
+    level = found[0].level if found else OK
+    words = _named(found, level) if found else _ok_words(snapshot)
+    line = f"KVTOP {STATE_WORD[level]} - {_plain(words)}"
+    perf = performance_data(snapshot, thresholds)
+    return CheckResult(EXIT_CHECK[level], f"{line} | {perf}" if perf else line)
