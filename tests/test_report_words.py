@@ -30,7 +30,7 @@ RETIRED = {
     "still free after startup": "free after startup",
     "stays free": "free after startup",
     "draft w ": "draft weights",
-    "hierarchical KV pools": HOST_KV,
+    "hierarchical KV pools": f"{HOST_KV} (HiCache)",
     "usage 0.": "KV usage NN%",
 }
 SPACED_PERCENT = re.compile(r"\d %")  # "17.9 %": percentages come from tui.fmt ("17.9%")
@@ -110,7 +110,7 @@ def test_story_terms_match_between_tables() -> None:
     assert f"{OTHER_STARTUP}: what startup took that no log line names" in text
     assert "log summary line: max_total_num_tokens 159,277" in text
     assert "free after startup 7.40 GiB" in text
-    assert f"{HOST_KV}: 44.77 GB per rank × 8 = 358.16 GB host RAM (decimal GB" in text
+    assert f"{HOST_KV} (HiCache): 44.77 GB per rank × 8 = 358.16 GB host RAM (decimal GB" in text
     assert "KV usage 30%" in text  # the batch line's 0.30 as the KV panel shows it
     assert "(+17.9%)" in text and "(−17.9%)" in text and "(±0.0%)" in text
 

@@ -32,7 +32,7 @@ OTHER_STARTUP_WORDS = (
     "allocated since, measured by NVML."
 )
 # The hierarchical cache's host pool, in decimal GB as SGLang logs it.
-HOST_KV = "host KV cache (HiCache)"
+HOST_KV = "host KV cache"
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,9 +308,9 @@ def _host_pool_step(
         tokens, round(cell.bytes), page, hicache_ratio=args.hicache_ratio, hicache_size_gb=size
     )
     how = (
-        f"--hicache-size {size:g} GB / {cell.bytes:,.0f} B"
+        f"HiCache: --hicache-size {size:g} GB / {cell.bytes:,.0f} B"
         if size
-        else f"{tokens:,} tokens × ratio {args.hicache_ratio or formula.DEFAULT_HICACHE_RATIO:g}"
+        else f"HiCache: {tokens:,} tokens × ratio {args.hicache_ratio or formula.DEFAULT_HICACHE_RATIO:g}"
     )
     result = f"{pool.gb:,.2f} GB per rank"
     if rank.host_kv_gb is not None:

@@ -165,7 +165,7 @@ def _kv_pool(report: Analysis) -> Text:
     hosts = [r.host_kv_gb for r in report.ranks if r.host_kv_gb is not None]
     if hosts:
         text += (
-            f"\n{HOST_KV}: {hosts[0]:.2f} GB per rank × {len(hosts)} = "
+            f"\n{HOST_KV} (HiCache): {hosts[0]:.2f} GB per rank × {len(hosts)} = "
             f"{sum(hosts):,.2f} GB host RAM (decimal GB, as SGLang logs it)"
         )
     return _text(text)
@@ -385,7 +385,7 @@ def render_snapshot(snapshot: Snapshot) -> Group:
         parts.append(
             _text(
                 f"host RAM: {host.used_gb:,.1f} / {host.total_gb:,.1f} GB used, "
-                f"{HOST_KV} {snapshot.host_kv_total_gb:,.2f} GB (from the log)"
+                f"{HOST_KV} (HiCache) {snapshot.host_kv_total_gb:,.2f} GB (from the log)"
             )
         )
     refused = _scrape_rejected(snapshot)
