@@ -98,3 +98,12 @@ def test_no_percentage_is_formatted_outside_fmt() -> None:
         if _OWN_PERCENT.search(line)
     ]
     assert found == [], "format percentages with tui.fmt.pct / fraction_pct / change_pct"
+
+
+def test_pct_never_reads_as_a_threshold_it_is_under() -> None:
+    """An alert's threshold is an edge too: 84.96 % under an 85 % warning is not "85.0%"."""
+    assert fmt.pct(84.96, 1, edges=(85,)) == "84.96%"
+    assert fmt.pct(84.999, 1, edges=(85,)) == ">84.99%"
+    assert fmt.pct(85.0, 1, edges=(85,)) == "85.0%"
+    assert fmt.pct(87.897, 1, edges=(85, 95)) == "87.9%"
+    assert fmt.pct(95.02, 1, edges=(95,)) == "95.02%"

@@ -1,9 +1,10 @@
 """Number formats shared by the report and the widgets: an em dash for unknown, never nan.
 
 Percentages and ratios follow one rounding rule everywhere: a value that is not exactly at an
-edge is never shown as the edge. 99.7 % is not "100%" (the pool is not full) and 0.2 % is not
-"0%" (something is in use): near an edge the number gets the decimals it needs, up to
-`EDGE_DIGITS`, and beyond that it reads ">99.9%" or "<0.1%".
+edge is never shown as the edge. 99.7 % is not "100%" (the pool is not full), 0.2 % is not
+"0%" (something is in use), and 84.96 % is not "85.0%" where 85 is the threshold it is compared
+with (pass it in `edges`): near an edge the number gets the decimals it needs, up to
+`EDGE_DIGITS` more, and beyond that it reads ">99.9%" or "<0.1%".
 """
 
 from __future__ import annotations
@@ -53,11 +54,12 @@ def _off_edge(value: float, digits: int, edges: tuple[float, ...]) -> str:
     return f">{edge - step:,.{digits + EDGE_DIGITS}f}"  # just below: ">99.9"
 
 
-def pct(value: float | None, digits: int = 0) -> str:
-    """A percentage (0–100 scale): 70%, 99.7% (never 100% below 100), 0.2% (never 0% above 0)."""
+def pct(value: float | None, digits: int = 0, edges: tuple[float, ...] = ()) -> str:
+    """A percentage (0–100 scale): 70%, 99.7% (never 100% below 100), 0.2% (never 0% above 0);
+    `edges`: thresholds the value is compared with, which it is likewise never shown as."""
     if not _known(value):
         return UNKNOWN
-    return _off_edge(value, digits, (0.0, 100.0)) + "%"
+    return _off_edge(value, digits, (0.0, 100.0, *edges)) + "%"
 
 
 def fraction_pct(value: float | None, digits: int = 0) -> str:
