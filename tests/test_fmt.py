@@ -106,4 +106,6 @@ def test_pct_never_reads_as_a_threshold_it_is_under() -> None:
     assert fmt.pct(84.999, 1, edges=(85,)) == ">84.99%"
     assert fmt.pct(85.0, 1, edges=(85,)) == "85.0%"
     assert fmt.pct(87.897, 1, edges=(85, 95)) == "87.9%"
-    assert fmt.pct(95.02, 1, edges=(95,)) == "95.02%"
+    # Over the threshold it has crossed, the threshold's own value is right: no extra digits.
+    assert fmt.pct(95.02, 1, edges=(95,)) == "95.0%"
+    assert fmt.pct(70.0003, 1, edges=(70,)) == "70.0%"

@@ -38,13 +38,18 @@ def count(value: float | None) -> str:
     return f"{round(value):,}"
 
 
-def _off_edge(value: float, digits: int, edges: tuple[float, ...]) -> str:
+def _off_edge(
+    value: float, digits: int, edges: tuple[float, ...], ceilings: tuple[float, ...] = ()
+) -> str:
     """`value` with `digits` decimals, or more (up to EDGE_DIGITS more) when rounding would
-    land it on an edge it is not on; past that, "<edge+step" / ">edge−step"."""
+    land it on an edge it is not on; past that, "<edge+step" / ">edge−step". A ceiling (an
+    alert threshold) is kept only from below: 70.0003 may read 70.0 against a 70 threshold
+    it has crossed, 69.9997 may not."""
     for extra in range(EDGE_DIGITS + 1):
         places = digits + extra
         shown = round(value, places)
         landed = [edge for edge in edges if shown == edge and value != edge]
+        landed += [edge for edge in ceilings if shown == edge and value < edge]
         if not landed:
             return f"{value:,.{places}f}"
     step = 10.0 ** -(digits + EDGE_DIGITS)
@@ -56,10 +61,10 @@ def _off_edge(value: float, digits: int, edges: tuple[float, ...]) -> str:
 
 def pct(value: float | None, digits: int = 0, edges: tuple[float, ...] = ()) -> str:
     """A percentage (0–100 scale): 70%, 99.7% (never 100% below 100), 0.2% (never 0% above 0);
-    `edges`: thresholds the value is compared with, which it is likewise never shown as."""
+    `edges`: thresholds the value is compared with, which a value under them never shows as."""
     if not _known(value):
         return UNKNOWN
-    return _off_edge(value, digits, (0.0, 100.0, *edges)) + "%"
+    return _off_edge(value, digits, (0.0, 100.0), edges) + "%"
 
 
 def fraction_pct(value: float | None, digits: int = 0) -> str:
