@@ -226,7 +226,7 @@ def _formula(report: Analysis) -> RenderableType:
                 change,
                 fmt.number(w.kv_pool_gib),
                 headroom,
-                fmt.number(w.requests_at_context),
+                fmt.ratio(w.requests_at_context),
             )
         parts.append(_titled("What if mem_fraction_static were…", table))
     if e.reverse:
