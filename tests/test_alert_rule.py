@@ -15,9 +15,9 @@ from tui.model.alert_rule import (
     anything_read,
     asked_off,
     evaluate,
-    floor_1,
     level_of,
     levels_by_subject,
+    pct_1,
     queue_since,
 )
 from tui.model.alerts import CRITICAL, DEFAULT_THRESHOLDS, OK, WARNING, Thresholds, glyph
@@ -58,11 +58,11 @@ def test_a_healthy_ready_server_has_no_alert(ready: Snapshot) -> None:
 
 
 def test_kv_usage_bands(ready: Snapshot) -> None:
-    # The still's pool is 70.0 % full.
+    # The still's pool is 70.0% full.
     assert kinds(ready, Thresholds(kv_usage_warning_pct=60)) == [(WARNING, "kv_usage")]
     critical = evaluate(ready, Thresholds(kv_usage_warning_pct=50, kv_usage_critical_pct=70))
     assert [(a.level, a.kind, a.subject) for a in critical] == [(CRITICAL, "kv_usage", "KV cache")]
-    assert "70.0 % full" in critical[0].text and "critical from 70 %" in critical[0].text
+    assert "70.0% full" in critical[0].text and "critical from 70%" in critical[0].text
     assert "111,494 of 159,277 tokens" in critical[0].text
 
 
@@ -85,10 +85,10 @@ def test_temperature_and_power(ready: Snapshot) -> None:
     assert kinds(hot) == [(WARNING, "temperature")]
     hotter = with_gpu(ready, 1, temperature_c=94)
     assert kinds(hotter) == [(CRITICAL, "temperature")]
-    # 599 W of 600: 99.8 %, critical from 98 %; shown rounded down, never as 100 %.
+    # 599 W of 600: 99.83 %, critical from 98 %; never shown as 100%.
     power = evaluate(with_gpu(ready, 2, power_w=599.0, power_limit_w=600.0))
     assert [(a.level, a.kind, a.subject) for a in power] == [(CRITICAL, "power", "GPU 2")]
-    assert "99.8 %" in power[0].text
+    assert "99.8%" in power[0].text
 
 
 def test_headroom_after_startup_under_the_safe_margin(ready: Snapshot) -> None:
@@ -203,7 +203,10 @@ def test_critical_comes_first(ready: Snapshot) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "shown"), [(99.97, "99.9"), (84.99, "84.9"), (95.0, "95.0"), (0.04, "0.0")]
+    ("value", "shown"),
+    [(99.97, "99.97%"), (84.99, "84.99%"), (95.0, "95.0%"), (0.04, "0.04%"), (87.897, "87.9%")],
 )
-def test_percentages_never_round_up(value: float, shown: str) -> None:
-    assert floor_1(value) == shown
+def test_percentages_never_read_as_an_edge_they_are_not_on(value: float, shown: str) -> None:
+    """tui.fmt's rule, as on every screen: never 100% below 100, never 0% above 0, and never
+    the threshold (85, 95) a value under it is compared with."""
+    assert pct_1(value, 85, 95) == shown

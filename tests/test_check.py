@@ -75,7 +75,7 @@ def test_ok_on_a_ready_log(home: Path) -> None:
     )
     assert code == 0
     # The log's latest batch line: token usage 0.30.
-    assert words.startswith("KVTOP OK - ready") and words.endswith("KV cache 30.0 % full")
+    assert words.startswith("KVTOP OK - ready") and words.endswith("KV cache 30.0% full")
     assert perf["kv_usage"] == "30.00%;85;95;0;100"
     assert perf["kv_tokens_used"] == f"48211;;;0;{POOL}"
     assert perf["kv_tokens_max"] == f"{POOL};;;0;"
@@ -86,18 +86,18 @@ def test_ok_from_a_loopback_server_with_low_usage(home: Path) -> None:
     with FakeSGLang() as server:  # 48,211 of 159,277 tokens
         code, words, perf = check("--url", server.url, "--no-gpus", config_home=home)
     assert code == 0, words
-    assert words == "KVTOP OK - server answers /metrics, KV cache 30.2 % full"
+    assert words == "KVTOP OK - server answers /metrics, KV cache 30.3% full"  # 30.27
     assert perf["kv_tokens_used"] == f"48211;;;0;{POOL}"
 
 
 # -- WARNING -----------------------------------------------------------------------------------
 def test_warning_when_kv_usage_is_over_the_warning_threshold(home: Path) -> None:
-    busy = Deployment(num_used_tokens=(140_000,))  # 87.897 %: 87.8 rounded down
+    busy = Deployment(num_used_tokens=(140_000,))  # 87.897 %
     with FakeSGLang(busy) as server:
         code, words, perf = check("--url", server.url, "--no-gpus", config_home=home)
     assert code == 1
     assert words == (
-        "KVTOP WARNING - KV cache 87.8 % full (140,000 of 159,277 tokens, warning from 85 %)"
+        "KVTOP WARNING - KV cache 87.9% full (140,000 of 159,277 tokens, warning from 85%)"
     )
     assert perf["kv_usage"] == "87.90%;85;95;0;100"
 
@@ -109,7 +109,7 @@ def test_warning_from_a_low_threshold_in_the_config_file(home: Path) -> None:
         "--log-file", STORY_LOG, "--no-gpus", "--no-metrics", config_home=home
     )
     assert code == 1
-    assert "KV cache 30.0 % full" in words and "warning from 25 %" in words
+    assert "KV cache 30.0% full" in words and "warning from 25%" in words
     assert perf["kv_usage"].endswith("%;25;95;0;100")
 
 
@@ -136,7 +136,7 @@ def test_critical_when_kv_usage_is_over_the_critical_threshold(home: Path) -> No
     with FakeSGLang(full) as server:
         code, words, _ = check("--url", server.url, "--no-gpus", config_home=home)
     assert code == 2
-    assert "KV cache 97.3 % full" in words and "critical from 95 %" in words
+    assert "KV cache 97.3% full" in words and "critical from 95%" in words
 
 
 def test_critical_when_the_server_stops_after_ready(home: Path) -> None:

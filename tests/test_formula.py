@@ -17,6 +17,7 @@ from tui.model.formula import (
     draft_budget_rule,
     draft_inflated_cell_size_bytes,
     element_size_bytes,
+    format_version,
     host_kv_pool,
     host_kv_total_gb,
     inferred_cell_size_bytes,
@@ -31,8 +32,11 @@ from tui.model.formula import (
     profiled_tokens,
     reserve_gib,
     rest_gib,
+    version_text,
     what_if,
 )
+from tui.model.sizing import SizingExplanation
+from tui.sglang.version_hint import VersionRange
 
 # The Kimi-K2.5 story: TP8, MLA 512 + 64, 61 layers, bf16 KV, page 1, mfs 0.88.
 KIMI_CELL = 70_272
@@ -441,3 +445,74 @@ def test_draft_rule_unknown_version() -> None:
     assert "unknown" in rule.text
     assert "0.5.13" in rule.text
     assert "0.5.14" in rule.text
+
+
+# --------------------------------------------------------------------------- labels (issue 13 §7)
+
+
+def _range(low: tuple[int, int, int], high: tuple[int, int, int]) -> VersionRange:
+    return VersionRange(low, high, ("a line format",))
+
+
+def test_version_range_stays_a_range() -> None:
+    """The version a rule picks from the log's range is shown as the range, never as its end."""
+    hint = _range((0, 5, 3), (0, 5, 8))
+    assert format_version((0, 5, 8), hint) == "0.5.3–0.5.8"
+    assert format_version((0, 5, 3), hint) == "0.5.3–0.5.8"
+    assert version_text((0, 5, 8), hint) == "0.5.3–0.5.8"
+    assert version_text(None, _range((0, 5, 10), (0, 5, 16))) == "0.5.10–0.5.16"
+    assert version_text(None, VersionRange((0, 3, 0), (0, 9, 999))) == "unknown"
+    # One version pinned down, or the user's --sglang-version outside the range: as given.
+    assert format_version((0, 5, 9), _range((0, 5, 9), (0, 5, 9))) == "0.5.9"
+    assert format_version((0, 5, 20), hint) == "0.5.20"
+    assert format_version((0, 5, 8)) == "0.5.8"
+
+
+def test_draft_rule_names_the_range_and_its_older_end() -> None:
+    rule = draft_budget_rule((0, 5, 8), _range((0, 5, 3), (0, 5, 8)))
+    assert rule.text.startswith("SGLang 0.5.3–0.5.8 does not budget the draft model")
+    assert "0.5.8 does not" not in rule.text.replace("0.5.3–0.5.8 does not", "")
+    # 0.5.3 still pads the pools (≤0.5.6): said, for the older end only.
+    assert "Up to 0.5.6 the target KV cache can also slightly exceed that budget." in rule.text
+    later = draft_budget_rule((0, 5, 13), _range((0, 5, 9), (0, 5, 13)))
+    assert later.text.startswith("SGLang 0.5.9–0.5.13 does not budget")
+    assert "Up to 0.5.6" not in later.text
+    budgeted = draft_budget_rule((0, 5, 14), _range((0, 5, 14), (0, 9, 999)))
+    assert budgeted.text.startswith("SGLang ≥0.5.14: draft weights")
+
+
+def _explained(rank_mins: tuple[str | None, str | None], rank: str) -> SizingExplanation:
+    return SizingExplanation(
+        rank=rank,
+        mem_fraction_static=0.88,
+        steps=(),
+        reserve_spent=(),
+        free_after_pool_gib=None,
+        free_after_startup_gib=None,
+        what_ifs=(),
+        reverse=(),
+        draft_rule=None,
+        notes=(),
+        pre_load_rank=rank_mins[0],
+        post_load_rank=rank_mins[1],
+    )
+
+
+def test_rank_words_name_the_rank_of_each_figure() -> None:
+    """The formula's label says whose numbers it uses: the minimum's rank and its own rank."""
+    assert (
+        _explained(("TP0", "TP0"), "TP0").rank_words()
+        == "all figures from TP0, the rank with the minimum free memory"
+    )
+    assert _explained(("TP3", "TP3"), "TP0").rank_words() == (
+        "pre-/post-load free: the minimum over ranks, at TP3 · "
+        "logged tokens and where the reserve went: TP0"
+    )
+    assert _explained(("TP3", "TP5"), "TP0").rank_words() == (
+        "pre-load free: the minimum over ranks, at TP3; post-load free: at TP5 · "
+        "logged tokens and where the reserve went: TP0"
+    )
+    assert _explained((None, None), "TP0").rank_words() == (
+        "logged tokens and where the reserve went: TP0"
+    )
+    assert _explained(("", ""), "").rank_words() == "the single GPU's numbers"

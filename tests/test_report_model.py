@@ -60,16 +60,16 @@ def test_reserve_explains_the_11_gib(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     steps = {s.label: s for s in report.explanation.steps}  # type: ignore[union-attr]
     assert steps["reserve"].result == "11.18 GiB"
     assert "93.17 × (1 − 0.88)" in steps["reserve"].arithmetic
-    assert steps["rest for KV"].result == "10.42 GiB"
+    assert steps["rest for KV cache"].result == "10.42 GiB"
     assert report.cell.cell is not None and report.cell.cell.source == "inferred"
     assert any("SGLang's reserve" in line and "11.18" in line for line in report.insights)
     spent = dict(report.explanation.reserve_spent)  # type: ignore[union-attr]
-    assert spent["free after the KV pool"] == 11.18
+    assert spent["free after the KV cache"] == 11.18
     assert spent["draft weights"] == 0.95
-    assert spent["draft KV cache"] == 0.60
+    assert spent["draft KV"] == 0.60
     assert spent["target CUDA graphs"] == 1.71
     assert spent["draft CUDA graphs"] == pytest.approx(0.45)
-    assert spent["still free after startup"] == 7.40
+    assert spent["free after startup"] == 7.40
     assert report.explanation.draft_rule is not None  # type: ignore[union-attr]
     assert report.explanation.draft_rule.budgeted is False  # type: ignore[union-attr]
 
@@ -83,15 +83,15 @@ def test_what_if_090_and_092(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     by_mfs = {w.mem_fraction_static: w for w in report.explanation.what_ifs}  # type: ignore[union-attr]
     assert by_mfs[0.88].delta_tokens == 0
     w90 = by_mfs[0.9]
-    assert 27_000 <= w90.delta_tokens <= 29_000  # "about 28,000 tokens (+18 %)"
+    assert 27_000 <= w90.delta_tokens <= 29_000  # "about 28,000 tokens (+18%)"
     assert w90.delta_pct == pytest.approx(18, abs=0.5)
     assert w90.headroom_after_graphs_gib == pytest.approx(5.5, abs=0.1)
     w92 = by_mfs[0.92]
     assert w92.headroom_after_graphs_gib == pytest.approx(3.67, abs=0.1)
     steps = {s.label: s for s in report.explanation.steps}  # type: ignore[union-attr]
     # ratio 4: 159,277 × 4 + 1 page = 637,109 tokens × 70,272 B = 44.77 GB per rank, as logged
-    assert steps["host KV pool"].result == "44.77 GB per rank · 44.77 logged"
-    assert "637,109 tokens" in steps["host KV pool"].arithmetic
+    assert steps["host KV cache"].result == "44.77 GB per rank · 44.77 logged"
+    assert "637,109 tokens" in steps["host KV cache"].arithmetic
     sizing = {s.rank: s for s in report.sizings}
     assert sizing["TP0"].cell_size_source == "config"
     assert abs(sizing["TP0"].predicted_tokens - 159_277) <= 100  # within the 0.01 GiB rounding
@@ -138,4 +138,4 @@ def test_report_and_kv_panel_say_the_load_in_the_same_words() -> None:
     assert line == "12 running · 0 queued · 512 tok/s · accept 2.81"
     out = io.StringIO()
     print_report(report, Console(file=out, width=400, highlight=False, soft_wrap=False))
-    assert f"usage 0.30 · {line} · 64 batch lines" in out.getvalue()
+    assert f"KV usage 30% · {line} · 64 batch lines" in out.getvalue()

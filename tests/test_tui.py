@@ -53,7 +53,9 @@ async def test_overview_shows_every_gpu_with_rank_bar_and_figures() -> None:
         assert [re.search(r"TP\d", r).group() for r in rows] == [f"TP{i}" for i in range(8)]
         assert all("█" in r and "▓" in r and "│" in r and "95.6" in r for r in rows)
         first = text.splitlines()[0]
-        assert "gpu-host" in first and "ready 1m00s" in first and "SGLang 0.5.8" in first
+        assert (
+            "gpu-host" in first and "ready 1m00s" in first and "SGLang 0.5.3–0.5.8" in first
+        )  # the log's range, as a range
         assert "mfs 0.88" in first and "DEMO" in first
         assert "159,277 tokens" in text and "fits 0.61 × 262,144" in text
         assert "44.77 GB per rank × 8 = 358.16 GB" in text
@@ -125,14 +127,14 @@ async def test_formula_modal_explains_with_live_numbers_and_answers_what_if() ->
         text = screen_text(app)
         assert "93.17 × (1 − 0.88)" in text
         assert "159,271 tokens predicted · 159,277 logged" in text
-        assert "where the reserve went" in text
+        assert "Where the reserve went (TP0)" in text
         what_if = str(app.screen.query_one("#what-if").render())
-        assert "0.90 → 187,761 tokens (+28,484 tokens (+17.9 %))" in what_if
-        assert "5.54 GiB stays free" in what_if
+        assert "0.90 → 187,761 tokens (+28,484 tokens (+17.9%))" in what_if
+        assert "free after startup 5.54 GiB" in what_if
         await pilot.press("up", "up")  # 0.92
         what_if = str(app.screen.query_one("#what-if").render())
         assert what_if.startswith("0.92 →")
-        assert "3.67 GiB would stay free" in what_if and "safe margin" in what_if
+        assert "free after startup would be only 3.67 GiB" in what_if and "safe margin" in what_if
         assert app.screen.query_one("#what-if").has_class("-warn")
         await pilot.press("escape")
         assert isinstance(app.screen, OverviewScreen)
@@ -159,7 +161,7 @@ async def test_formula_typed_values_and_reverse_questions() -> None:
         screen.query_one("#tokens").value = ""
         await pilot.press(*"300k")
         answer = str(screen.query_one("#tokens-answer").render())
-        assert re.search(r"307,200 tokens in the pool: mem_fraction_static 0\.\d{3}", answer)
+        assert re.search(r"307,200 tokens in the KV cache: mem_fraction_static 0\.\d{3}", answer)
         screen.query_one("#requests").value = "4"
         screen.query_one("#length").value = ""
         screen.query_one("#length").focus()
@@ -178,8 +180,8 @@ async def test_formula_from_detail_is_for_that_rank() -> None:
         await pilot.pause()
         assert isinstance(app.screen, FormulaScreen)
         assert app.screen.rank == "TP2"
-        assert "SGLang's KV sizing for TP2" in screen_text(app)
-        assert "TP2 on its own: pre-load free" in screen_text(app)
+        assert "TP2 (selected GPU) on its own" in screen_text(app)
+        assert "TP2 (selected GPU) on its own: pre-load free" in screen_text(app)
         await pilot.press("escape")
         assert isinstance(app.screen, GpuDetailScreen)
 

@@ -122,7 +122,7 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
         if info is not None and info.version:
             after.append(f"SGLang {info.version}")
         elif snapshot.analysis.version is not None:
-            after.append(f"SGLang {format_version(snapshot.analysis.version)}")
+            after.append(f"SGLang {format_version(snapshot.analysis.version, startup.version)}")
         elif startup.version.known:
             after.append(f"SGLang {startup.version.text()}")
         after.extend(deployment_facts(startup))

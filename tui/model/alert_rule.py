@@ -6,9 +6,9 @@ alert says its level, its kind, one sentence and what it is about ("GPU 3", "KV 
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 
+from tui import fmt
 from tui.model import alerts
 from tui.model.alerts import (
     CRITICAL,
@@ -32,11 +32,10 @@ LOG_SOURCES = ("log", "journal")
 _MAX_DETAIL = 200  # characters of a source's or a failure's own words quoted in a sentence
 
 
-def floor_1(value: float) -> str:
-    """One decimal, rounded down: 99.97 % reads 99.9 %, never 100 %, and a value under a
-    threshold never reads as the threshold."""
-    # round() first: 87.9 * 10 is 878.999..., which must not read 87.8.
-    return f"{math.floor(round(value * 10, 6)) / 10:.1f}"
+def pct_1(value: float, *thresholds: float) -> str:
+    """One decimal by tui.fmt's rule (the same on every screen): 99.97 % reads 99.97%, never
+    100%, and a value under a threshold never reads as the threshold."""
+    return fmt.pct(value, 1, edges=thresholds)
 
 
 def _number(value: float) -> str:
@@ -170,7 +169,7 @@ def _kv_alerts(snapshot: Snapshot, t: Thresholds, queued_for_s: float | None) ->
         if kv.used_tokens is not None and kv.max_tokens:
             tokens = f"{kv.used_tokens:,} of {kv.max_tokens:,} tokens, "
         where = "" if kv.source == "metrics" else f"; from the {kv.source}"
-        text = f"KV cache {floor_1(pct)} % full ({tokens}{level} from {_number(bound)} %{where})"
+        text = f"KV cache {pct_1(pct, bound)} full ({tokens}{level} from {_number(bound)}%{where})"
         found.append(Alert(level, "kv_usage", text, "KV cache"))
     return found + _queue_alerts(kv.load.queued_requests, t, queued_for_s)
 
@@ -230,7 +229,7 @@ def _gpu_alerts(gpu: GpuView, t: Thresholds, ready: bool) -> list[Alert]:
         bound = t.power_critical_pct if level == CRITICAL else t.power_warning_pct
         text = (
             f"{name} draws {sample.power_w:.0f} W of its {sample.power_limit_w:.0f} W limit "
-            f"({floor_1(share)} %; {level} from {_number(bound)} %)"
+            f"({pct_1(share, bound)}; {level} from {_number(bound)}%)"
         )
         found.append(Alert(level, "power", text, subject))
     if ready and gpu.ranks:

@@ -6,6 +6,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from tui.sglang.version_hint import VersionRange
+
 GIB: int = 1 << 30
 """SGLang's device "GB" (get_available_gpu_memory, KV Cache lines) is this many bytes."""
 
@@ -370,8 +372,24 @@ def parse_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.groups() if part is not None)
 
 
-def format_version(version: tuple[int, ...]) -> str:
+def format_version(version: tuple[int, ...], hint: VersionRange | None = None) -> str:
+    """The SGLang version in the words every screen and the report use.
+
+    With the log's `hint`, a version that is one end of that range (the end kvtop picked to
+    apply a version rule, see sizing.sglang_version) is shown as the whole range,
+    "0.5.3–0.5.8": the log pins down no more than that. A version outside the range (the
+    user's --sglang-version) is shown as given.
+    """
+    ranged = hint is not None and hint.known and hint.low != hint.high
+    if ranged and tuple(version) in (hint.low, hint.high):  # type: ignore[union-attr]
+        return hint.text()  # type: ignore[union-attr]
     return ".".join(str(part) for part in version)
+
+
+def version_text(version: tuple[int, ...] | None, hint: VersionRange) -> str:
+    """The version every screen and the report show: the rule's version in the range's words
+    (format_version), else the log's range ("0.5.3–0.5.8", "≥0.5.14", "unknown")."""
+    return hint.text() if version is None else format_version(version, hint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,14 +406,25 @@ _BUDGETED_WORDS = (
     "target's cell size, so they are inside the mem_fraction_static budget"
 )
 _HEADROOM_WORDS = (
-    "also sizes both KV pools a little above the profiled value (max_running_requests × "
+    "also sizes the target and draft KV caches a little above the profiled value (max_running_requests × "
     "(speculative_num_steps × speculative_eagle_topk + speculative_num_draft_tokens) + 100 "
     "tokens), so the target KV cache can slightly exceed the mem_fraction_static budget"
 )
 
 
-def draft_budget_rule(version: tuple[int, ...] | None) -> DraftBudgetRule:
-    """How the speculative draft model is paid for, in an operator's words."""
+def _reaches_headroom(hint: VersionRange) -> bool:
+    """A range whose older end still pads the pools (up to 0.5.6)."""
+    return hint.low <= LAST_DRAFT_HEADROOM_VERSION
+
+
+def draft_budget_rule(
+    version: tuple[int, ...] | None, hint: VersionRange | None = None
+) -> DraftBudgetRule:
+    """How the speculative draft model is paid for, in an operator's words.
+
+    `hint` (the log's version range) names the version as a range where the log gives one,
+    and adds what the older end of the range does differently.
+    """
     if version is None:
         return DraftBudgetRule(
             budgeted=None,
@@ -406,7 +435,7 @@ def draft_budget_rule(version: tuple[int, ...] | None) -> DraftBudgetRule:
             ),
         )
     padded = (*version, 0, 0, 0)[:3]
-    shown = format_version(version)
+    shown = format_version(version, hint)
     if padded >= FIRST_DRAFT_BUDGETED_VERSION:
         return DraftBudgetRule(budgeted=True, text=f"SGLang {shown}: {_BUDGETED_WORDS}.")
     text = (
@@ -415,6 +444,9 @@ def draft_budget_rule(version: tuple[int, ...] | None) -> DraftBudgetRule:
     )
     if padded <= LAST_DRAFT_HEADROOM_VERSION:
         text += f" SGLang {shown} {_HEADROOM_WORDS}."
+    elif hint is not None and shown != format_version(version) and _reaches_headroom(hint):
+        last = format_version(LAST_DRAFT_HEADROOM_VERSION)
+        text += f" Up to {last} the target KV cache can also slightly exceed that budget."
     return DraftBudgetRule(budgeted=False, text=text)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tui import fmt
 from tui.model.sizing import SAFE_HEADROOM_GIB, SizingExplanation
 from tui.sglang.events import Failure
 from tui.sglang.startup import Startup
@@ -36,7 +37,7 @@ def next_step(failure: Failure, startup: Startup) -> str:
         )
     if kind == "host_memory":
         return (
-            "Lower --hicache-ratio or --hicache-size (the host pool is allocated once per rank), "
+            "Lower --hicache-ratio or --hicache-size (the host KV cache is allocated once per rank), "
             "or free host memory."
         )
     if kind == "graph_capture":
@@ -61,22 +62,22 @@ def _imbalance_findings(startup: Startup) -> list[str]:
         if gap >= IMBALANCE_GIB:
             found.append(
                 f"{rank.rank or 'this rank'} had {gap:.1f} GiB less free than the others before "
-                "loading (another process on that GPU?); SGLang sizes every rank's KV pool "
+                "loading (another process on that GPU?); SGLang sizes every rank's KV cache "
                 "from the minimum."
             )
     return found
 
 
 def _reserve_finding(explanation: SizingExplanation) -> str | None:
-    """Why memory stays free after the KV pool: it is the reserve, on purpose."""
+    """Why memory stays free after the KV cache: it is the reserve, on purpose."""
     reserve = next((s for s in explanation.steps if s.label == "reserve"), None)
     after_pool = explanation.free_after_pool_gib
     if reserve is None or after_pool is None or explanation.mem_fraction_static is None:
         return None
     return (
-        f"{after_pool:.2f} GiB free after the KV pool is SGLang's reserve: "
+        f"{after_pool:.2f} GiB free after the KV cache is SGLang's reserve: "
         f"{reserve.arithmetic} = {reserve.result}, kept for activations, "
-        "CUDA graphs and anything loaded after the pool."
+        "CUDA graphs and anything loaded after the KV cache."
     )
 
 
@@ -88,14 +89,14 @@ def _higher_mfs_finding(explanation: SizingExplanation) -> str | None:
     better = next((w for w in explanation.what_ifs if w.mem_fraction_static > mfs + 1e-9), None)
     if better is None or better.headroom_after_graphs_gib is None:
         return None
-    pct = f" ({better.delta_pct:+.0f} %)" if better.delta_pct is not None else ""
+    pct = f" ({fmt.change_pct(better.delta_pct, 0)})" if better.delta_pct is not None else ""
     warn = ""
     if better.headroom_after_graphs_gib < SAFE_HEADROOM_GIB:
         warn = f", under the {SAFE_HEADROOM_GIB:g} GiB safe margin"
     return (
-        f"after startup {still_free:.2f} GiB stays free; mem_fraction_static "
+        f"free after startup is {still_free:.2f} GiB; mem_fraction_static "
         f"{better.mem_fraction_static:g} would add about {better.delta_tokens:,} tokens{pct} and "
-        f"leave about {better.headroom_after_graphs_gib:.1f} GiB{warn}."
+        f"leave about {better.headroom_after_graphs_gib:.2f} GiB free after startup{warn}."
     )
 
 

@@ -23,6 +23,17 @@ from tui.sglang.startup import RankStartup, Startup
 # Below this much free memory after startup, prefill activations of a large chunk can OOM.
 SAFE_HEADROOM_GIB = 4.0
 
+# What startup allocated that no log line names (the report's memory table, the formula's
+# "where the reserve went"); it is part of the overview bar's live "runtime" (docs/glossary.md).
+OTHER_STARTUP = "other startup allocations"
+OTHER_STARTUP_WORDS = (
+    f"{OTHER_STARTUP}: what startup took that no log line names (pre-load free − the itemised "
+    "allocations − free after startup); the overview's runtime is this plus what the server "
+    "allocated since, measured by NVML."
+)
+# The hierarchical cache's host pool, in decimal GB as SGLang logs it.
+HOST_KV = "host KV cache"
+
 
 @dataclass(frozen=True, slots=True)
 class CellSizeChoice:
@@ -107,6 +118,32 @@ class SizingExplanation:
     draft_rule: formula.DraftBudgetRule | None
     notes: tuple[str, ...]
     inputs: SizingInputs | None = None
+    pre_load_rank: str | None = None  # the rank with the minimum pre-load free (SGLang's input)
+    post_load_rank: str | None = None  # the rank with the minimum post-load free
+
+    def rank_words(self) -> str:
+        """Which rank each figure comes from, the same words on the formula screen and report.
+
+        SGLang sizes the pool from the minimum free memory over ranks, so the budget steps use
+        the ranks holding those minimums; the logged tokens, where the reserve went and the
+        free memory after startup are the lines of `rank` (JSON `formula.rank`).
+        """
+        if not self.rank:
+            return "the single GPU's numbers"
+        own = f"logged tokens and where the reserve went: {self.rank}"
+        minimum = {self.pre_load_rank, self.post_load_rank} - {None}
+        if not minimum:
+            return own
+        if minimum == {self.rank}:
+            return f"all figures from {self.rank}, the rank with the minimum free memory"
+        if len(minimum) == 1:
+            budget = f"pre-/post-load free: the minimum over ranks, at {minimum.pop()}"
+        else:
+            budget = (
+                f"pre-load free: the minimum over ranks, at {self.pre_load_rank}; "
+                f"post-load free: at {self.post_load_rank}"
+            )
+        return f"{budget} · {own}"
 
 
 def sglang_version(startup: Startup, override: str | None = None) -> tuple[int, ...] | None:
@@ -261,7 +298,7 @@ def _gib(value: float) -> str:
 def _host_pool_step(
     startup: Startup, rank: RankStartup, cell: CellSize | None, page: int
 ) -> Step | None:
-    """The hierarchical-cache host pool SGLang sizes from the device pool (per rank, decimal GB)."""
+    """The host KV cache (HiCache) SGLang sizes from the device pool (per rank, decimal GB)."""
     args = startup.server_args
     tokens = rank.target.kv_tokens
     if args is None or not args.enable_hierarchical_cache or cell is None or not tokens:
@@ -271,18 +308,18 @@ def _host_pool_step(
         tokens, round(cell.bytes), page, hicache_ratio=args.hicache_ratio, hicache_size_gb=size
     )
     how = (
-        f"--hicache-size {size:g} GB / {cell.bytes:,.0f} B"
+        f"HiCache: --hicache-size {size:g} GB / {cell.bytes:,.0f} B"
         if size
-        else f"{tokens:,} tokens × ratio {args.hicache_ratio or formula.DEFAULT_HICACHE_RATIO:g}"
+        else f"HiCache: {tokens:,} tokens × ratio {args.hicache_ratio or formula.DEFAULT_HICACHE_RATIO:g}"
     )
     result = f"{pool.gb:,.2f} GB per rank"
     if rank.host_kv_gb is not None:
         result += f" · {rank.host_kv_gb:,.2f} logged"
     ranks = len(startup.ranks) or 1
     return Step(
-        "host KV pool",
+        HOST_KV,
         f"{how} → {pool.tokens:,} tokens (+1 page) × {cell.bytes:,.0f} B; × {ranks} rank(s) = "
-        f"{pool.gb * ranks:,.1f} GB host RAM",
+        f"{pool.gb * ranks:,.2f} GB host RAM",
         result,
     )
 
@@ -296,6 +333,8 @@ class _Budget:
     post_load_free_gib: float | None
     pre_ranks: int  # ranks with a pre-load reading
     post_ranks: int
+    pre_rank: str | None  # the rank holding the minimum pre-load free
+    post_rank: str | None
     pre_estimated: bool  # some rank lacks `Load weight begin`: free after + weights
     page: int
     cap: int | None  # --max-total-tokens
@@ -316,15 +355,20 @@ class _Budget:
 
 def _budget(startup: Startup) -> _Budget:
     ranks = startup.sorted_ranks()
-    pres = [p for p in (pre_load_free(r) for r in ranks) if p is not None]
-    posts = [r.post_load_free_gib for r in ranks if r.post_load_free_gib is not None]
+    pres = [(p, r.rank) for r, p in ((r, pre_load_free(r)) for r in ranks) if p is not None]
+    posts = [(r.post_load_free_gib, r.rank) for r in ranks if r.post_load_free_gib is not None]
     args = startup.server_args
+    # The first rank (in rank order) holding the minimum: ties go to the lowest rank.
+    pre = min(pres, key=lambda found: found[0]) if pres else None
+    post = min(posts, key=lambda found: found[0]) if posts else None
     return _Budget(
         mfs=mem_fraction_static(startup),
-        pre_load_free_gib=min(pres) if pres else None,
-        post_load_free_gib=min(posts) if posts else None,
+        pre_load_free_gib=pre[0] if pre else None,
+        post_load_free_gib=post[0] if post else None,
         pre_ranks=len(pres),
         post_ranks=len(posts),
+        pre_rank=pre[1] if pre else None,
+        post_rank=post[1] if post else None,
         pre_estimated=any(
             r.target.avail_before_load_gib is None and pre_load_free(r) is not None for r in ranks
         ),
@@ -333,25 +377,32 @@ def _budget(startup: Startup) -> _Budget:
     )
 
 
+def _minimum_words(ranks: int, at: str | None) -> str:
+    """Which rank's value a budget step uses: ", minimum over 8 ranks (at TP3)", " on TP0"."""
+    if ranks > 1:
+        return f", minimum over {ranks} ranks (at {at or '?'})"
+    return f" on {at}" if at else " (single GPU)"
+
+
 def _budget_steps(budget: _Budget) -> list[Step]:
     """From the two free-memory readings to the reserve, the rest for KV and the minimum mfs."""
     pre, post, mfs = budget.pre_load_free_gib, budget.post_load_free_gib, budget.mfs
     reserve, rest = budget.reserve_gib, budget.rest_gib
     steps: list[Step] = []
     if pre is not None:
-        how = f"free GPU memory before weights, minimum over {budget.pre_ranks} rank(s)"
+        how = f"free GPU memory before weights{_minimum_words(budget.pre_ranks, budget.pre_rank)}"
         if budget.pre_estimated:
-            how += " (where `Load weight begin` is missing: free after + weights)"
+            how += "; where `Load weight begin` is missing: free after + weights"
         steps.append(Step("pre-load free", how, _gib(pre)))
     if post is not None:
-        how = f"free GPU memory after weights, minimum over {budget.post_ranks} rank(s)"
+        how = f"free GPU memory after weights{_minimum_words(budget.post_ranks, budget.post_rank)}"
         steps.append(Step("post-load free", how, _gib(post)))
     if reserve is not None:
         how = f"pre-load free × (1 − mfs) = {pre:.2f} × (1 − {mfs:g})"
         steps.append(Step("reserve", how, _gib(reserve)))
     if rest is not None:
         how = f"post-load free − reserve = {post:.2f} − {reserve:.2f}"
-        steps.append(Step("rest for KV", how, _gib(rest)))
+        steps.append(Step("rest for KV cache", how, _gib(rest)))
     if pre is not None and post is not None and pre > 0:
         how = f"1 − post-load free / pre-load free = 1 − {post:.2f} / {pre:.2f}"
         steps.append(Step("minimum viable mfs", how, f"{formula.min_viable_mfs(pre, post):.4f}"))
@@ -408,18 +459,18 @@ def _reserve_spent(rank: RankStartup) -> tuple[tuple[tuple[str, float], ...], fl
     draft = rank.draft
     items = (
         ("draft weights", draft.weights_gib if draft is not None else None),
-        ("draft KV cache", draft.kv_gib if draft is not None else None),
+        ("draft KV", draft.kv_gib if draft is not None else None),
         ("target CUDA graphs", rank.target.graph_gib),
         ("draft CUDA graphs", draft.graph_gib if draft is not None else None),
     )
     itemised = [(label, gib) for label, gib in items if gib is not None]
-    spent = [("free after the KV pool", after_pool), *itemised]
+    spent = [("free after the KV cache", after_pool), *itemised]
     last_free, _ = free_after_startup(rank)
     if last_free is not None:
         other = round(after_pool - sum(v for _, v in itemised) - last_free, 2)
         if other > 0.005:
-            spent.append(("other runtime allocations", other))
-        spent.append(("still free after startup", last_free))
+            spent.append((OTHER_STARTUP, other))
+        spent.append(("free after startup", last_free))
     return tuple(spent), last_free
 
 
@@ -480,7 +531,7 @@ def _headroom_note(headroom: float | None) -> str | None:
     if headroom is None or headroom >= SAFE_HEADROOM_GIB:
         return None
     return (
-        f"only {headroom:.2f} GiB stays free after startup, under the {SAFE_HEADROOM_GIB:g} "
+        f"free after startup is only {headroom:.2f} GiB, under the {SAFE_HEADROOM_GIB:g} "
         "GiB safe margin: large prefills may run out of memory."
     )
 
@@ -522,7 +573,11 @@ def explain(
         free_after_startup_gib=headroom,
         what_ifs=_what_ifs(inputs, what_if_mfs),
         reverse=_requests_steps(inputs, request_len),
-        draft_rule=formula.draft_budget_rule(version) if startup.speculative else None,
+        draft_rule=(
+            formula.draft_budget_rule(version, startup.version) if startup.speculative else None
+        ),
         notes=tuple(note for note in notes if note is not None),
         inputs=inputs,
+        pre_load_rank=budget.pre_rank,
+        post_load_rank=budget.post_rank,
     )

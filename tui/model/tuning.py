@@ -79,7 +79,7 @@ def what_if_at(inputs: SizingInputs, mfs: float) -> WhatIfView:
     if not result.would_start:
         warning = (
             "SGLang would stop at startup with 'Not enough memory': the weights leave no room "
-            "for a KV pool at this value."
+            "for a KV cache at this value."
         )
     elif headroom is not None and headroom < 0:
         warning = (
@@ -88,7 +88,7 @@ def what_if_at(inputs: SizingInputs, mfs: float) -> WhatIfView:
         )
     elif headroom is not None and headroom < SAFE_HEADROOM_GIB:
         warning = (
-            f"only {headroom:.2f} GiB would stay free after startup, under the "
+            f"free after startup would be only {headroom:.2f} GiB, under the "
             f"{SAFE_HEADROOM_GIB:g} GiB safe margin: large prefills may run out of memory."
         )
     return WhatIfView(
@@ -112,7 +112,7 @@ def _verdict(question: str, need: float, inputs: SizingInputs) -> Answer:
 
 
 def mfs_for_tokens(inputs: SizingInputs, tokens: int) -> Answer:
-    question = f"{tokens:,} tokens in the pool"
+    question = f"{tokens:,} tokens in the KV cache"
     need = formula.mfs_for_tokens(
         tokens,
         inputs.pre_load_free_gib,

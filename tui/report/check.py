@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tui.model.alert_rule import anything_read, evaluate, floor_1, log_known, unread_sources
+from tui.model.alert_rule import anything_read, evaluate, log_known, pct_1, unread_sources
 from tui.model.alerts import CRITICAL, OK, WARNING, Alert, Thresholds
 from tui.model.deployment import Snapshot
 from tui.model.kv_usage import kv_usage
@@ -89,11 +89,11 @@ def _state_words(snapshot: Snapshot) -> str:
     return "no server start in the log yet"
 
 
-def _ok_words(snapshot: Snapshot) -> str:
+def _ok_words(snapshot: Snapshot, t: Thresholds) -> str:
     words = [_state_words(snapshot)]
     kv = kv_usage(snapshot)
     if kv.usage_pct is not None:
-        words.append(f"KV cache {floor_1(kv.usage_pct)} % full")
+        words.append(f"KV cache {pct_1(kv.usage_pct, t.kv_usage_warning_pct)} full")
     if snapshot.gpus:
         count = len(snapshot.gpus)
         words.append(f"{count} GPU{'s' if count != 1 else ''} fine")
@@ -114,7 +114,7 @@ def check(snapshot: Snapshot, thresholds: Thresholds) -> CheckResult:
         return unknown(f"no source could be read ({unread_sources(snapshot)})")
     found = evaluate(snapshot, thresholds)
     level = found[0].level if found else OK
-    words = _named(found, level) if found else _ok_words(snapshot)
+    words = _named(found, level) if found else _ok_words(snapshot, thresholds)
     line = f"KVTOP {STATE_WORD[level]} - {_plain(words)}"
     perf = performance_data(snapshot, thresholds)
     return CheckResult(EXIT_CHECK[level], f"{line} | {perf}" if perf else line)

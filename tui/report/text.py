@@ -9,8 +9,9 @@ from rich.text import Text
 from tui import fmt
 from tui.model.analysis import Analysis
 from tui.model.deployment import Snapshot
+from tui.model.formula import version_text
 from tui.model.kv_usage import load_from_batch, load_from_metrics, load_line
-from tui.model.sizing import SAFE_HEADROOM_GIB
+from tui.model.sizing import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
 from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import RankStartup
 
@@ -25,9 +26,10 @@ def _text(value: str, style: str = "") -> Text:
     return Text(_visible(value), style=style)
 
 
-def _table(*columns: str) -> Table:
-    """A borderless table; numeric columns (those with a unit or count) right-aligned, no wrapping."""
-    table = Table(box=None, pad_edge=False, show_edge=False)
+def _table(*columns: str, gap: int = 2) -> Table:
+    """A borderless table; numeric columns (those with a unit or count) right-aligned, no wrapping;
+    `gap` spaces between columns (1 for the widest tables, so their headers fit 100 columns)."""
+    table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, gap - 1, 0, 1))
     for name in columns:
         left = name in {
             "rank",
@@ -51,7 +53,8 @@ def _titled(title: str, table: Table) -> Group:
 def _header(report: Analysis) -> Text:
     startup = report.startup
     args = startup.server_args
-    parts = [f"kvtop report · {report.source}", f"SGLang {startup.version.text()}", startup.state]
+    version = version_text(report.version, startup.version)
+    parts = [f"kvtop report · {report.source}", f"SGLang {version}", startup.state]
     if startup.restarts:
         parts.append(f"restarted {startup.restarts}×")
     line1 = " · ".join(parts)
@@ -89,9 +92,9 @@ def _header(report: Analysis) -> Text:
 def _summary(report: Analysis) -> Text:
     s = report.startup.summary
     if s is None:
-        return _text("summary line: not in this log")
+        return _text("log summary line: not in this log")
     return _text(
-        f"max_total_num_tokens {fmt.count(s.max_total_num_tokens)} · context_len {fmt.count(s.context_len)} · "
+        f"log summary line: max_total_num_tokens {fmt.count(s.max_total_num_tokens)} · context_len {fmt.count(s.context_len)} · "
         f"max_running_requests {fmt.count(s.max_running_requests)} · chunked_prefill {fmt.count(s.chunked_prefill_size)}"
         f" · free after startup {fmt.number(s.available_gpu_mem_gib)} GiB"
     )
@@ -117,22 +120,23 @@ def _rejected(report: Analysis) -> Group | None:
     return Group(_text(title, style="bold"), *(_text(f"  {line}") for line in lines))
 
 
-# The memory table's columns, each with the MemoryBreakdown field it shows (GiB).
+# The memory table's columns, each with the MemoryBreakdown field it shows (GiB). The names
+# are the glossary's (docs/glossary.md), one word a header line to fit 100 columns.
 _MEMORY_COLUMNS = (
-    ("pre-load free", "pre_load_free_gib"),
+    ("pre-load\nfree", "pre_load_free_gib"),
     ("weights", "weights_gib"),
-    ("KV", "kv_cache_gib"),
-    ("draft w", "draft_weights_gib"),
-    ("draft KV", "draft_kv_gib"),
-    ("graphs", "graphs_gib"),
-    ("other", "startup_other_gib"),
-    ("free", "free_after_startup_gib"),
+    ("KV\ncache", "kv_cache_gib"),
+    ("draft\nweights", "draft_weights_gib"),
+    ("draft\nKV", "draft_kv_gib"),
+    ("CUDA\ngraphs", "graphs_gib"),
+    (OTHER_STARTUP.replace(" ", "\n"), "startup_other_gib"),
+    ("free\nafter\nstartup", "free_after_startup_gib"),
     ("reserve", "reserve_gib"),
 )
 
 
 def _memory_table(report: Analysis) -> Group:
-    table = _table("rank", *(title for title, _ in _MEMORY_COLUMNS), "host KV GB")
+    table = _table("rank", *(title for title, _ in _MEMORY_COLUMNS), "host\nKV cache\nGB", gap=1)
     hosts = {r.rank: r.host_kv_gb for r in report.ranks}
     for b in report.breakdowns:
         table.add_row(
@@ -140,16 +144,18 @@ def _memory_table(report: Analysis) -> Group:
             *(fmt.number(getattr(b, name)) for _, name in _MEMORY_COLUMNS),
             fmt.number(hosts.get(b.rank)),
         )
-    return _titled("Memory per rank (GiB, from the log)", table)
+    title = "Memory per rank (GiB, from the log; host KV cache in decimal GB as SGLang logs it)"
+    note = _text(OTHER_STARTUP_WORDS)
+    return Group(_titled(title, table), note)
 
 
 def _kv_pool(report: Analysis) -> Text:
     ranks = [r for r in report.ranks if r.target.kv_tokens is not None]
     if not ranks:
-        return _text("KV pool: no `KV Cache is allocated` line in this log")
+        return _text("KV cache: no `KV Cache is allocated` line in this log")
     first = ranks[0]
     cell = report.cell.cell
-    text = f"KV pool: {fmt.count(first.target.kv_tokens)} tokens, {fmt.number(first.target.kv_gib)} GiB per rank"
+    text = f"KV cache: {fmt.count(first.target.kv_tokens)} tokens, {fmt.number(first.target.kv_gib)} GiB per rank"
     if first.target.kv_dtype or report.startup.kv_cache_dtype:
         text += f" ({first.target.kv_dtype or report.startup.kv_cache_dtype})"
     if cell is not None:
@@ -159,8 +165,8 @@ def _kv_pool(report: Analysis) -> Text:
     hosts = [r.host_kv_gb for r in report.ranks if r.host_kv_gb is not None]
     if hosts:
         text += (
-            f"\nhost KV pool (hierarchical cache): {hosts[0]:.2f} GB per rank × {len(hosts)} = "
-            f"{sum(hosts):,.2f} GB host RAM (decimal GB)"
+            f"\n{HOST_KV} (HiCache): {hosts[0]:.2f} GB per rank × {len(hosts)} = "
+            f"{sum(hosts):,.2f} GB host RAM (decimal GB, as SGLang logs it)"
         )
     return _text(text)
 
@@ -188,20 +194,25 @@ def _formula(report: Analysis) -> RenderableType:
     steps = _table("step", "result", "arithmetic")
     for s in e.steps:
         steps.add_row(_text(s.label), _text(s.result), _text(s.arithmetic))
-    title = f"SGLang's KV sizing with this log's numbers (rank {e.rank or 'single'}; minimum over ranks)"
+    title = f"SGLang's KV sizing with this log's numbers · {e.rank_words()}"
     parts: list[RenderableType] = [_titled(title, steps)]
     if e.reserve_spent:
         spent = _table("item", "GiB")
         for label, value in e.reserve_spent:
             spent.add_row(label, fmt.number(value))
-        parts.append(_titled("Where the memory left after the KV pool went", spent))
+        parts.append(_titled(f"Where the reserve went ({e.rank or 'single GPU'})", spent))
     if e.what_ifs:
         table = _table(
-            "mfs", "tokens", "change", "KV GiB", "free after startup GiB", "requests at context"
+            "mfs",
+            "tokens",
+            "change",
+            "KV cache GiB",
+            "free after startup GiB",
+            "requests of context_len",
         )
         for w in e.what_ifs:
-            change = f"{w.delta_tokens:+,}" + (
-                f" ({w.delta_pct:+.1f} %)" if w.delta_pct is not None else ""
+            change = f"{w.delta_tokens:+,}".replace("-", "−") + (
+                f" ({fmt.change_pct(w.delta_pct)})" if w.delta_pct is not None else ""
             )
             headroom = fmt.number(w.headroom_after_graphs_gib)
             if (
@@ -215,7 +226,7 @@ def _formula(report: Analysis) -> RenderableType:
                 change,
                 fmt.number(w.kv_pool_gib),
                 headroom,
-                fmt.number(w.requests_at_context),
+                fmt.ratio(w.requests_at_context),
             )
         parts.append(_titled("What if mem_fraction_static were…", table))
     if e.reverse:
@@ -276,8 +287,9 @@ def render(report: Analysis) -> Group:
         parts += [
             Text(""),
             _text(
-                f"latest batch line ({last.prefix.rank or 'single'} {last.prefix.time_text}): "
-                f"{fmt.count(last.tokens)} tokens in use, usage {fmt.number(last.token_usage)} · "
+                f"log, latest batch line ({last.prefix.rank or 'single'} {last.prefix.time_text}): "
+                f"{fmt.count(last.tokens)} tokens in use, KV usage "
+                f"{fmt.fraction_pct(last.token_usage)} · "
                 f"{load_line(load_from_batch(last))} · {startup.batch_lines:,} batch lines in the log"
             ),
         ]
@@ -308,9 +320,9 @@ def _gpu_table(snapshot: Snapshot) -> Group:
         "total",
         "baseline",
         "weights",
-        "KV",
+        "KV\ncache",
         "draft",
-        "graphs",
+        "CUDA\ngraphs",
         "runtime",
         "free",
         "reserve",
@@ -340,7 +352,10 @@ def _gpu_table(snapshot: Snapshot) -> Group:
             fmt.count(s.temperature_c),
             fmt.number(s.power_w, 0),
         )
-    title = f"GPUs (GiB; NVML joined with the log, ranks by {snapshot.rank_mapping})"
+    title = (
+        f"GPUs (GiB; NVML joined with the log, ranks by {snapshot.rank_mapping}; draft = draft "
+        "weights + draft KV; runtime = NVML used − the items; free = NVML free now)"
+    )
     return _titled(title, table)
 
 
@@ -348,10 +363,10 @@ def _metrics_line(snapshot: Snapshot) -> Text | None:
     m = snapshot.metrics
     if m is None:
         return None
-    pool = f"KV {fmt.count(m.used_tokens)} / {fmt.count(m.max_total_num_tokens)} tokens" + (
-        f" ({m.token_usage:.0%})" if m.token_usage is not None else ""
+    pool = f"KV cache {fmt.count(m.used_tokens)} / {fmt.count(m.max_total_num_tokens)} tokens" + (
+        f", KV usage {fmt.fraction_pct(m.token_usage)}" if m.token_usage is not None else ""
     )
-    return _text(f"metrics: {pool} · {load_line(load_from_metrics(m))}")
+    return _text(f"metrics (/metrics): {pool} · {load_line(load_from_metrics(m))}")
 
 
 def render_snapshot(snapshot: Snapshot) -> Group:
@@ -370,7 +385,7 @@ def render_snapshot(snapshot: Snapshot) -> Group:
         parts.append(
             _text(
                 f"host RAM: {host.used_gb:,.1f} / {host.total_gb:,.1f} GB used, "
-                f"hierarchical KV pools {snapshot.host_kv_total_gb:,.2f} GB (from the log)"
+                f"{HOST_KV} (HiCache) {snapshot.host_kv_total_gb:,.2f} GB (from the log)"
             )
         )
     refused = _scrape_rejected(snapshot)

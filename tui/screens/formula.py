@@ -15,7 +15,7 @@ from textual.widgets import Input, Label, Static
 from tui import fmt
 from tui.model import tuning
 from tui.model.analysis import Analysis
-from tui.model.sizing import SizingExplanation
+from tui.model.sizing import OTHER_STARTUP, OTHER_STARTUP_WORDS, SizingExplanation
 from tui.screens.base import RequestLength, ShowsState
 from tui.view_state import ViewState
 
@@ -54,35 +54,34 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
     e = analysis.explanation
     if e is None:
         return Text(
-            "The formula needs the startup lines up to the KV pool ('Load weight end' and "
+            "The formula needs the startup lines up to the KV cache ('Load weight end' and "
             "'KV Cache is allocated') of at least one rank; they have not been logged yet. "
             "It fills in as the server starts."
         )
     parts: list[object] = []
-    title = Text(
-        f"SGLang's KV sizing for {rank or e.rank}, live numbers · SGLang sizes every rank from "
-        f"the minimum over ranks (reference {e.rank})",
-        style="bold",
-    )
+    title = Text(f"SGLang's KV sizing with this log's numbers · {e.rank_words()}", style="bold")
     parts.append(title)
     parts.append(Steps(e))
     sizing = next((s for s in analysis.sizings if s.rank == rank), None)
     if sizing is not None:
         parts.append(
             Text(
-                f"\n{rank} on its own: pre-load free {sizing.pre_load_free_gib:.2f} GiB, post-load "
-                f"free {sizing.post_load_free_gib:.2f}, reserve {sizing.reserve_gib:.2f}, rest "
-                f"{sizing.rest_gib:.2f} → {sizing.predicted_tokens:,} tokens"
+                f"\n{rank} (selected GPU) on its own: pre-load free "
+                f"{sizing.pre_load_free_gib:.2f} GiB, post-load free "
+                f"{sizing.post_load_free_gib:.2f} GiB, reserve {sizing.reserve_gib:.2f} GiB, rest "
+                f"for KV cache {sizing.rest_gib:.2f} GiB → {sizing.predicted_tokens:,} tokens"
                 + (f" ({sizing.actual_tokens:,} logged)" if sizing.actual_tokens else "")
             )
         )
     if e.reserve_spent:
         table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-        table.add_column(f"where the reserve went ({e.rank})", no_wrap=True)
+        table.add_column(f"Where the reserve went ({e.rank or 'single GPU'})", no_wrap=True)
         table.add_column("GiB", justify="right")
         for name, value in e.reserve_spent:
             table.add_row(name, f"{value:.2f}")
         parts.extend([Text(""), table])
+        if any(name == OTHER_STARTUP for name, _ in e.reserve_spent):
+            parts.append(Text(OTHER_STARTUP_WORDS, style="dim"))
     if e.draft_rule is not None:
         parts.append(Text("\ndraft model: " + e.draft_rule.text))
     for note in e.notes:
@@ -123,7 +122,7 @@ class FormulaScreen(ShowsState, ModalScreen[None]):
             with Horizontal(classes="ask"):
                 yield Label("how much for")
                 yield Input(id="tokens", placeholder="e.g. 300k")
-                yield Label("tokens in the pool?")
+                yield Label("tokens in the KV cache?")
             yield Static(id="tokens-answer", classes="answer")
             with Horizontal(classes="ask"):
                 yield Label("or for")
@@ -205,7 +204,9 @@ class FormulaScreen(ShowsState, ModalScreen[None]):
         out = self.query_one("#what-if", Static)
         inputs = self._inputs()
         if inputs is None:
-            out.update(Text("what-if needs the logged pool size and the cell size: not known yet."))
+            out.update(
+                Text("what-if needs the logged KV cache size and the cell size: not known yet.")
+            )
             return
         if self.mfs is None:
             out.update(Text("type a mem_fraction_static such as 0.90"))
@@ -216,19 +217,20 @@ class FormulaScreen(ShowsState, ModalScreen[None]):
         if not w.would_start:
             _say(out, view.warning or "", warn=True)
             return
-        change = f"{w.delta_tokens:+,} tokens"
+        change = f"{w.delta_tokens:+,} tokens".replace("-", "−")
         if w.delta_pct is not None:
-            change += f" ({w.delta_pct:+.1f} %)"
+            change += f" ({fmt.change_pct(w.delta_pct)})"
         text.append(
-            f"{self.mfs:.2f} → {w.tokens:,} tokens ({change}), KV pool {w.kv_pool_gib:.2f} GiB"
+            f"{self.mfs:.2f} → {w.tokens:,} tokens ({change}), KV cache {w.kv_pool_gib:.2f} GiB"
         )
         text.append(f", reserve {w.reserve_gib:.2f} GiB")
         if w.requests_at_context is not None and inputs.context_len:
             text.append(
-                f"\n  fits {fmt.ratio(w.requests_at_context)} requests of {inputs.context_len:,} tokens"
+                f"\n  fits {fmt.ratio(w.requests_at_context)} requests of context_len "
+                f"{inputs.context_len:,} tokens"
             )
         if w.headroom_after_graphs_gib is not None:
-            text.append(f" · {w.headroom_after_graphs_gib:.2f} GiB stays free after startup")
+            text.append(f" · free after startup {w.headroom_after_graphs_gib:.2f} GiB")
         if view.current:
             text.append("  (the current value)", style="dim")
         if view.warning:

@@ -30,11 +30,12 @@ KEYS = (
 MEANINGS = {
     "baseline": "in use before SGLang loaded anything (CUDA context, NCCL, other processes)",
     "weights": "the target model's weights (log: Load weight end)",
-    "KV cache": "the target's KV pool (log: KV Cache is allocated)",
+    "KV cache": "the target's KV cache (log: KV Cache is allocated)",
     "draft weights": "the speculative draft model's weights",
-    "draft KV": "the draft's KV pool",
+    "draft KV": "the draft's KV cache",
     "CUDA graphs": "captured CUDA graphs, target and draft",
-    "runtime": "NVML in use minus all of the above: activations, allocator cache, buffers",
+    "runtime": "NVML in use minus all of the above: activations, allocator cache, buffers "
+    "(the report's other startup allocations and what came since)",
     "in use": "used memory when no rank's log explains this GPU",
     "free": "free memory (NVML)",
 }
@@ -92,6 +93,7 @@ class HelpScreen(ShowsState, ModalScreen[None]):
             Text("kvtop keys", style="bold"),
             keys,
             Text("\nthe memory bar, left to right (GiB)", style="bold"),
+            Text("every quantity's name, source and unit: docs/glossary.md", style="dim"),
             glyphs,
             Text("\nsources (● ok  ◐ degraded  ○ off)", style="bold"),
             sources,

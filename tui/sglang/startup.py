@@ -490,7 +490,7 @@ class StartupTracker:
             rank.host_kv_gb = event.gb if rank.host_kv_gb is None else rank.host_kv_gb + event.gb
         if event.tokens is not None:
             rank.host_kv_tokens = (rank.host_kv_tokens or 0) + event.tokens
-        self._phase(rank, event, "host KV pool", TARGET)
+        self._phase(rank, event, "host KV cache", TARGET)
 
     def _on_ready(self, startup: Startup, event: ev.ServerReady) -> None:
         if startup.state != FAILED:

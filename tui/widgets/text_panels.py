@@ -85,6 +85,7 @@ class HostKvLane(TextPanel):
         if not per_rank:
             return Text()
         text = Text(no_wrap=True, overflow="ellipsis")
+        # Host memory in decimal GB, the unit SGLang logs the host KV cache in (not GiB).
         text.append("host KV   ", self.style_of("label"))
         low, high = min(per_rank), max(per_rank)
         each = f"{low:,.2f} GB" if low == high else f"{low:,.2f}–{high:,.2f} GB"
@@ -92,10 +93,10 @@ class HostKvLane(TextPanel):
         if host is not None:
             text.append(f" · host RAM {host.used_gb:,.0f} / {host.total_gb:,.0f} GB used")
             if total_gb is not None and total_gb > host.total_gb:
-                text.append(" (pools exceed host RAM!)", self.style_of("bad"))
+                text.append(" (host KV cache exceeds host RAM!)", self.style_of("bad"))
         if usage.host_usage_pct is not None:
             text.append(
-                f" · host pool {usage.host_usage_pct:.0f} % ({usage.host_used_tokens:,} / "
+                f" · {fmt.pct(usage.host_usage_pct)} in use ({usage.host_used_tokens:,} / "
                 f"{usage.host_total_tokens:,} tokens)"
             )
         return text
