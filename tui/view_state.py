@@ -8,7 +8,7 @@ app for a change with a message (tui/screens/base.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from tui.model.alerts import (
@@ -18,9 +18,10 @@ from tui.model.alerts import (
     kv_usage_level,
     queue_level,
 )
-from tui.model.deployment import GpuView, Snapshot, SourceHealth
+from tui.model.deployment import DEGRADED, GpuView, Snapshot, SourceHealth
+from tui.model.deployment import OK as SOURCE_OK
 from tui.model.formula import format_version
-from tui.model.freshness import stale_after_s, stale_age_s
+from tui.model.freshness import is_fresh, stale_after_s, stale_age_s
 from tui.model.history import History, Series
 from tui.model.kv_usage import KvUsage, kv_usage, source_text
 from tui.model.server_status import (
@@ -158,6 +159,14 @@ def kv_facts(state: ViewState, clock: Callable[[], float]) -> KvFacts | None:
     )
 
 
+def _marked(health: SourceHealth, interval_s: float) -> SourceHealth:
+    """The source as its marker shows it: an ok source whose last good reading is stale (a
+    scrape hanging, a poll that does not return) is not drawn as ok."""
+    if health.state == SOURCE_OK and health.age_s is not None and not is_fresh(health, interval_s):
+        return replace(health, state=DEGRADED)
+    return health
+
+
 def _lost_gpus(snapshot: Snapshot) -> tuple[int, ...]:
     return tuple(g.sample.index for g in snapshot.gpus if g.sample.status == "lost")
 
@@ -190,6 +199,7 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
             gpu_count=len(snapshot.gpus),
         )
         kind, text, level = status.state, header.text, header.level
+        sources = tuple(_marked(s, state.interval_s) for s in sources)
     if state.problem:
         kind, text, level = "failed", "sources stopped (see the message)", OK
     ages = (stale_age_s(s, state.interval_s) for s in sources)

@@ -270,10 +270,10 @@ def source_text(usage: KvUsage, stale_after_s: float) -> str | None:
         if usage.age_s is not None and usage.age_s > stale_after_s:
             return f"metrics, {duration_text(usage.age_s)} old"
         return None
-    line = f"log {usage.batch_kind} batch line {usage.batch_time or '?'}"
     other = " (metrics are from another server)" if usage.other_server else ""
-    age = usage.age_s
-    if not usage.current:
+    age, when = usage.age_s, usage.batch_time or "?"
+    if not usage.current:  # its date too: it may be from another day
         ago = f", {duration_text(age)} ago" if age is not None else ", before the latest start"
-        return f"last known usage: {line}{ago}{other}"
+        return f"last known usage: log {usage.batch_kind} batch line {when}{ago}{other}"
+    line = f"log {usage.batch_kind} batch line {when.rsplit(' ', 1)[-1]}"  # today: the time
     return f"{line}, {duration_text(age)} old{other}" if age is not None else f"{line}{other}"
