@@ -5,6 +5,7 @@ scenario and the real parser (tests/still.py, fixture logs), changed with datacl
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -232,4 +233,25 @@ def test_json_sources_carry_their_age_rounded_or_null() -> None:
     assert set(sources["log"]) == {"name", "state", "detail", "age_s"}
     assert not any(
         isinstance(s["age_s"], float) and math.isnan(s["age_s"]) for s in sources.values()
+    )
+
+
+def test_text_report_says_each_sources_age_and_where_kv_comes_from(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from tui.report.text import render_snapshot
+
+    def text(snapshot: Snapshot) -> str:
+        console = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+        console.print(render_snapshot(snapshot))
+        console.file.close()
+        return console.export_text()
+
+    demo = _with_sources(demo_snapshot(), log=0.04, nvml=1.25, metrics=None)
+    report = text(demo)
+    assert "last good reading: log 0.0 s ago · nvml 1.2 s ago · metrics none yet" in report
+    assert "KV usage from: metrics" in report
+    story = _story_snapshot(tmp_path)  # taken at the fixed clock: months after its batch line
+    assert "KV usage from: last known usage: log decode batch line 2026-02-27 09:09:04" in text(
+        story
     )
