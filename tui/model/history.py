@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from tui.model.alert_rule import queue_since
 from tui.model.deployment import Snapshot
 from tui.model.freshness import STALE_INTERVALS
 from tui.model.kv_usage import kv_usage
@@ -120,10 +121,7 @@ class History:
         self._kv_times.append(taken_at)
         self._token_usage_pct.append(pct if pct is not None else math.nan)
         queued = usage.load.queued_requests if known else None
-        if not queued:
-            self._queued_since = None
-        elif self._queued_since is None:
-            self._queued_since = taken_at
+        self._queued_since = queue_since(self._queued_since, queued, taken_at)
 
     def queued_for_s(self) -> float | None:
         """How long requests have been queued without the queue emptying (None: no queue, or
