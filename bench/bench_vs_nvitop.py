@@ -233,7 +233,7 @@ def micro_render(frames: int = 40) -> str:
 
     async def run() -> tuple[float, float]:
         app = KvtopApp(
-            StillFeed(series[0]),
+            StillFeed(series[0], interval_s=5.0),  # still_series' spacing: no history gaps
             source_label="demo",
             demo=True,
             clock=lambda: STILL_EPOCH,

@@ -56,7 +56,9 @@ def png(svg: Path) -> None:
 
 async def tui_shot(name: str, size: tuple[int, int], keys: Sequence[str], title: str) -> Path:
     app = KvtopApp(
-        StillFeed(*still_series(120)),  # ten minutes of history for the sparklines
+        # Ten minutes of history for the sparklines, at the feed's interval (5 s): snapshots
+        # further apart than 3 intervals would be drawn as gaps.
+        StillFeed(*still_series(120), interval_s=5.0),
         source_label="demo",
         demo=True,
         clock=lambda: STILL_EPOCH,

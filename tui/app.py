@@ -24,7 +24,7 @@ from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
 from tui.model.deployment import Snapshot
 from tui.screens.base import OpenGpuDetail, RequestLength, SelectGpu, ShowsState
 from tui.screens.overview import OverviewScreen
-from tui.view_state import ViewState, next_interval, status_facts
+from tui.view_state import ViewState, kv_facts, next_interval, status_facts
 
 EXIT_GRACE_S = 2.0  # after SIGHUP/SIGTERM, the longest a clean shutdown may take
 
@@ -147,7 +147,7 @@ class KvtopApp(App[int]):
     def apply(self, snapshot: Snapshot) -> None:
         """One new snapshot: history always, the screen unless paused."""
         state = self.state
-        state.history.record(snapshot)
+        state.history.record(snapshot, state.interval_s)
         state.latest = snapshot
         if not state.paused:
             state.snapshot = snapshot
@@ -155,16 +155,21 @@ class KvtopApp(App[int]):
 
     def show_state(self) -> None:
         """The one way screens learn of a change: the state, to every visible screen."""
-        self.state.status = status_facts(self.state, self.clock)
+        self._facts()
         for screen in (self.screen, *self._under_modal()):
             if isinstance(screen, ShowsState):
                 screen.show_state(self.state)
 
     def _with_state(self, screen: Screen[object]) -> Screen[object]:
         if isinstance(screen, ShowsState):
-            self.state.status = status_facts(self.state, self.clock)
+            self._facts()
             screen.show_state(self.state)
         return screen
+
+    def _facts(self) -> None:
+        """What the status line and the KV panel show, from the state and the clock now."""
+        self.state.status = status_facts(self.state, self.clock)
+        self.state.kv = kv_facts(self.state, self.clock)
 
     def _under_modal(self) -> Iterable[Screen[object]]:
         """The screen under a modal is visible too: keep it current."""

@@ -161,7 +161,10 @@ class Session:
         default_factory=lambda: SourceHealth("metrics", DEGRADED, "waiting for the first scrape.")
     )
     latest_metrics: MetricsSample | None = None
-    _metrics_at: float = 0.0  # time.monotonic() of the latest good scrape
+    # time.monotonic() of each source's latest good reading (None: none yet): SourceHealth.age_s.
+    _metrics_at: float | None = None  # a scrape with a sample
+    _nvml_at: float | None = None  # a poll with GPUs answering
+    _log_at: float | None = None  # a read of the file or journal (not its latest line)
     latest_info: ServerInfo | None = None
     # A /server_info failure while /metrics is fine; read in a task of its own (_info_task).
     info_health: SourceHealth | None = None
@@ -199,6 +202,7 @@ class Session:
             fold_lines(lines, self.tracker)
         self.log_health = SourceHealth("log", OK, "demo: the embedded story log, replayed")
         self.latest_nvml = scenario.nvml_reading(self.tracker.current)
+        self._log_at = self._nvml_at = time.monotonic()
         text = scenario.exposition()
         if text is None:
             self.metrics_health = SourceHealth(
@@ -210,6 +214,7 @@ class Session:
             if text != self._demo_exposition:  # its gauges move only with a new batch line
                 self._demo_exposition = text
                 self.latest_metrics = parse_exposition(text)
+            self._metrics_at = time.monotonic()
             self.metrics_health = SourceHealth("metrics", OK, "demo: simulated /metrics")
 
     # -- log ------------------------------------------------------------------------------------
@@ -228,6 +233,7 @@ class Session:
         except LogUnreadable as exc:
             self.log_health = SourceHealth("log", OFF, str(exc))
             raise
+        self._log_at = time.monotonic()
         # Read in part (an endless stream, or a huge file): the report says which part.
         self.log_health = SourceHealth("log", DEGRADED if lines.cut else OK, lines.cut)
 
@@ -254,6 +260,7 @@ class Session:
             key = self.options.api_key if target.key_allowed else None
             self.metrics_source = MetricsSource(url, api_key=key, interval_s=self.interval_s)
             self.latest_info = self.info_health = None
+            self._metrics_at = None  # another server: its age starts with its first scrape
         return self.metrics_source
 
     async def _scrape(self, *, wait_info: bool = False) -> None:
@@ -261,7 +268,7 @@ class Session:
         reading = await source.scrape()
         if reading.sample is not None:
             self.latest_metrics, self._metrics_at = reading.sample, time.monotonic()
-        elif reading.status == OFF or time.monotonic() - self._metrics_at > METRICS_STALE_S:
+        elif reading.status == OFF or (_age_s(self._metrics_at) or 0.0) > METRICS_STALE_S:
             self.latest_metrics = None
         if reading.status == OK:
             self.metrics_health = SourceHealth("metrics", OK)
@@ -335,12 +342,16 @@ class Session:
         if self._journal is not None:
             status = self._journal.status
             self.log_health = SourceHealth("journal", DEGRADED if status else OK, status)
-        sources = [self.log_health, nvml_health]
+            if not status:
+                self._log_at = time.monotonic()
+        sources = [
+            self._aged(self.log_health, self._log_at),
+            self._aged(nvml_health, self._nvml_at),
+        ]
         if self.options.metrics or demo:
             metrics_ok = self.metrics_health.state == OK
-            sources.append(
-                self.info_health if metrics_ok and self.info_health else self.metrics_health
-            )
+            metrics = self.info_health if metrics_ok and self.info_health else self.metrics_health
+            sources.append(self._aged(metrics, self._metrics_at))
         snapshot = build_snapshot(
             self.analysis(),
             taken_at=self.clock(),
@@ -359,6 +370,11 @@ class Session:
             notes += (server.withheld_sentence(),)
         return replace(snapshot, notes=snapshot.notes + notes, server=server)
 
+    @staticmethod
+    def _aged(health: SourceHealth, good_at: float | None) -> SourceHealth:
+        """The source's health with its age: seconds since its last good reading."""
+        return replace(health, age_s=_age_s(good_at))
+
     def _log_file_state(self) -> tuple[str, ...]:
         """The followed file's state now (it changes without a new line: removed, truncated),
         and its latest notice while it is recent."""
@@ -366,6 +382,8 @@ class Session:
         assert follower is not None
         status = follower.status
         self.log_health = SourceHealth("log", DEGRADED if status else OK, status)
+        if not status:  # read this tick (or waiting on a quiet file): fresh
+            self._log_at = time.monotonic()
         notices = follower.notices
         key = (len(notices), notices[-1] if notices else None)
         if notices and key != self._notice:
@@ -391,7 +409,10 @@ class Session:
 
     async def _poll_nvml(self) -> None:
         assert self.nvml is not None
-        self.latest_nvml = await self.nvml.poll_async()
+        reading = self.latest_nvml = await self.nvml.poll_async()
+        answered = not reading.gpus or any(g.status == "ok" for g in reading.gpus)
+        if reading.available and not reading.stale and answered:
+            self._nvml_at = time.monotonic()
 
     async def _read_journal_once(self) -> None:
         from tui.sources.journal import JournalSource  # imports systemd only when asked for
@@ -399,6 +420,8 @@ class Session:
         source = JournalSource(self.options.unit or "", directory=self.options.journal_dir)
         lines = [line.text async for line in source.read_latest()]
         fold_lines(lines, self.tracker)
+        if lines or not source.status:
+            self._log_at = time.monotonic()
         self.log_health = SourceHealth(
             "journal", DEGRADED if source.status else OK, source.status or None
         )
@@ -499,6 +522,11 @@ class Session:
             await self.metrics_source.aclose()
         if self.nvml is not None:
             self.nvml.close()
+
+
+def _age_s(good_at: float | None) -> float | None:
+    """Seconds since a time.monotonic() stamp (None: no good reading yet)."""
+    return None if good_at is None else max(0.0, time.monotonic() - good_at)
 
 
 def _raise_failed(tasks: dict[str, asyncio.Task[None]]) -> None:

@@ -8,14 +8,28 @@ app for a change with a message (tui/screens/base.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
-from tui.model.deployment import GpuView, Snapshot, SourceHealth
+from tui.model.alerts import (
+    DEFAULT_THRESHOLDS,
+    OK,
+    Thresholds,
+    kv_usage_level,
+    queue_level,
+)
+from tui.model.deployment import DEGRADED, GpuView, Snapshot, SourceHealth
+from tui.model.deployment import OK as SOURCE_OK
 from tui.model.formula import format_version
-from tui.model.history import History
-from tui.model.server_status import deployment_facts, server_status
+from tui.model.freshness import is_fresh, stale_after_s, stale_age_s
+from tui.model.history import History, Series
+from tui.model.kv_usage import KvUsage, kv_usage, source_text
+from tui.model.server_status import (
+    deployment_facts,
+    duration_text,
+    header_state,
+    server_status,
+)
 
 INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 AUTO_COMPACT_BELOW_ROWS = 34
@@ -33,6 +47,23 @@ class StatusFacts:
     interval_s: float
     demo: bool
     facts: tuple[str, ...] = ()  # SGLang version, model, parallelism, after the state
+    # The state's alert level (tui/model/alerts.py): not ok when the server has stopped
+    # answering, its sources disagree or a GPU is lost (tui/model/server_status.header_state).
+    level: str = OK
+    # Beside each source's marker: its age once older than three refresh intervals ("3m05s").
+    source_ages: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KvFacts:
+    """What the KV panel shows: the usage, where it comes from and how old, alert levels."""
+
+    usage: KvUsage
+    series: Series
+    source: str | None  # "log decode batch line 09:03:07, 4m05s old"; None: fresh metrics
+    usage_level: str = OK  # KV usage against the thresholds (ok unless the usage is current)
+    queue_level: str = OK  # requests queued without a break, against the thresholds
+    queued_for_s: float | None = None
 
 
 @dataclass
@@ -55,6 +86,7 @@ class ViewState:
     # the rank the formula opens on. None: the first GPU.
     selected_gpu: int | None = None
     status: StatusFacts | None = None  # kept current by the app at every change
+    kv: KvFacts | None = None  # likewise
     # Where values turn warning / critical (tui/model/alerts.py; the config file sets them).
     thresholds: Thresholds = DEFAULT_THRESHOLDS
 
@@ -109,12 +141,42 @@ def next_interval(current_s: float, step: int) -> float:
     return INTERVALS_S[max(0, min(len(INTERVALS_S) - 1, nearest + step))]
 
 
+def kv_facts(state: ViewState, clock: Callable[[], float]) -> KvFacts | None:
+    """The KV panel's facts from the snapshot on screen; `clock` dates a batch line (the
+    log's clock is local time, as for the uptime)."""
+    snapshot = state.snapshot
+    if snapshot is None:
+        return None
+    usage = kv_usage(snapshot, state.request_len, now=datetime.fromtimestamp(clock()))
+    queued_for = state.history.queued_for_s() if usage.current else None
+    return KvFacts(
+        usage=usage,
+        series=state.history.token_usage_pct(),
+        source=source_text(usage, stale_after_s(state.interval_s)),
+        usage_level=kv_usage_level(usage.usage_pct, state.thresholds) if usage.current else OK,
+        queue_level=queue_level(queued_for, state.thresholds),
+        queued_for_s=queued_for,
+    )
+
+
+def _marked(health: SourceHealth, interval_s: float) -> SourceHealth:
+    """The source as its marker shows it: an ok source whose last good reading is stale (a
+    scrape hanging, a poll that does not return) is not drawn as ok."""
+    if health.state == SOURCE_OK and health.age_s is not None and not is_fresh(health, interval_s):
+        return replace(health, state=DEGRADED)
+    return health
+
+
+def _lost_gpus(snapshot: Snapshot) -> tuple[int, ...]:
+    return tuple(g.sample.index for g in snapshot.gpus if g.sample.status == "lost")
+
+
 def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
     """The status line from the snapshot on screen: host, source, version, server state."""
     snapshot = state.snapshot
     left = (state.host_name, state.source_label)
     after: list[str] = []
-    kind, text = "waiting", "waiting for the first readings"
+    kind, text, level = "waiting", "waiting for the first readings", OK
     sources: tuple[SourceHealth, ...] = ()
     if snapshot is not None:
         startup = snapshot.analysis.startup
@@ -127,12 +189,20 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
             after.append(f"SGLang {startup.version.text()}")
         after.extend(deployment_facts(startup))
         status = server_status(startup, datetime.fromtimestamp(clock()))
-        kind, text = status.state, status.text
-        if status.restarts:
-            text += f" · restarted {status.restarts}×"
         sources = tuple(snapshot.sources)
+        header = header_state(
+            status,
+            sources,
+            state.interval_s,
+            mismatched=bool(snapshot.mismatches),
+            lost_gpus=_lost_gpus(snapshot),
+            gpu_count=len(snapshot.gpus),
+        )
+        kind, text, level = status.state, header.text, header.level
+        sources = tuple(_marked(s, state.interval_s) for s in sources)
     if state.problem:
-        kind, text = "failed", "sources stopped (see the message)"
+        kind, text, level = "failed", "sources stopped (see the message)", OK
+    ages = (stale_age_s(s, state.interval_s) for s in sources)
     return StatusFacts(
         left=left,
         facts=tuple(after),
@@ -142,4 +212,6 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
         paused=state.paused,
         interval_s=state.interval_s,
         demo=state.demo,
+        level=level,
+        source_ages=tuple(None if age is None else duration_text(age) for age in ages),
     )

@@ -1,54 +1,95 @@
-"""Recent history for the sparklines, in fixed-size buffers (memory stays bounded for days)."""
+"""Recent history for the sparklines, in fixed-size buffers (memory stays bounded for days).
+
+A sparkline never joins two sources or bridges a gap as if it were data: a snapshot that comes
+much later than the one before (a suspended terminal, a stalled feed) and a change of the KV
+numbers' source (metrics to a log batch line, or back) put a GAP point in the buffers, which
+the sparkline draws blank; the values after it are a new run. A value a source could not give
+(a GPU that did not answer, no usage known) is NaN: blank where it has the cell to itself.
+"""
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from tui.model.alert_rule import queue_since
 from tui.model.deployment import Snapshot
+from tui.model.freshness import STALE_INTERVALS
 from tui.model.kv_usage import kv_usage
 
 POINTS = 600  # ten minutes at 1 Hz; at faster refresh it simply covers less time
+# The break between two runs: never a value (every series is >= 0), drawn as a blank cell.
+GAP = float("-inf")
+
+
+def is_gap(value: float) -> bool:
+    return value == GAP
 
 
 @dataclass(frozen=True, slots=True)
 class Series:
-    """One buffer's values, oldest first, with the time span they cover."""
+    """One buffer's values, oldest first, with the time span they cover (GAP between runs)."""
 
     values: tuple[float, ...]
     seconds: float
+
+    @property
+    def runs(self) -> int:
+        """How many runs of readings the values hold (gaps and source changes split them)."""
+        count, inside = 0, False
+        for value in self.values:
+            if is_gap(value):
+                inside = False
+            elif not inside:
+                count, inside = count + 1, True
+        return count
 
 
 @dataclass
 class History:
     points: int = POINTS
     _times: deque[float] = field(init=False)
+    _kv_times: deque[float] = field(init=False)
     _token_usage_pct: deque[float] = field(init=False)
     _gpu_used_gib: dict[str, deque[float]] = field(default_factory=dict)
     _gpu_util_pct: dict[str, deque[float]] = field(default_factory=dict)
     _last_taken_at: float | None = None
+    _kv_source: str | None = None  # the source of the latest known KV usage
+    _queued_since: float | None = None  # taken_at since which requests wait without a break
 
     def __post_init__(self) -> None:
         self._times = deque(maxlen=self.points)
+        self._kv_times = deque(maxlen=self.points)
         self._token_usage_pct = deque(maxlen=self.points)
 
-    def record(self, snapshot: Snapshot) -> bool:
-        """Append one point per series (once per snapshot); False when already recorded."""
-        if snapshot.taken_at == self._last_taken_at:
+    def record(self, snapshot: Snapshot, interval_s: float | None = None) -> bool:
+        """Append one point per series (once per snapshot); False when already recorded.
+        `interval_s`: the refresh interval; a snapshot more than three intervals after the
+        previous one leaves a gap (None: no gaps by time)."""
+        taken_at = snapshot.taken_at
+        if taken_at == self._last_taken_at:
             return False
-        self._last_taken_at = snapshot.taken_at
-        self._times.append(snapshot.taken_at)
-        usage = kv_usage(snapshot).usage_pct
-        self._token_usage_pct.append(usage if usage is not None else float("nan"))
+        gap = (
+            interval_s is not None
+            and self._last_taken_at is not None
+            and taken_at - self._last_taken_at > STALE_INTERVALS * interval_s
+        )
+        self._last_taken_at = taken_at
+        if gap:
+            self._break_all(taken_at)
+        self._record_kv(snapshot, gap)
+        self._times.append(taken_at)
         seen: set[str] = set()
         for gpu in snapshot.gpus:
             key = gpu.sample.uuid or str(gpu.sample.index)
             seen.add(key)
             used = self._gpu_used_gib.setdefault(key, deque(maxlen=self.points))
             util = self._gpu_util_pct.setdefault(key, deque(maxlen=self.points))
-            used.append(gpu.sample.used_gib if gpu.sample.status == "ok" else float("nan"))
+            used.append(gpu.sample.used_gib if gpu.sample.status == "ok" else math.nan)
             value = gpu.sample.utilization_pct
-            util.append(float(value) if value is not None else float("nan"))
+            util.append(float(value) if value is not None else math.nan)
         # A GPU that went away keeps its buffer only while it might come back; a host with
         # GPUs swapped in and out must not accumulate buffers without bound.
         for key in list(self._gpu_used_gib):
@@ -57,22 +98,56 @@ class History:
                 self._gpu_util_pct.pop(key, None)
         return True
 
-    def _span(self, count: int) -> float:
+    def _break_all(self, taken_at: float) -> None:
+        """A gap in time: every series gets a GAP point (the GPU ones stay aligned in time)."""
+        self._times.append(taken_at)
+        self._kv_times.append(taken_at)
+        self._token_usage_pct.append(GAP)
+        for buffer in (*self._gpu_used_gib.values(), *self._gpu_util_pct.values()):
+            buffer.append(GAP)
+        self._queued_since = None  # what the queue did meanwhile is unknown
+
+    def _record_kv(self, snapshot: Snapshot, gap: bool) -> None:
+        taken_at = snapshot.taken_at
+        usage = kv_usage(snapshot, now=datetime.fromtimestamp(taken_at))
+        known = usage.current and usage.source_kind != "none"
+        source = usage.source_kind if known else None
+        if source is not None and self._kv_source not in (None, source) and not gap:
+            self._kv_times.append(taken_at)  # another source: its numbers start a new run
+            self._token_usage_pct.append(GAP)
+        if source is not None:
+            self._kv_source = source
+        pct = usage.usage_pct if known else None
+        self._kv_times.append(taken_at)
+        self._token_usage_pct.append(pct if pct is not None else math.nan)
+        queued = usage.load.queued_requests if known else None
+        self._queued_since = queue_since(self._queued_since, queued, taken_at)
+
+    def queued_for_s(self) -> float | None:
+        """How long requests have been queued without the queue emptying (None: no queue, or
+        not known), as of the latest snapshot."""
+        if self._queued_since is None or self._last_taken_at is None:
+            return None
+        return self._last_taken_at - self._queued_since
+
+    @staticmethod
+    def _span(times: deque[float], count: int) -> float:
         if count < 2:
             return 0.0
-        times = list(self._times)[-count:]
-        return times[-1] - times[0]
+        tail = list(times)[-count:]
+        return tail[-1] - tail[0]
 
     def token_usage_pct(self) -> Series:
-        return Series(tuple(self._token_usage_pct), self._span(len(self._token_usage_pct)))
+        values = tuple(self._token_usage_pct)
+        return Series(values, self._span(self._kv_times, len(values)))
 
     def gpu_used_gib(self, key: str) -> Series:
         values = tuple(self._gpu_used_gib.get(key, ()))
-        return Series(values, self._span(len(values)))
+        return Series(values, self._span(self._times, len(values)))
 
     def gpu_util_pct(self, key: str) -> Series:
         values = tuple(self._gpu_util_pct.get(key, ()))
-        return Series(values, self._span(len(values)))
+        return Series(values, self._span(self._times, len(values)))
 
     def size(self) -> int:
         """Points kept over all buffers (the soak reports it)."""

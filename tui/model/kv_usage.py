@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 
 from tui import fmt
 from tui.model.deployment import Snapshot
+from tui.model.freshness import named
+from tui.model.server_status import duration_text
 from tui.sglang.events import BatchStats
 from tui.sglang.metrics import MetricsSample
+
+# A batch line older than this (in the log's clock) is the last known usage, not the current
+# one: a busy server logs one every few seconds, an idle one stops logging, so an old line says
+# nothing about now. Neither is a line from before the latest start.
+BATCH_CURRENT_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +64,17 @@ class KvUsage:
     source: str  # "metrics", "log: <batch line time>" or "none"
     host_used_tokens: int | None = None
     host_total_tokens: int | None = None
+    source_kind: str = "none"  # "metrics", "log" or "none"
+    # The batch line's kind and time as logged ("decode", "09:03:07"), for a log reading.
+    batch_kind: str | None = None
+    batch_time: str | None = None
+    # Seconds since the numbers were current: the metrics source's age, or the batch line's
+    # age in the log's clock (None: unknown, e.g. the log's clock is ahead of ours).
+    age_s: float | None = None
+    # False for a batch line too old to stand for now (BATCH_CURRENT_S, or before the latest
+    # start): its numbers are the last known usage, shown as such and without alert colours.
+    current: bool = True
+    other_server: bool = False  # metrics were scraped but are another server's
 
     @property
     def host_usage_pct(self) -> float | None:
@@ -81,6 +100,8 @@ class _Reading:
     source: str = "none"
     host_used_tokens: int | None = None
     host_total_tokens: int | None = None
+    kind: str = "none"
+    batch: BatchStats | None = None
 
 
 def _finite(value: float | None) -> float | None:
@@ -125,6 +146,7 @@ def _reading(snapshot: Snapshot) -> _Reading:
             source="metrics",
             host_used_tokens=metrics.hicache_host_used_tokens,
             host_total_tokens=metrics.hicache_host_total_tokens,
+            kind="metrics",
         )
     batches = snapshot.analysis.startup.latest_batch
     if not batches:
@@ -137,6 +159,8 @@ def _reading(snapshot: Snapshot) -> _Reading:
         token_usage=batch.token_usage,
         load=load_from_batch(batch),
         source=f"log: {batch.kind} batch at {batch.prefix.time_text or '?'}{other}",
+        kind="log",
+        batch=batch,
     )
 
 
@@ -184,14 +208,40 @@ def _capacity(
     )
 
 
-def kv_usage(snapshot: Snapshot, user_length_tokens: int | None = None) -> KvUsage:
-    """The pool, its use and the load now, and how many requests of each length fit."""
+def _age_and_current(
+    snapshot: Snapshot, reading: _Reading, now: datetime | None
+) -> tuple[float | None, bool]:
+    """How old the reading is, and whether it still stands for now (see BATCH_CURRENT_S).
+    `now` is in the log's clock (local time, like SGLang's), as for the uptime."""
+    if reading.kind == "metrics":
+        metrics = named(snapshot.sources, "metrics")
+        return (metrics.age_s if metrics is not None else None), True
+    batch = reading.batch
+    stamp = batch.prefix.timestamp if batch is not None else None
+    if stamp is None:
+        return None, True
+    start = snapshot.analysis.startup.first_time
+    before_start = start is not None and stamp < start
+    age = (now - stamp).total_seconds() if now is not None else None
+    if age is not None and age < 0:
+        age = None  # the log's clock is ahead of ours (another host, another zone)
+    return age, not before_start and (age is None or age <= BATCH_CURRENT_S)
+
+
+def kv_usage(
+    snapshot: Snapshot, user_length_tokens: int | None = None, now: datetime | None = None
+) -> KvUsage:
+    """The pool, its use and the load now, and how many requests of each length fit; `now`
+    (the log's clock) dates a batch line that stands in for metrics."""
     reading = _reading(snapshot)
+    age_s, current = _age_and_current(snapshot, reading, now)
     max_tokens = _max_tokens(snapshot)
     used = reading.used_tokens
     if used is None and reading.token_usage is not None and max_tokens:
         used = round(reading.token_usage * max_tokens)
     free = None if max_tokens is None or used is None else max(0, max_tokens - used)
+    if not current:
+        free = None  # the last known usage says nothing about what is free now
     lengths = ((_context_len(snapshot), "context length"), (user_length_tokens, "your length"))
     return KvUsage(
         max_tokens=max_tokens,
@@ -202,4 +252,28 @@ def kv_usage(snapshot: Snapshot, user_length_tokens: int | None = None) -> KvUsa
         source=reading.source,
         host_used_tokens=reading.host_used_tokens,
         host_total_tokens=reading.host_total_tokens,
+        source_kind=reading.kind,
+        batch_kind=reading.batch.kind if reading.batch is not None else None,
+        batch_time=reading.batch.prefix.time_text if reading.batch is not None else None,
+        age_s=age_s,
+        current=current,
+        other_server=reading.kind == "log" and snapshot.metrics is not None,
     )
+
+
+def source_text(usage: KvUsage, stale_after_s: float) -> str | None:
+    """Where the KV numbers come from and how old they are, when that needs saying: fresh
+    metrics need no words; a batch line always names itself and its age."""
+    if usage.source_kind == "none":
+        return "no metrics and no batch line yet"
+    if usage.source_kind == "metrics":
+        if usage.age_s is not None and usage.age_s > stale_after_s:
+            return f"metrics, {duration_text(usage.age_s)} old"
+        return None
+    other = " (metrics are from another server)" if usage.other_server else ""
+    age, when = usage.age_s, usage.batch_time or "?"
+    if not usage.current:  # its date too: it may be from another day
+        ago = f", {duration_text(age)} ago" if age is not None else ", before the latest start"
+        return f"last known usage: log {usage.batch_kind} batch line {when}{ago}{other}"
+    line = f"log {usage.batch_kind} batch line {when.rsplit(' ', 1)[-1]}"  # today: the time
+    return f"{line}, {duration_text(age)} old{other}" if age is not None else f"{line}{other}"

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from tui.model.alerts import CRITICAL, GLYPHS, OK, WARNING, worst
+from tui.model.deployment import SourceHealth
+from tui.model.freshness import is_fresh, named
 from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import FAILED, READY, Startup
 
@@ -86,3 +90,69 @@ def deployment_facts(startup: Startup) -> list[str]:
     if args.enable_hierarchical_cache:
         facts.append("HiCache")
     return facts
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderState:
+    """The status line's state: the words and their alert level (tui/model/alerts.py).
+
+    `ready` is ok (green) only while the server answers (a fresh scrape) or, when /metrics has
+    never answered (disabled, --no-metrics), while its log is fresh. A mismatch between sources
+    or a lost GPU makes it critical whatever the server says. A level other than ok starts the
+    text with its glyph, so it reads without colour too.
+    """
+
+    text: str
+    level: str
+
+
+def _silence(sources: Sequence[SourceHealth], interval_s: float) -> list[str]:
+    """Why a ready server's state is not known to be current: "metrics down 3m05s" when
+    /metrics answered and stopped; "log stale 4m10s" when nothing else says it is alive."""
+    metrics, log = named(sources, "metrics"), named(sources, "log", "journal")
+    if is_fresh(metrics, interval_s):
+        return []
+    words = []
+    if metrics is not None and metrics.age_s is not None:
+        words.append(f"metrics down {duration_text(metrics.age_s)}")
+    if words or is_fresh(log, interval_s):
+        return words
+    if log is not None and log.age_s is not None:
+        return [f"{log.name} stale {duration_text(log.age_s)}"]
+    return ["no source answers"]
+
+
+def _lost_text(lost: Sequence[int], gpu_count: int) -> str:
+    if len(lost) == gpu_count and gpu_count > 1:
+        return f"all {gpu_count} GPUs lost"
+    if len(lost) > 3:
+        return f"{len(lost)} GPUs lost"
+    return ("GPU " if len(lost) == 1 else "GPUs ") + ", ".join(map(str, lost)) + " lost"
+
+
+def header_state(
+    status: ServerStatus,
+    sources: Sequence[SourceHealth],
+    interval_s: float,
+    *,
+    mismatched: bool = False,
+    lost_gpus: Sequence[int] = (),
+    gpu_count: int = 0,
+) -> HeaderState:
+    """The state as the status line says it: `ready 2h14m`, `ready 2h14m · metrics down 3m05s`
+    (warning), `✖ ready 2h14m · GPU 3 lost` (critical)."""
+    text = status.text
+    if status.restarts:
+        text += f" · restarted {status.restarts}×"
+    reasons: list[tuple[str, str]] = []
+    if mismatched:
+        reasons.append((CRITICAL, "sources disagree"))
+    if lost_gpus:
+        reasons.append((CRITICAL, _lost_text(lost_gpus, gpu_count)))
+    if status.state == READY:
+        reasons += [(WARNING, words) for words in _silence(sources, interval_s)]
+    level = worst(level for level, _ in reasons)
+    if level == OK:
+        return HeaderState(text, OK)
+    words = " · ".join([text, *(why for _, why in reasons)])
+    return HeaderState(f"{GLYPHS[level]} {words}", level)

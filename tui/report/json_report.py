@@ -291,8 +291,10 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
             "host_kv_total_gb": snapshot.host_kv_total_gb,
         }
     )
+    # age_s: seconds since the source's last good reading, null before the first.
     data["sources"] = [
-        {"name": s.name, "state": s.state, "detail": s.detail} for s in snapshot.sources
+        {"name": s.name, "state": s.state, "detail": s.detail, "age_s": _r(s.age_s, 1)}
+        for s in snapshot.sources
     ]
     data["notes"] = list(snapshot.notes)
     server = snapshot.server

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -10,7 +12,7 @@ from tui import fmt
 from tui.model.analysis import Analysis
 from tui.model.deployment import Snapshot
 from tui.model.formula import version_text
-from tui.model.kv_usage import load_from_batch, load_from_metrics, load_line
+from tui.model.kv_usage import kv_usage, load_from_batch, load_from_metrics, load_line, source_text
 from tui.model.sizing import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
 from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import RankStartup
@@ -306,6 +308,12 @@ def _sources_line(snapshot: Snapshot) -> Text:
     text = Text("sources: ")
     for source in snapshot.sources:
         text.append(f"{source.name} {marks.get(source.state, '?')} {source.state}  ")
+    ages = [
+        f"{s.name} {s.age_s:.1f} s ago" if s.age_s is not None else f"{s.name} none yet"
+        for s in snapshot.sources
+    ]
+    if ages:
+        text.append("\n  last good reading: " + " · ".join(ages))
     for source in snapshot.sources:
         if source.detail:
             text.append(_visible(f"\n  {source.name}: {source.detail}"))
@@ -369,6 +377,13 @@ def _metrics_line(snapshot: Snapshot) -> Text | None:
     return _text(f"metrics (/metrics): {pool} · {load_line(load_from_metrics(m))}")
 
 
+def _kv_source_line(snapshot: Snapshot) -> Text:
+    """Where the KV usage comes from, and how old a batch line standing in for metrics is
+    (the snapshot's time is "now" in the log's clock, as for the uptime)."""
+    usage = kv_usage(snapshot, now=datetime.fromtimestamp(snapshot.taken_at))
+    return _text(f"KV usage from: {source_text(usage, float('inf')) or 'metrics'}")
+
+
 def render_snapshot(snapshot: Snapshot) -> Group:
     parts: list[RenderableType] = [_sources_line(snapshot)]
     if snapshot.server is not None:
@@ -376,6 +391,7 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     line = _metrics_line(snapshot)
     if line is not None:
         parts.append(line)
+    parts.append(_kv_source_line(snapshot))
     if snapshot.gpus:
         parts += [Text(""), _gpu_table(snapshot)]
     for note in snapshot.notes:

@@ -110,8 +110,10 @@ class OverviewScreen(ShowsState, Screen[None]):
         for row, gpu in zip(self._rows, gpus, strict=False):
             row.show(gpu)
         self.query_one(MemoryLegend).show(gpus[selected] if gpus else None, compact)
-        usage = kv_usage(snapshot, state.request_len)
-        self.query_one(KvPanel).show(usage, state.history.token_usage_pct(), compact)
+        kv = state.kv  # formed by the app with the status line (tui/view_state.kv_facts)
+        if kv is not None:
+            self.query_one(KvPanel).show(kv, compact)
+        usage = kv.usage if kv is not None else kv_usage(snapshot, state.request_len)
         analysis = snapshot.analysis
         per_rank = [r.host_kv_gb for r in analysis.ranks if r.host_kv_gb is not None]
         self.query_one(HostKvLane).show(per_rank, snapshot.host_kv_total_gb, snapshot.host, usage)

@@ -7,11 +7,15 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from tui.model.history import is_gap
+
 TICKS = "▁▂▃▄▅▆▇█"
 
 
 def sparkline(values: Sequence[float], width: int, low: float, high: float) -> Text:
-    """The last values squeezed into `width` cells (max per cell); gaps (nan) shown as spaces."""
+    """The last values squeezed into `width` cells (max per cell). A cell with a GAP point
+    (tui/model/history.py: a gap in time, a change of source) is blank, so two runs are never
+    drawn as one; a cell with nothing but missing values (NaN) is blank too."""
     if width <= 0:
         return Text()
     if not values:
@@ -24,8 +28,8 @@ def sparkline(values: Sequence[float], width: int, low: float, high: float) -> T
     chunks = [values[:start]] if start else []
     chunks += [values[i : i + per_cell] for i in range(start, len(values), per_cell)]
     for chunk in chunks[-width:]:
-        finite = [v for v in chunk if not math.isnan(v)]
-        if not finite:
+        finite = [v for v in chunk if math.isfinite(v)]
+        if not finite or any(is_gap(v) for v in chunk):
             cells.append(" ")
             continue
         level = (max(finite) - low) / span

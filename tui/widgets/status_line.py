@@ -1,4 +1,8 @@
-"""The top line: host, log source, SGLang version, model, state and one marker per source."""
+"""The top line: host, log source, SGLang version, model, state and one marker per source.
+
+The state's words and level come formed (tui/model/server_status.header_state): a warning or
+critical state is drawn in its colour; a source whose last good reading is older than three
+refresh intervals shows its age beside its marker (`◐metrics 3m05s`)."""
 
 from __future__ import annotations
 
@@ -26,6 +30,9 @@ class StatusLine(StyledWidget):
         "status--failed",
         "status--paused",
         "status--demo",
+        "status--warning",
+        "status--critical",
+        "status--age",
     }
 
     # A reactive repaints the line when the facts change, and only then (compared by value).
@@ -49,11 +56,14 @@ class StatusLine(StyledWidget):
             right.append(" PAUSED ", self._style("status--paused"))
             right.append(" ")
         right.append(f"↻{facts.interval_s:g}s")
-        for health in facts.sources:
+        ages = facts.source_ages or (None,) * len(facts.sources)
+        for health, age in zip(facts.sources, ages, strict=False):
             state = health.state if health.state in MARKS else "off"
             right.append(" ")
             right.append(MARKS.get(health.state, "○"), self._style(f"status--{state}"))
             right.append(SOURCE_NAMES.get(health.name, health.name))
+            if age is not None:
+                right.append(f" {age}", self._style("status--age"))
         right.append(" ")
         left = Text(no_wrap=True, overflow="ellipsis")
         left.append(" kvtop", "bold")
@@ -62,6 +72,8 @@ class StatusLine(StyledWidget):
             left.append(part)
         left.append(" · ")
         kind = facts.state_kind if facts.state_kind in ("ready", "failed") else "starting"
+        if facts.level in ("warning", "critical"):
+            kind = facts.level  # never green while a source is down, disagrees or a GPU is lost
         left.append(facts.state, self._style(f"status--{kind}"))
         for part in facts.facts:
             left.append(" · ")
