@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REAL_LOGS, ROOT, STORY_LOG
+from conftest import REAL_LOGS, ROOT, STORY_LOG, log_dated_now
 from fake_nvml.build import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, write_state
 from sglang_http import Deployment, FakeSGLang
 
@@ -69,9 +69,15 @@ def closed_port_url() -> str:
 
 
 # -- OK ----------------------------------------------------------------------------------------
-def test_ok_on_a_ready_log(home: Path) -> None:
+@pytest.fixture
+def story_now(tmp_path: Path) -> Path:
+    """The story log as if its last line were written now: its batch lines are current."""
+    return log_dated_now(STORY_LOG, tmp_path / "story-now.log")
+
+
+def test_ok_on_a_ready_log(home: Path, story_now: Path) -> None:
     code, words, perf = check(
-        "--log-file", STORY_LOG, "--no-gpus", "--no-metrics", config_home=home
+        "--log-file", story_now, "--no-gpus", "--no-metrics", config_home=home
     )
     assert code == 0
     # The log's latest batch line: token usage 0.30.
@@ -102,11 +108,23 @@ def test_warning_when_kv_usage_is_over_the_warning_threshold(home: Path) -> None
     assert perf["kv_usage"] == "87.90%;85;95;0;100"
 
 
-def test_warning_from_a_low_threshold_in_the_config_file(home: Path) -> None:
+def test_old_batch_lines_are_not_the_usage_now(home: Path) -> None:
+    """The story log's batch lines are months old: the last known usage is not judged (nor
+    reported as a measurement) against the thresholds."""
     (home / "kvtop").mkdir()
     (home / "kvtop" / "config.toml").write_text("[thresholds]\nkv_usage_warning_pct = 25\n")
     code, words, perf = check(
         "--log-file", STORY_LOG, "--no-gpus", "--no-metrics", config_home=home
+    )
+    assert code == 0, words
+    assert "KV cache" not in words and "kv_usage" not in perf
+
+
+def test_warning_from_a_low_threshold_in_the_config_file(home: Path, story_now: Path) -> None:
+    (home / "kvtop").mkdir()
+    (home / "kvtop" / "config.toml").write_text("[thresholds]\nkv_usage_warning_pct = 25\n")
+    code, words, perf = check(
+        "--log-file", story_now, "--no-gpus", "--no-metrics", config_home=home
     )
     assert code == 1
     assert "KV cache 30.0% full" in words and "warning from 25%" in words
@@ -148,7 +166,7 @@ def test_critical_when_the_server_stops_after_ready(home: Path) -> None:
 
 
 @pytest.mark.skipif(gcc_path() is None, reason="gcc is needed to build the fake NVML")
-def test_critical_when_a_gpu_is_lost(home: Path, tmp_path: Path) -> None:
+def test_critical_when_a_gpu_is_lost(home: Path, tmp_path: Path, story_now: Path) -> None:
     lib = build_fake_nvml(tmp_path / "fake-nvml")
     state = write_state(
         tmp_path / "nvml.state",
@@ -156,7 +174,7 @@ def test_critical_when_a_gpu_is_lost(home: Path, tmp_path: Path) -> None:
         errors=[("nvmlDeviceGetMemoryInfo_v2", 3, 15)],  # NVML_ERROR_GPU_IS_LOST
     )
     env = {"LD_LIBRARY_PATH": str(lib.parent), STATE_ENV: str(state)}
-    code, words, perf = check("--log-file", STORY_LOG, "--no-metrics", config_home=home, env=env)
+    code, words, perf = check("--log-file", story_now, "--no-metrics", config_home=home, env=env)
     assert code == 2
     assert words.startswith("KVTOP CRITICAL - GPU 3 (TP3) is lost")
     assert "gpu3_free" not in perf  # a lost GPU has no numbers

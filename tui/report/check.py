@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tui.model.alert_rule import anything_read, evaluate, log_known, pct_1, unread_sources
+from tui.model.alert_rule import anything_read, evaluate, kv_now, log_known, pct_1, unread_sources
 from tui.model.alerts import CRITICAL, OK, WARNING, Alert, Thresholds
 from tui.model.deployment import Snapshot
-from tui.model.kv_usage import kv_usage
 from tui.model.server_status import server_status
 from tui.sglang.startup import READY
 
@@ -57,9 +56,9 @@ def headroom_gib(snapshot: Snapshot) -> float | None:
 
 def performance_data(snapshot: Snapshot, t: Thresholds) -> str:
     """`'label'=value[UOM];[warn];[crit];[min];[max]`, space-separated; unknown values left out."""
-    kv = kv_usage(snapshot)
+    kv = kv_now(snapshot)
     data = []
-    if kv.usage_pct is not None:
+    if kv.usage_pct is not None and kv.current:
         pct = f"{kv.usage_pct:.2f}"
         data.append(f"kv_usage={pct}%;{t.kv_usage_warning_pct:g};{t.kv_usage_critical_pct:g};0;100")
     if kv.used_tokens is not None:
@@ -91,8 +90,8 @@ def _state_words(snapshot: Snapshot) -> str:
 
 def _ok_words(snapshot: Snapshot, t: Thresholds) -> str:
     words = [_state_words(snapshot)]
-    kv = kv_usage(snapshot)
-    if kv.usage_pct is not None:
+    kv = kv_now(snapshot)
+    if kv.usage_pct is not None and kv.current:
         words.append(f"KV cache {pct_1(kv.usage_pct, t.kv_usage_warning_pct)} full")
     if snapshot.gpus:
         count = len(snapshot.gpus)
