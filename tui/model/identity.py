@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from tui.model.formula import parse_version
 from tui.sglang.metrics import MetricsSample, ServerInfo
 from tui.sglang.startup import Startup
+from tui.sglang.version_hint import NEWEST, OLDEST
 
 METRICS, SERVER_INFO = "metrics", "server_info"
 MODEL, TP_SIZE, DP_SIZE, PP_SIZE = "model", "tp_size", "dp_size", "pp_size"
@@ -140,7 +141,8 @@ def _version_mismatch(startup: Startup, version: str | None) -> list[Mismatch]:
     if parsed is None or not hint.known:
         return []
     triple = (*parsed, 0, 0, 0)[:3]
-    if hint.low <= triple <= hint.high:
+    # OLDEST and NEWEST stand for "no bound": a log of the newest formats allows 1.0 too.
+    if (hint.low == OLDEST or hint.low <= triple) and (hint.high == NEWEST or triple <= hint.high):
         return []
     return [Mismatch(SGLANG_VERSION, hint.text(), version, SERVER_INFO)]
 
