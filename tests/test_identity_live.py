@@ -107,7 +107,7 @@ def test_once_text_says_which_facts_differ_first_and_in_red() -> None:
     assert "SGLang 0.5.12; the log says kimi-k2.5, TP 8, 159,277 tokens, port 30000" in flat
     assert "SGLang 0.5.3–0.5.8" in flat
     # The other server's numbers are not printed as this server's metrics line.
-    assert "metrics: KV" not in flat
+    assert "metrics (/metrics):" not in flat
     assert "\x1b[" not in plain
     assert "\x1b[1;31mmismatch: metrics say" in coloured
 
@@ -116,7 +116,7 @@ def test_once_text_without_mismatch_has_no_mismatch_line() -> None:
     with the_logs_server() as server:
         text = run_kvtop("--url", server.url).stdout
     assert "mismatch" not in text
-    assert "metrics: KV" in text and "159,277 tokens" in text
+    assert "metrics (/metrics): KV cache 48,211 / 159,277 tokens" in text
 
 
 # -- the session ---------------------------------------------------------------------------------
