@@ -160,7 +160,7 @@ def test_a_mismatch_is_a_warning(ready: Snapshot) -> None:
     )
     (alert,) = evaluate(other)
     assert (alert.level, alert.kind, alert.subject) == (WARNING, "mismatch", "metrics")
-    assert "glm-5.3-flash, max_total_num_tokens 655,360" in alert.text
+    assert "glm-5.3-flash, 655,360 tokens" in alert.text
 
 
 def test_startup_failed_is_critical() -> None:

@@ -55,10 +55,11 @@ from journal_tools import (
     sglang_entries,
     write_journal,
 )
-from sglang_http import Deployment
+from sglang_http import MODEL, Deployment, build_exposition, build_server_info
 
 from tui.app import KvtopApp
 from tui.model.deployment import Snapshot
+from tui.model.kv_usage import kv_usage
 
 pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML")
 
@@ -428,12 +429,46 @@ def server_down(host: FaultHost) -> None:
 
 
 def restart_bigger(host: FaultHost) -> None:
+    """The server starts again with a bigger pool, and its followed log says so (a pool that
+    only the server had would be another server's: see http-another-server)."""
+    with host.log.open("a") as out:
+        out.write(host.story.read_text().replace("159277", "171234"))
     host.deployment = Deployment(version="0.5.8", max_total_num_tokens=171_234)
     host.server.restart(host.deployment)
 
 
 def pool_171k(text: str, snap: Snapshot | None) -> bool:
-    return "171,234" in text and snap is not None and snap.metrics is not None
+    return (
+        "171,234" in text
+        and snap is not None
+        and snap.metrics is not None
+        and snap.mismatches == ()
+    )
+
+
+def another_server(host: FaultHost) -> None:
+    """--url reaches another server: another model, pool, TP size and SGLang version."""
+    other = Deployment(version="0.5.12", tp_size=16, max_total_num_tokens=655_360)
+    text = build_exposition(other).replace(MODEL, "glm-5.3-flash")
+    info = build_server_info(other)
+    info["model_path"] = info["served_model_name"] = "zai-org/glm-5.3-flash"
+    host.server.server_info_override = info
+    with host.server._lock:  # the fake's own lock: what it serves changes between requests
+        host.server.exposition = text.encode()
+    host.session_ref.forget_server_info()  # as after --url is changed: read again
+
+
+def the_log_server_again(host: FaultHost) -> None:
+    host.server.server_info_override = None
+    host.server.restart(host.deployment)
+    host.session_ref.forget_server_info()
+
+
+def log_pool_in_kv_panel(text: str, snap: Snapshot | None) -> bool:
+    """Both sources named as another server's; the KV panel keeps the log's own pool."""
+    if snap is None or {m.source for m in snap.mismatches} != {"metrics", "server_info"}:
+        return False
+    return kv_usage(snap).max_tokens == 159_277 and "/ 159,277 tokens" in text
 
 
 def info_broken(body: object) -> Step:
@@ -598,6 +633,20 @@ HTTP_ROWS = [
         r"171,234",
         "the KV panel shows the new pool size (171,234) at the next scrape; /server_info is "
         "read again",
+    ),
+    Fault(
+        "http-another-server",
+        "metrics",
+        another_server,
+        the_log_server_again,
+        log_pool_in_kv_panel,
+        r"mismatch: metrics say glm-5\.3-flash, 655,360 tokens; the log says kimi-k2\.5, "
+        r"159,277 tokens.*mismatch: /server_info says zai-org/glm-5\.3-flash, TP 16, 655,360 "
+        r"tokens, SGLang 0\.5\.12",
+        "--url reaches another server (another model, pool, TP size, version): the KV panel "
+        "keeps the log's pool (159,277, its batch lines labelled \"metrics are from another "
+        "server\"), never the other server's 655,360; the report says in red which facts differ "
+        "between the log and /metrics and /server_info, with both values",
     ),
     Fault(
         "http-server-info-missing-fields",

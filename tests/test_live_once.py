@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, STORY_LOG
 from fake_nvml.build import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, write_state
-from sglang_http import FakeSGLang
+from sglang_http import Deployment, FakeSGLang
 
 pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc is needed to build the fake NVML")
 
@@ -133,7 +133,9 @@ def test_server_info_fills_a_log_without_server_args(lib_dir: Path, tmp_path: Pa
     lines = STORY_LOG.read_text().splitlines()
     excerpt.write_text("\n".join(line for line in lines if "server_args=" not in line) + "\n")
     state = state_for(tmp_path / "nvml.state", [])
-    with FakeSGLang() as server:
+    # The log's server (its formats are 0.5.3-0.5.8): another version's args are not taken.
+    with FakeSGLang(Deployment(version="0.5.8")) as server:
         data = kvtop_json(lib_dir, state, "--log-file", str(excerpt), "--url", server.url)
+    assert data["mismatches"] == []
     assert data["server_args"]["mem_fraction_static"] is not None  # type: ignore[index]
     assert data["sizing"], "the reserve is computed once mem_fraction_static is known"

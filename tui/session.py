@@ -23,6 +23,7 @@ from tui.model.deployment import (
     SourceHealth,
     build_snapshot,
 )
+from tui.model.identity import find_mismatches, server_info_mismatches
 from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
 from tui.server_url import is_loopback, url_problem
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition
@@ -309,20 +310,27 @@ class Session:
         key = (self.tracker.changes, id(self.latest_info))
         if self._analysis is None or key != self._analysed_at:
             opts = self.options
-            fallback = self.latest_info.server_args if self.latest_info else None
+            info = self._same_server_info()
+            fallback = info.server_args if info else None
             self._analysis = analyse(
                 self.tracker,
                 opts.source_name,
                 config_path=opts.model_config,
                 # The server knows its version; the log only narrows it down.
-                version_override=opts.sglang_version
-                or (self.latest_info.version if self.latest_info else None),
+                version_override=opts.sglang_version or (info.version if info else None),
                 what_if_mfs=opts.what_if,
                 request_len=opts.request_len,
                 server_args_fallback=fallback,
             )
             self._analysed_at = key
         return self._analysis
+
+    def _same_server_info(self) -> ServerInfo | None:
+        """/server_info, unless it is about another server than the log's latest start."""
+        info = self.latest_info
+        if info is None or server_info_mismatches(self.tracker.current, info):
+            return None
+        return info
 
     def snapshot(self) -> Snapshot:
         reading = self.latest_nvml
@@ -359,7 +367,8 @@ class Session:
             process_ranks=ranks,
             pids_visible=visible,
             metrics=self.latest_metrics,
-            server_info=self.latest_info,
+            # Another server's version and args are not shown as this one's (the header).
+            server_info=self._same_server_info(),
             host=DEMO_HOST if demo else host_memory(),
             sources=tuple(sources),
             cuda_visible_devices=self.options.cuda_visible_devices,
@@ -368,7 +377,8 @@ class Session:
         server = None if demo else self.server_target()
         if server is not None and server.contacted and server.key_withheld:
             notes += (server.withheld_sentence(),)
-        return replace(snapshot, notes=snapshot.notes + notes, server=server)
+        mismatches = find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info)
+        return replace(snapshot, notes=snapshot.notes + notes, server=server, mismatches=mismatches)
 
     @staticmethod
     def _aged(health: SourceHealth, good_at: float | None) -> SourceHealth:

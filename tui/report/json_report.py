@@ -297,6 +297,11 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
         for s in snapshot.sources
     ]
     data["notes"] = list(snapshot.notes)
+    # Facts on which /metrics or /server_info disagree with the log (tui/model/identity.py).
+    data["mismatches"] = [
+        {"field": m.field, "log": m.log, "server": m.server, "source": m.source}
+        for m in snapshot.mismatches
+    ]
     server = snapshot.server
     data["server"] = (
         None

@@ -12,6 +12,7 @@ from tui import fmt
 from tui.model.analysis import Analysis
 from tui.model.deployment import Snapshot
 from tui.model.formula import version_text
+from tui.model.identity import mismatch_text
 from tui.model.kv_usage import kv_usage, load_from_batch, load_from_metrics, load_line, source_text
 from tui.model.sizing import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
 from tui.sglang.control_chars import make_visible
@@ -368,7 +369,7 @@ def _gpu_table(snapshot: Snapshot) -> Group:
 
 
 def _metrics_line(snapshot: Snapshot) -> Text | None:
-    m = snapshot.metrics
+    m = snapshot.trusted_metrics  # another server's scrape is named in the mismatch lines
     if m is None:
         return None
     pool = f"KV cache {fmt.count(m.used_tokens)} / {fmt.count(m.max_total_num_tokens)} tokens" + (
@@ -386,6 +387,10 @@ def _kv_source_line(snapshot: Snapshot) -> Text:
 
 def render_snapshot(snapshot: Snapshot) -> Group:
     parts: list[RenderableType] = [_sources_line(snapshot)]
+    # Sources about another server: said first, in red where the console has colour.
+    parts += [
+        _text(f"mismatch: {line}", style="bold red") for line in mismatch_text(snapshot.mismatches)
+    ]
     if snapshot.server is not None:
         parts.append(_text(f"server: {snapshot.server.sentence()}"))
     line = _metrics_line(snapshot)

@@ -76,6 +76,8 @@ _ESCAPES: Final = {"\\": "\\", '"': '"', "n": "\n"}
 # the bounds of bounds.py (the log parser's too).
 MAX_VALUE: Final = MAX_COUNT
 MAX_REJECTED: Final = 20
+MAX_MODEL_NAMES: Final = 8  # distinct model_name labels kept (a real server has one)
+MAX_NAME_CHARS: Final = 300
 _RATIOS: Final = frozenset(
     {"token_usage", "full_token_usage", "swa_token_usage", "cache_hit_rate", "spec_accept_rate"}
 )
@@ -95,6 +97,15 @@ class MetricsSample:
     # at most MAX_REJECTED are kept, ``rejected_count`` counts them all.
     rejected: tuple[str, ...] = ()
     rejected_count: int = 0
+    # Who the server says it is (tui/model/identity.py compares it with the log): the distinct
+    # ``model_name`` labels (--served-model-name, default the model path) of the families read
+    # here, the pool of each DP group (lowest rank of the group; DP0 first), and the highest
+    # ``tp_rank`` / ``dp_rank`` / ``pp_rank`` label a series carried (None: no such label).
+    model_names: tuple[str, ...] = ()
+    max_total_num_tokens_by_dp: tuple[int, ...] = ()
+    highest_tp_rank: int | None = None
+    highest_dp_rank: int | None = None
+    highest_pp_rank: int | None = None
 
     def _int(self, name: str) -> int | None:
         value = self.values.get(name)
@@ -263,6 +274,7 @@ class _Scrape:
     typed_families: set[str] = field(default_factory=set)
     rejected: list[str] = field(default_factory=list)
     rejected_count: int = 0
+    model_names: set[str] = field(default_factory=set)
 
     def refuse(self, line: str, why: str) -> None:
         self.rejected_count += 1
@@ -293,7 +305,35 @@ def parse_exposition(text: str) -> MetricsSample:
         families_seen=len(scrape.typed_families) or len(scrape.families),
         rejected=tuple(scrape.rejected),
         rejected_count=scrape.rejected_count,
+        model_names=tuple(sorted(_shown_name(n) for n in scrape.model_names)),
+        max_total_num_tokens_by_dp=_pool_by_dp(scrape),
+        highest_tp_rank=_highest(scrape, 1),
+        highest_dp_rank=_highest(scrape, 0),
+        highest_pp_rank=_highest(scrape, 2),
     )
+
+
+def _shown_name(name: str) -> str:
+    visible = make_visible(name)
+    return visible if len(visible) <= MAX_NAME_CHARS else visible[: MAX_NAME_CHARS - 3] + "..."
+
+
+def _pool_by_dp(scrape: _Scrape) -> tuple[int, ...]:
+    """max_total_num_tokens of each DP group, as its lowest rank publishes it; DP0 first."""
+    by_rank = scrape.scalars.get("max_total_num_tokens", {})
+    per_group: dict[str, tuple[tuple[int, int, int], float]] = {}
+    for rank, value in by_rank.items():
+        sort_key, group = scrape.ranks[rank]
+        held = per_group.get(group)
+        if held is None or sort_key < held[0]:
+            per_group[group] = (sort_key, value)
+    return tuple(round(value) for _, value in sorted(per_group.values()))
+
+
+def _highest(scrape: _Scrape, part: int) -> int | None:
+    """The highest numeric rank label of one kind (0 dp, 1 tp, 2 pp) a read series carried."""
+    seen = [key[part] for key, _ in scrape.ranks.values() if 0 <= key[part] < 1 << 30]
+    return max(seen) if seen else None
 
 
 def _read_sample(scrape: _Scrape, line: str) -> tuple[str, dict[str, str], float] | None:
@@ -341,6 +381,9 @@ def _read_sample(scrape: _Scrape, line: str) -> tuple[str, dict[str, str], float
 
 def _store(scrape: _Scrape, line: str, name: str, labels: dict[str, str], value: float) -> None:
     rank, sort_key, dp_group = _rank_key(labels)
+    model = labels.get("model_name")
+    if model and len(scrape.model_names) < MAX_MODEL_NAMES:
+        scrape.model_names.add(model)
     if name == _STARTUP_PHASES:
         phase = labels.get("phase", "total")
         scrape.startup[phase] = max(value, scrape.startup.get(phase, value))
