@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, STORY_LOG
 from fake_nvml.build import STATE_ENV, build_fake_nvml, eight_gpus, write_state
-from sglang_http import FakeSGLang
+from sglang_http import Deployment, FakeSGLang
 from tui_support import screen_text, until, utc
 
 from tui.app import KvtopApp
@@ -36,6 +36,9 @@ from tui.widgets.status_line import StatusLine
 # clock two hours later says "ready 2h00m".
 READY_AT = datetime(2026, 2, 27, 9, 6, 31, tzinfo=timezone.utc).timestamp()
 INTERVAL_S = 0.25  # stale after 0.75 s
+
+# The story log's server: the same version, so the sources agree (no mismatch in the header).
+STORY_SERVER = Deployment(version="0.5.8")
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +76,7 @@ def _state_style(app: KvtopApp) -> str | None:
 async def test_a_server_that_stops_answering_turns_ready_into_a_warning(tmp_path: Path) -> None:
     log = tmp_path / "sglang.log"
     log.write_text(STORY_LOG.read_text())
-    with FakeSGLang() as server:
+    with FakeSGLang(STORY_SERVER) as server:
         session = Session(
             Options(log_file=str(log), url=server.url, nvml=False, interval_s=INTERVAL_S)
         )
@@ -230,7 +233,7 @@ def test_once_json_ages_null_before_a_reading_and_a_number_after() -> None:
     ages = _ages(_once_json("--no-gpus", "--log-file", str(STORY_LOG), "--url", nobody))
     assert ages["metrics"] is None and ages["nvml"] is None  # nothing answered, nothing off
     assert isinstance(ages["log"], float) and 0.0 <= ages["log"] < 60
-    with FakeSGLang() as server:
+    with FakeSGLang(STORY_SERVER) as server:
         ages = _ages(_once_json("--no-gpus", "--log-file", str(STORY_LOG), "--url", server.url))
     assert isinstance(ages["metrics"], float) and 0.0 <= ages["metrics"] < 60
     assert ages["metrics"] == round(ages["metrics"], 1)  # tenths of a second
