@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         action="append",
         default=[],
-        help="also show the KV pool at this mem_fraction_static (repeatable)",
+        help="also show the KV cache at this mem_fraction_static (repeatable)",
     )
     parser.add_argument(
         "--request-len",

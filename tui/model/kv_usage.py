@@ -1,4 +1,4 @@
-"""The KV pool right now: tokens in use, load, and how many requests of a length fit."""
+"""The KV cache right now: tokens in use, load, and how many requests of a length fit."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class Capacity:
     """Requests of `length_tokens` the pool holds: when empty, and with what is free now."""
 
     length_tokens: int
-    label: str  # "context length" or "your length"
+    label: str  # "context_len" or "your length"
     fit_in_pool: float
     fit_free_now: float | None
 
@@ -242,7 +242,7 @@ def kv_usage(
     free = None if max_tokens is None or used is None else max(0, max_tokens - used)
     if not current:
         free = None  # the last known usage says nothing about what is free now
-    lengths = ((_context_len(snapshot), "context length"), (user_length_tokens, "your length"))
+    lengths = ((_context_len(snapshot), "context_len"), (user_length_tokens, "your length"))
     return KvUsage(
         max_tokens=max_tokens,
         used_tokens=used,
