@@ -196,8 +196,8 @@ NVML_ROWS = [
         "nvml",
         nvml(errors=[("nvmlDeviceGetMemoryInfo_v2", 3, 15)]),
         nvml_healthy,
-        says(r"◐NVML.*GPU 3 is lost.*dmesg.*Xid"),
-        r"GPU 3 is lost",
+        says(r"◐NVML.*GPU 3: lost.*dmesg.*Xid.*other GPUs keep updating"),
+        r"GPU 3: lost",
         "NVML ◐; GPU 3's row says lost; notice: fallen off the bus, check nvidia-smi and dmesg "
         "for Xid; the other seven keep updating",
     ),

@@ -61,6 +61,7 @@ class KvtopApp(App[int]):
         Binding("f", "formula", "formula"),
         Binding("c", "toggle_compact", "compact"),
         Binding("space", "toggle_pause", "pause"),
+        Binding("d", "dismiss_notes", "dismiss note", show=False),
         Binding("plus,equals_sign", "interval(1)", "slower", show=False),
         Binding("minus", "interval(-1)", "faster", show=False),
     ]
@@ -216,6 +217,14 @@ class KvtopApp(App[int]):
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(self._with_state(HelpScreen()))
+
+    def action_dismiss_notes(self) -> None:
+        """Hide the advisory notes on screen (the rank-by-order mapping): the help lists them."""
+        snapshot = self.state.snapshot
+        kinds = {n.kind for n in snapshot.kinded_notes if n.advisory} if snapshot else set()
+        if kinds - self.state.dismissed_notes:
+            self.state.dismissed_notes |= kinds
+            self.show_state()
 
     def action_toggle_compact(self) -> None:
         self.state.compact = not self.compact

@@ -57,6 +57,8 @@ class ViewState:
     status: StatusFacts | None = None  # kept current by the app at every change
     # Where values turn warning / critical (tui/model/alerts.py; the config file sets them).
     thresholds: Thresholds = DEFAULT_THRESHOLDS
+    # Kinds of advisory notes the operator dismissed (d): shown in the help view only.
+    dismissed_notes: frozenset[str] = frozenset()
 
     @property
     def compact_now(self) -> bool:

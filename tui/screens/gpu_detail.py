@@ -209,10 +209,25 @@ class GpuDetailScreen(ShowsState, Screen[None]):
         procs = detail.gpu.processes
         if not procs:
             return Text("processes: none reported by NVML (or not visible from here)")
-        table = _table(("pid", "right"), ("user", "left"), ("rank", "left"), ("used GiB", "right"))
+        table = _table(
+            ("pid", "right"),
+            ("user", "left"),
+            ("whose", "left"),
+            ("used GiB", "right"),
+            ("command", "left"),
+        )
         for p in procs:
-            table.add_row(str(p.pid), p.user or "—", p.rank or "—", fmt.gib(p.used_gib, 2))
-        return Group(Text("processes", style="bold"), table)
+            whose = "other process" if p.other else (p.rank or "server")
+            table.add_row(
+                str(p.pid),
+                Text(p.user or "—"),
+                whose,
+                fmt.gib(p.used_gib, 2),
+                Text(p.command or "— (not visible here)", overflow="ellipsis", no_wrap=True),
+            )
+        others = sum(1 for p in procs if p.other)
+        title = "processes" + (f" ({others} not the server's)" if others else "")
+        return Group(Text(title, style="bold"), table)
 
     def _history(self, detail: GpuDetail, state: ViewState) -> Text:
         history = state.history

@@ -8,9 +8,13 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from tui.model.gpu_alerts import gpu_alert
+from tui.model.identity import mismatch_text
 from tui.model.kv_usage import kv_usage
+from tui.model.notes import shown_notes
 from tui.model.timeline import recent_events
 from tui.screens.base import OpenGpuDetail, SelectGpu, ShowsState
+from tui.sglang.startup import READY
 from tui.view_state import ViewState, step_selection
 from tui.widgets.gpu_rows import GpuHeader, GpuRow, MemoryLegend
 from tui.widgets.kv_panel import KvPanel
@@ -100,15 +104,22 @@ class OverviewScreen(ShowsState, Screen[None]):
         snapshot = state.snapshot
         if snapshot is None:
             return
-        self.query_one(NoticesPanel).show(snapshot.sources, snapshot.notes, state.demo)
+        self.query_one(NoticesPanel).show(
+            snapshot.sources,
+            shown_notes(snapshot.kinded_notes, state.dismissed_notes),
+            state.demo,
+            mismatches=mismatch_text(snapshot.mismatches),
+            max_lines=max(2, state.rows // 4 - 1) if state.rows else 6,
+        )
         gpus = snapshot.gpus
         self._sync_rows(len(gpus))
         selected = state.selected_position()
         self._mark_selection(selected)
         header = self.query_one(GpuHeader)
-        header.total_gib = gpus[0].sample.total_gib if gpus else None
+        header.total_gib = next((g.sample.total_gib for g in gpus if not g.lost), None)
+        ready = snapshot.analysis.startup.state == READY
         for row, gpu in zip(self._rows, gpus, strict=False):
-            row.show(gpu)
+            row.show(gpu, gpu_alert(gpu, ready, state.thresholds))
         self.query_one(MemoryLegend).show(gpus[selected] if gpus else None, compact)
         usage = kv_usage(snapshot, state.request_len)
         self.query_one(KvPanel).show(usage, state.history.token_usage_pct(), compact)
