@@ -242,7 +242,7 @@ def _placement_notes(
     notes = []
     if unplaced and len(unplaced) > lost and (how != "none" or not nvml.gpus):
         notes.append(Note(UNPLACED, _unplaced_note(unplaced, len(nvml.gpus))))
-    if nvml.gpus and how == "order":
+    if how == "order" and lost < len(nvml.gpus):  # placing ranks on lost GPUs says nothing
         notes.append(Note(RANK_ORDER, by_order, advisory=True))
     return notes
 

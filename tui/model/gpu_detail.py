@@ -157,8 +157,7 @@ def _other_row(gpu: GpuView, nvml: str) -> list[SourcedValue]:
         return []
     else:
         pids = ", ".join(str(p.pid) for p in others[:4]) + (" …" if len(others) > 4 else "")
-        source = f"{nvml} per process: pid {pids} (not the server's; those running before it "
-        source += "started are in baseline)"
+        source = f"{nvml} per process: pid {pids}, not the server's (see processes)"
     return [SourcedValue("other processes", gpu.memory.other_processes_gib, source)]
 
 

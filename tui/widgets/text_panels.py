@@ -205,8 +205,9 @@ class NoticesPanel(TextPanel):
     ) -> None:
         bad = tuple(h for h in sources if h.state != OK and h.detail)
         items = tuple(n if isinstance(n, Note) else Note("other", n) for n in notes)
-        key = (bad, items, tuple(mismatches), max_lines)
-        self.set_content(key, lambda: self._build(bad, items, mismatches, max_lines))
+        width = self.app.size.width if self.is_attached else 0
+        key = (bad, items, tuple(mismatches), max_lines, width)
+        self.set_content(key, lambda: self._build(bad, items, mismatches, max_lines, width))
 
     def _build(
         self,
@@ -214,6 +215,7 @@ class NoticesPanel(TextPanel):
         notes: Sequence[Note],
         mismatches: Sequence[str],
         max_lines: int,
+        width: int = 0,
     ) -> Text:
         text = Text(overflow="fold")
         lines: list[tuple[str, str, str]] = [("mismatch", m, "bad") for m in mismatches]
@@ -221,11 +223,7 @@ class NoticesPanel(TextPanel):
         for note in notes:
             hint = " (d: dismiss; ? shows it again)" if note.advisory else ""
             lines.append(("note", note.text + hint, "dim"))
-        limit = max(1, max_lines)
-        if len(lines) > limit:
-            more = len(lines) - (limit - 1)
-            lines = lines[: limit - 1]
-            lines.append(("", f"+{more} more (? lists every notice)", "dim"))
+        lines = _within(lines, max(1, max_lines), width)
         for i, (name, detail, kind) in enumerate(lines):
             style = self.style_of(kind)
             if name:
@@ -236,3 +234,26 @@ class NoticesPanel(TextPanel):
             if i < len(lines) - 1:
                 text.append("\n")
         return text
+
+
+def _within(
+    lines: list[tuple[str, str, str]], budget: int, width: int
+) -> list[tuple[str, str, str]]:
+    """The notices that fit in `budget` screen lines once wrapped at `width` (0: one line
+    each), the rest counted on a last line: nothing is cut off without a word."""
+
+    def height(line: tuple[str, str, str]) -> int:
+        cells = len(line[0]) + len(line[1]) + 3
+        return max(1, -(-cells // width)) if width > 0 else 1
+
+    if sum(height(line) for line in lines) <= budget:
+        return lines
+    kept: list[tuple[str, str, str]] = []
+    used = 1  # the "+N more" line
+    for line in lines:
+        if used + height(line) > budget:
+            break
+        kept.append(line)
+        used += height(line)
+    more = len(lines) - len(kept)
+    return [*kept, ("", f"+{more} more notice{'s' if more != 1 else ''} (? lists them all)", "dim")]
