@@ -223,10 +223,12 @@ async def test_notes_collapse_and_leave_every_gpu_row_visible(state: Path, procs
             else:
                 assert "GPU 0–5, 7: the log itemises more than NVML sees" in text
             await pilot.press("question_mark")  # the help lists every notice
-            await until(pilot, "help", lambda: isinstance(app.screen, HelpScreen))
+            await until(pilot, "help", lambda: isinstance(app.screen, HelpScreen))  # noqa: B023
             app.screen.query_one("#help-box").scroll_end(animate=False)
             await until(
-                pilot, "the notes in help", lambda: "GPU 0–5, 7: the log" in flat(screen_text(app))
+                pilot,
+                "the notes in help",
+                lambda: "GPU 0–5, 7: the log" in flat(screen_text(app)),  # noqa: B023
             )
 
 
