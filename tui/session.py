@@ -329,7 +329,10 @@ class Session:
         if self.scenario is not None:
             ranks: dict[int, str | None] = dict(self.scenario.process_ranks())
             users: dict[int, str | None] = dict.fromkeys(ranks, "sglang (simulated)")
-            infos: dict[int, ProcessInfo] = {}
+            infos = {
+                pid: ProcessInfo(f"sglang::scheduler_{rank} (simulated)")
+                for pid, rank in ranks.items()
+            }
             visible = True
             nvml_health = SourceHealth("nvml", OK, "demo: simulated GPUs")
         else:
