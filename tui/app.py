@@ -260,6 +260,9 @@ class KvtopApp(App[int]):
             "Compact / full", "One line per GPU, fewer panels", self.action_toggle_compact
         )
         yield SystemCommand(
+            "Dismiss note", "Hide the advisory note (d); help lists it", self.action_dismiss_notes
+        )
+        yield SystemCommand(
             "Slower refresh", "Longer refresh interval (+)", lambda: self.action_interval(1)
         )
         yield SystemCommand(
