@@ -142,6 +142,29 @@ async def test_some_gpus_lost_no_derived_numbers(state: Path, procs) -> None:  #
     assert "−" not in re.search(r"(?m)^\s*3 .*$", text).group(0)  # type: ignore[union-attr]
 
 
+async def test_memory_unreadable_shows_as_lost(state: Path, procs) -> None:  # type: ignore[no-untyped-def]
+    """A memory query that fails with another error (999 Unknown): no numbers, said in words."""
+    write_state(
+        state,
+        eight_gpus(used_mib=USED_MIB),
+        procs=rank_procs(procs),
+        errors=[("nvmlDeviceGetMemoryInfo_v2", 2, 999)],
+    )
+    snapshot = await collect()
+    g2 = snapshot.gpus[2]
+    assert g2.sample.status == "error" and g2.lost and not g2.memory.known
+    nvml = next(s for s in snapshot.sources if s.name == "nvml")
+    assert "GPU 2: memory unreadable through NVML (Unknown Error)" in nvml.detail
+    assert all(v is None for v in snapshot_json(snapshot)["gpus"][2]["breakdown"].values())  # type: ignore[index]
+    app = make_app(snapshot, demo=False, label="unreadable")
+    async with app.run_test(size=BIG) as pilot:
+        await until(
+            pilot,
+            "GPU 2's row in words",
+            lambda: "✖ lost: memory unreadable through NVML" in screen_text(app),
+        )
+
+
 async def test_all_gpus_lost_says_all(state: Path, procs) -> None:  # type: ignore[no-untyped-def]
     write_state(
         state,

@@ -121,10 +121,27 @@ def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
             f"GPU {which}: lost (fallen off the bus); check nvidia-smi and dmesg for Xid "
             f"errors; {rest}"
         )
+    sentences.append(_unreadable_sentence(samples))
     sentences.append(count_drop_sentence(count, most))
     sentences.append(problem_sentence({s.index: list(s.rejected) for s in samples if s.rejected}))
     found = [s for s in sentences if s]
     return " ".join(found) if found else None
+
+
+def _unreadable_sentence(samples: list[GpuSample]) -> str | None:
+    """GPUs whose memory query failed (not lost, not refused numbers: those say so already)."""
+    failed = [
+        s
+        for s in samples
+        if s.status == "error" and not any(r.field.startswith("memory") for r in s.rejected)
+    ]
+    if not failed:
+        return None
+    why = next((text for name, text in failed[0].field_errors if name == "memory"), "an error")
+    return (
+        f"GPU {gpu_span(s.index for s in failed)}: memory unreadable through NVML ({why}); "
+        "no numbers are shown for it. Check nvidia-smi."
+    )
 
 
 def _gpu(util: Any) -> int | None:
