@@ -3,13 +3,15 @@ the other-processes segment and a GPU row's alert level. Plain data in, plain da
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from still import still_snapshot
 
 from tui.model.alerts import CRITICAL, OK, WARNING, Thresholds
-from tui.model.deployment import GpuView
-from tui.model.gpu_alerts import gpu_alert
+from tui.model.gpu_alerts import GpuAlert, gpu_alerts
 from tui.model.gpu_memory import lost_memory, reconcile
-from tui.model.gpu_reading import GpuProcess, GpuSample
+from tui.model.gpu_reading import GpuProcess
 from tui.model.memory import MemoryBreakdown
 from tui.model.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
 from tui.model.process_owner import ProcessInfo, other_pids, other_processes_gib
@@ -29,27 +31,6 @@ TP0 = MemoryBreakdown(
     reserve_gib=93.17 * 0.12,
     free_after_pool_gib=11.18,
 )
-
-
-def sample(index: int = 0, status: str = "ok", **fields: object) -> GpuSample:
-    values: dict[str, object] = {
-        "index": index,
-        "name": "NVIDIA H200",
-        "uuid": f"GPU-{index}",
-        "pci_bus_id": "",
-        "total_gib": 95.59,
-        "used_gib": 88.0,
-        "free_gib": 7.3,
-        "reserved_gib": 0.5,
-        "utilization_pct": 50,
-        "memory_utilization_pct": 20,
-        "temperature_c": 50,
-        "power_w": 300.0,
-        "power_limit_w": 600.0,
-        "status": status,
-    }
-    values.update(fields)
-    return GpuSample(**values)  # type: ignore[arg-type]
 
 
 def test_gpu_span_runs_and_gaps() -> None:
@@ -119,25 +100,27 @@ def test_other_processes_gib_unknown_and_in_baseline() -> None:
     assert other_processes_gib(procs, frozenset({11}), before, 50.0) == 4.0
 
 
-def _view(s: GpuSample) -> GpuView:
-    memory = lost_memory() if s.status != "ok" else reconcile(s.total_gib, s.free_gib, None)
-    return GpuView(s, ("TP0",), memory, ())
+def test_gpu_alert_levels_follow_the_alert_rule() -> None:
+    """The demo, ready, with one GPU hot, one warm, one at its power limit, one short of free
+    memory and one lost: each row's level is the alert rule's, cell by cell."""
+    snapshot = still_snapshot()
+    gpus = list(snapshot.gpus)
 
+    def change(i: int, **fields: object) -> None:
+        gpus[i] = replace(gpus[i], sample=replace(gpus[i].sample, **fields))
 
-def test_gpu_alert_levels() -> None:
-    t = Thresholds()
-    assert gpu_alert(_view(sample()), True, t).level == OK
-    hot = gpu_alert(_view(sample(temperature_c=94)), True, t)
-    assert (hot.level, hot.temperature) == (CRITICAL, CRITICAL) and "94 °C" in hot.reasons[0]
-    warm = gpu_alert(_view(sample(temperature_c=85)), True, t)
-    assert warm.level == WARNING
-    power = gpu_alert(_view(sample(power_w=599.0)), True, t)
-    assert (power.level, power.power) == (CRITICAL, CRITICAL)
-    assert "599 W of 600 W" in power.reasons[0]
-    tight = _view(sample(free_gib=1.0))
-    assert gpu_alert(tight, True, t).free == WARNING
-    assert gpu_alert(tight, False, t).level == OK  # during startup free memory is not judged
-    lost = gpu_alert(_view(sample(status="lost", total_gib=0.0, free_gib=0.0)), True, t)
-    assert lost.level == CRITICAL and lost.reasons == ("lost (fallen off the bus)",)
-    custom = Thresholds(temperature_warning_c=90.0)
-    assert gpu_alert(_view(sample(temperature_c=85)), True, custom).level == OK
+    change(1, temperature_c=94)
+    change(2, temperature_c=85)
+    change(3, power_w=599.0, power_limit_w=600.0)
+    change(4, free_gib=1.0)
+    gpus[5] = replace(gpus[5], sample=replace(gpus[5].sample, status="lost"), memory=lost_memory())
+    found = gpu_alerts(replace(snapshot, gpus=tuple(gpus)), Thresholds())
+    assert found[0] == GpuAlert(OK)
+    assert (found[1].level, found[1].temperature) == (CRITICAL, CRITICAL)
+    assert "94 °C" in found[1].reasons[0]
+    assert (found[2].level, found[2].temperature) == (WARNING, WARNING)
+    assert (found[3].level, found[3].power, found[3].temperature) == (CRITICAL, CRITICAL, OK)
+    assert (found[4].level, found[4].free) == (WARNING, WARNING)
+    assert found[5].level == CRITICAL and "lost" in found[5].reasons[0]
+    calmer = gpu_alerts(replace(snapshot, gpus=tuple(gpus)), Thresholds(temperature_warning_c=90.0))
+    assert calmer[2].level == OK  # the thresholds the user set

@@ -1,56 +1,50 @@
-"""One GPU row's alert: its level and why, from the thresholds (tui/model/alerts.py).
+"""One GPU row's alert: its level, the level of each value that set it, and why.
 
-Critical: the GPU is lost (or its memory unreadable), temperature or power at the critical
-threshold. Warning: temperature or power at the warning threshold, or, once the server is
-ready, free memory under the safe margin. The row's colour and glyph come from the level;
-the reasons name each value that set it.
+The judgement is the alert rule's (tui/model/alert_rule.py, docs/alerts.md), the same as the
+report's and `kvtop --check`'s: critical for a lost GPU (or unreadable memory), temperature or
+power at the critical threshold; warning at the warning thresholds, or free memory under the
+safe margin once the server is ready. This module only sorts the rule's alerts by GPU and by
+the cell they colour; the row styles them and adds the glyph.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tui.model.alerts import (
-    CRITICAL,
-    DEFAULT_THRESHOLDS,
-    OK,
-    Thresholds,
-    free_after_startup_level,
-    power_level,
-    temperature_level,
-    worst,
-)
-from tui.model.deployment import GpuView
+from tui.model.alert_rule import evaluate
+from tui.model.alerts import DEFAULT_THRESHOLDS, OK, Alert, Thresholds, worst
+from tui.model.deployment import Snapshot
+
+# The rule's alert kinds, by the cell of a GPU row they colour.
+_CELLS = {"temperature": "temperature", "power": "power", "headroom": "free"}
 
 
 @dataclass(frozen=True, slots=True)
 class GpuAlert:
-    level: str  # ok, warning, critical
-    temperature: str
-    power: str
-    free: str
+    level: str  # ok, warning, critical: the row's glyph
+    temperature: str = OK
+    power: str = OK
+    free: str = OK
     reasons: tuple[str, ...] = ()
 
 
-def gpu_alert(view: GpuView, ready: bool, t: Thresholds = DEFAULT_THRESHOLDS) -> GpuAlert:
-    """`ready`: the server finished its startup (free memory is judged only then)."""
-    sample = view.sample
-    if view.lost:
-        why = "lost (fallen off the bus)" if sample.status == "lost" else "memory unreadable"
-        return GpuAlert(CRITICAL, OK, OK, OK, (why,))
-    temperature = temperature_level(sample.temperature_c, t)
-    power = power_level(sample.power_w, sample.power_limit_w, t)
-    free = free_after_startup_level(view.memory.free_gib, t) if ready else OK
-    reasons = []
-    if temperature != OK:
-        reasons.append(f"{sample.temperature_c} °C ({temperature})")
-    if power != OK and sample.power_w is not None and sample.power_limit_w:
-        share = 100 * sample.power_w / sample.power_limit_w
-        reasons.append(
-            f"{sample.power_w:.0f} W of {sample.power_limit_w:.0f} W ({share:.0f} %, {power})"
-        )
-    if free != OK and view.memory.free_gib is not None:
-        reasons.append(
-            f"{view.memory.free_gib:.1f} GiB free, under the {t.safe_margin_gib:g} GiB safe margin"
-        )
-    return GpuAlert(worst((temperature, power, free)), temperature, power, free, tuple(reasons))
+def gpu_alert(index: int, found: Iterable[Alert]) -> GpuAlert:
+    """The alert of GPU `index` among the rule's alerts (subject "GPU 3")."""
+    mine = [a for a in found if a.subject == f"GPU {index}"]
+    cells = {
+        cell: worst(a.level for a in mine if _CELLS.get(a.kind) == cell) for cell in _CELLS.values()
+    }
+    return GpuAlert(
+        level=worst(a.level for a in mine),
+        temperature=cells["temperature"],
+        power=cells["power"],
+        free=cells["free"],
+        reasons=tuple(a.text for a in mine),
+    )
+
+
+def gpu_alerts(snapshot: Snapshot, t: Thresholds = DEFAULT_THRESHOLDS) -> dict[int, GpuAlert]:
+    """Every GPU's alert in this snapshot, by NVML index."""
+    found = evaluate(snapshot, t)
+    return {g.sample.index: gpu_alert(g.sample.index, found) for g in snapshot.gpus}

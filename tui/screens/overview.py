@@ -8,13 +8,12 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from tui.model.gpu_alerts import gpu_alert
+from tui.model.gpu_alerts import gpu_alerts
 from tui.model.identity import mismatch_text
 from tui.model.kv_usage import kv_usage
 from tui.model.notes import shown_notes
 from tui.model.timeline import recent_events
 from tui.screens.base import OpenGpuDetail, SelectGpu, ShowsState
-from tui.sglang.startup import READY
 from tui.view_state import ViewState, step_selection
 from tui.widgets.gpu_rows import GpuHeader, GpuRow, MemoryLegend
 from tui.widgets.kv_panel import KvPanel
@@ -117,9 +116,9 @@ class OverviewScreen(ShowsState, Screen[None]):
         self._mark_selection(selected)
         header = self.query_one(GpuHeader)
         header.total_gib = next((g.sample.total_gib for g in gpus if not g.lost), None)
-        ready = snapshot.analysis.startup.state == READY
+        alerts = gpu_alerts(snapshot, state.thresholds)
         for row, gpu in zip(self._rows, gpus, strict=False):
-            row.show(gpu, gpu_alert(gpu, ready, state.thresholds))
+            row.show(gpu, alerts.get(gpu.sample.index))
         self.query_one(MemoryLegend).show(gpus[selected] if gpus else None, compact)
         usage = kv_usage(snapshot, state.request_len)
         self.query_one(KvPanel).show(usage, state.history.token_usage_pct(), compact)
