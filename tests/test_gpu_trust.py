@@ -436,3 +436,53 @@ async def test_gpu_rows_show_alert_levels(state: Path, procs) -> None:  # type: 
         assert critical != warning and critical.color is not None
         spans = rows[1].render().spans
         assert any(s.style == critical for s in spans)
+
+
+def _luminance(rgb: tuple[int, int, int]) -> float:
+    def channel(v: int) -> float:
+        x = v / 255
+        return x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4
+
+    r, g, b = rgb
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def _contrast(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+async def test_alert_colours_readable_in_every_theme() -> None:
+    """The demo with GPU 1 hot, GPU 2 warm and GPU 3 lost, in every built-in theme: the row
+    says it in words and glyphs, and the alert colours keep a contrast of at least 3:1 (WCAG's
+    floor for bold text) against the row's background. The ansi-* themes are left to the
+    terminal's own palette (their colours are the terminal's, not the theme's)."""
+    from still import still_snapshot
+
+    from tui.model.gpu_memory import lost_memory
+
+    snapshot = still_snapshot()
+    gpus = list(snapshot.gpus)
+    gpus[1] = replace(gpus[1], sample=replace(gpus[1].sample, temperature_c=94))
+    gpus[2] = replace(gpus[2], sample=replace(gpus[2].sample, temperature_c=85))
+    gpus[3] = replace(gpus[3], sample=replace(gpus[3].sample, status="lost"), memory=lost_memory())
+    app = make_app(replace(snapshot, gpus=tuple(gpus)))
+    async with app.run_test(size=BIG) as pilot:
+        await until(pilot, "GPU 3 lost", lambda: "✖ lost: fell off the bus" in screen_text(app))
+        poor = []
+        for theme in sorted(app.available_themes):
+            app.theme = theme
+            await pilot.pause()
+            row = next(r for r in app.screen.query(GpuRow) if r.index == 3)
+            background = row.rich_style.bgcolor
+            assert background is not None
+            for level in ("critical", "warning"):
+                colour = row.component_style(f"gpu--{level}").color
+                assert colour is not None
+                ratio = _contrast(colour.get_truecolor(), background.get_truecolor())
+                if ratio < 3.0 and not theme.startswith("ansi"):
+                    poor.append((theme, level, round(ratio, 2)))
+            text = screen_text(app)
+            assert "✖ lost" in text and re.search(r"(?m)^\S?\s*1\s+TP1.*✖$", text)
+            assert re.search(r"(?m)^\S?\s*2\s+TP2.*▲$", text)
+        assert not poor, poor
