@@ -436,6 +436,12 @@ async def test_gpu_rows_show_alert_levels(state: Path, procs) -> None:  # type: 
         assert critical != warning and critical.color is not None
         spans = rows[1].render().spans
         assert any(s.style == critical for s in spans)
+        await pilot.press("j", "enter")  # GPU 1's detail says why, in words
+        await until(
+            pilot,
+            "GPU 1's alert in its detail",
+            lambda: "✖ GPU 1 (TP1) at 94 °C (critical from 90 °C)" in screen_text(app),
+        )
 
 
 def _luminance(rgb: tuple[int, int, int]) -> float:
