@@ -177,6 +177,20 @@ def values_refused(text: str, snap: Snapshot | None) -> bool:
     )
 
 
+def all_lost(text: str, snap: Snapshot | None) -> bool:
+    """Every GPU lost: eight rows that say so (✖, readable without colour), one notice that
+    says all of them, no derived number (no negative runtime) and no "other GPUs" sentence."""
+    return (
+        snap is not None
+        and len(snap.gpus) == 8
+        and all(g.lost and not g.memory.known for g in snap.gpus)
+        and flat(text).count("✖ lost") == 8
+        and says(r"◐NVML.*GPU 0–7: lost.*all 8 GPUs NVML sees")(text, snap)
+        and "keep updating" not in flat(text)
+        and re.search(r"runtime\s*−", text) is None
+    )
+
+
 def gpus_gone(host: FaultHost) -> None:
     host.state.gpus = {}
     host.write_nvml()
@@ -197,10 +211,23 @@ NVML_ROWS = [
         "nvml",
         nvml(errors=[("nvmlDeviceGetMemoryInfo_v2", 3, 15)]),
         nvml_healthy,
-        says(r"◐NVML.*GPU 3 is lost.*dmesg.*Xid"),
-        r"GPU 3 is lost",
-        "NVML ◐; GPU 3's row says lost; notice: fallen off the bus, check nvidia-smi and dmesg "
-        "for Xid; the other seven keep updating",
+        says(r"◐NVML.*GPU 3: lost.*dmesg.*Xid.*other GPUs keep updating"),
+        r"GPU 3: lost",
+        "NVML ◐; GPU 3's row says ✖ lost (no bar, no derived number, no note about it); "
+        "notice: GPU 3: lost, fallen off the bus, check nvidia-smi and dmesg for Xid; the other "
+        "seven keep updating",
+    ),
+    Fault(
+        "nvml-all-gpus-lost",
+        "nvml",
+        nvml(errors=[("nvmlDeviceGetMemoryInfo_v2", None, 15)]),
+        nvml_healthy,
+        all_lost,
+        r"GPU 0–7: lost \(fallen off the bus\).*all 8 GPUs NVML sees",
+        "NVML ◐; all eight rows say ✖ lost (no bar, no derived number, no negative runtime); "
+        "one notice: GPU 0–7: lost, all 8 GPUs NVML sees, check nvidia-smi and dmesg for Xid "
+        '(never "the other GPUs keep updating"); --once says the same, the JSON breakdowns '
+        "are null",
     ),
     Fault(
         "nvml-v3-processes-missing",

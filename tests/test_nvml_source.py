@@ -160,7 +160,7 @@ def test_gpu_lost_then_recovers(fake_lib_dir: Path, tmp_path: Path) -> None:
     assert g3["status"] == "lost"
     assert g3["name"] == "NVIDIA H200"  # what was known before it fell off the bus
     assert g3["field_errors"] == [["gpu", "GPU is lost"]]
-    assert "GPU 3 is lost" in lost["problem"]
+    assert "GPU 3: lost" in lost["problem"]
     assert all(g["status"] == "ok" for i, g in enumerate(lost["gpus"]) if i != 3)
     assert lost["gpus"][0]["used_gib"] == pytest.approx(130000 / 1024)
     assert after["problem"] is None

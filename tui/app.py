@@ -61,6 +61,7 @@ class KvtopApp(App[int]):
         Binding("f", "formula", "formula"),
         Binding("c", "toggle_compact", "compact"),
         Binding("space", "toggle_pause", "pause"),
+        Binding("d", "dismiss_notes", "dismiss note", show=False),
         Binding("plus,equals_sign", "interval(1)", "slower", show=False),
         Binding("minus", "interval(-1)", "faster", show=False),
     ]
@@ -222,6 +223,14 @@ class KvtopApp(App[int]):
             return
         self.push_screen(self._with_state(HelpScreen()))
 
+    def action_dismiss_notes(self) -> None:
+        """Hide the advisory notes on screen (the rank-by-order mapping): the help lists them."""
+        snapshot = self.state.snapshot
+        kinds = {n.kind for n in snapshot.kinded_notes if n.advisory} if snapshot else set()
+        if kinds - self.state.dismissed_notes:
+            self.state.dismissed_notes |= kinds
+            self.show_state()
+
     def action_toggle_compact(self) -> None:
         self.state.compact = not self.compact
         self.show_state()
@@ -254,6 +263,9 @@ class KvtopApp(App[int]):
         )
         yield SystemCommand(
             "Compact / full", "One line per GPU, fewer panels", self.action_toggle_compact
+        )
+        yield SystemCommand(
+            "Dismiss note", "Hide the advisory note (d); help lists it", self.action_dismiss_notes
         )
         yield SystemCommand(
             "Slower refresh", "Longer refresh interval (+)", lambda: self.action_interval(1)

@@ -24,12 +24,13 @@ from tui.model.deployment import (
     build_snapshot,
 )
 from tui.model.identity import find_mismatches, server_info_mismatches
+from tui.model.process_owner import ProcessInfo
 from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
 from tui.server_url import is_loopback, url_problem
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
-from tui.sources.gpu_processes import pids_visible, rank_of_pid, user_of_pid
+from tui.sources.gpu_processes import info_of_pid, pids_visible, rank_of_pid, user_of_pid
 from tui.sources.log_follow import LogFollower
 from tui.sources.log_text import LogUnreadable, log_lines
 from tui.sources.metrics import MetricsSource
@@ -134,17 +135,22 @@ def _nvml_health(reading: NvmlReading | None) -> SourceHealth:
 
 
 def _process_facts(
-    reading: NvmlReading | None, cache: dict[int, tuple[str | None, str | None]]
-) -> tuple[dict[int, str | None], dict[int, str | None]]:
-    """pid -> rank from each GPU process's title, and pid -> user (cached: neither changes)."""
+    reading: NvmlReading | None, cache: dict[int, tuple[str | None, str | None, ProcessInfo]]
+) -> tuple[dict[int, str | None], dict[int, str | None], dict[int, ProcessInfo]]:
+    """pid -> rank from each GPU process's title, pid -> user, pid -> command line and start
+    (cached: none of them changes)."""
     if reading is None:
-        return {}, {}
+        return {}, {}, {}
     pids = {p.pid for g in reading.gpus for p in g.processes}
     for pid in cache.keys() - pids:
         del cache[pid]  # gone: a long session must not keep every pid it ever saw
     for pid in pids - cache.keys():
-        cache[pid] = (rank_of_pid(pid), user_of_pid(pid))
-    return {pid: cache[pid][0] for pid in pids}, {pid: cache[pid][1] for pid in pids}
+        cache[pid] = (rank_of_pid(pid), user_of_pid(pid), info_of_pid(pid))
+    return (
+        {pid: cache[pid][0] for pid in pids},
+        {pid: cache[pid][1] for pid in pids},
+        {pid: cache[pid][2] for pid in pids},
+    )
 
 
 @dataclass
@@ -172,7 +178,7 @@ class Session:
     _info_task: asyncio.Task[None] | None = None
     _info_generation: int = 0  # bumped by forget_server_info: a fetch in flight is for before
     latest_nvml: NvmlReading | None = None
-    _pid_cache: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
+    _pid_cache: dict[int, tuple[str | None, str | None, ProcessInfo]] = field(default_factory=dict)
     _info_for_restarts: int = 0
     _analysis: Analysis | None = None
     _analysed_at: tuple[int, int] = (-1, -1)
@@ -338,10 +344,14 @@ class Session:
         if self.scenario is not None:
             ranks: dict[int, str | None] = dict(self.scenario.process_ranks())
             users: dict[int, str | None] = dict.fromkeys(ranks, "sglang (simulated)")
+            infos = {
+                pid: ProcessInfo(f"sglang::scheduler_{rank} (simulated)")
+                for pid, rank in ranks.items()
+            }
             visible = True
             nvml_health = SourceHealth("nvml", OK, "demo: simulated GPUs")
         else:
-            ranks, users = _process_facts(reading, self._pid_cache)
+            ranks, users, infos = _process_facts(reading, self._pid_cache)
             visible = pids_visible(ranks) if ranks else True
             nvml_health = _nvml_health(reading if self.options.nvml else None)
         notes: tuple[str, ...] = ()
@@ -373,6 +383,7 @@ class Session:
             sources=tuple(sources),
             cuda_visible_devices=self.options.cuda_visible_devices,
             process_users=users,
+            process_infos=infos,
         )
         server = None if demo else self.server_target()
         if server is not None and server.contacted and server.key_withheld:

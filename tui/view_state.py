@@ -89,6 +89,8 @@ class ViewState:
     kv: KvFacts | None = None  # likewise
     # Where values turn warning / critical (tui/model/alerts.py; the config file sets them).
     thresholds: Thresholds = DEFAULT_THRESHOLDS
+    # Kinds of advisory notes the operator dismissed (d): shown in the help view only.
+    dismissed_notes: frozenset[str] = frozenset()
 
     @property
     def compact_now(self) -> bool:

@@ -9,12 +9,15 @@ from tui.model.analysis import Analysis
 from tui.model.gpu_memory import (
     GpuMemory,
     choose_rank_mapping,
+    lost_memory,
     parse_visible_devices,
     reconcile,
 )
 from tui.model.gpu_reading import GpuSample, NvmlReading
 from tui.model.identity import Mismatch
 from tui.model.memory import MemoryBreakdown
+from tui.model.notes import LOG_VS_NVML, OTHER, RANK_ORDER, UNPLACED, Note, collapse
+from tui.model.process_owner import ProcessInfo, other_pids, other_processes_gib
 from tui.model.server_target import ServerTarget
 from tui.sglang.metrics import MetricsSample, ServerInfo
 
@@ -40,6 +43,8 @@ class GpuProcessView:
     used_gib: float | None
     rank: str | None
     user: str | None = None
+    command: str | None = None  # its command line, when visible here
+    other: bool = False  # not the server's (tui/model/process_owner.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,11 @@ class GpuView:
     ranks: tuple[str, ...]
     memory: GpuMemory
     processes: tuple[GpuProcessView, ...]
+
+    @property
+    def lost(self) -> bool:
+        """NVML lost the GPU or cannot read its memory: no numbers for it."""
+        return self.sample.status != "ok"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +84,14 @@ class Snapshot:
     server: ServerTarget | None = None  # the server scraped (None in the demo)
     # Facts on which the log and /server_info or /metrics disagree (tui/model/identity.py).
     mismatches: tuple[Mismatch, ...] = ()
+    # The model's notes with their kinds (collapsed); `notes` holds their sentences (JSON).
+    note_items: tuple[Note, ...] = ()
+
+    @property
+    def kinded_notes(self) -> tuple[Note, ...]:
+        """Every note with a kind: the model's, then sentences added without one (kind other)."""
+        known = {n.text for n in self.note_items}
+        return self.note_items + tuple(Note(OTHER, t) for t in self.notes if t not in known)
 
     @property
     def trusted_metrics(self) -> MetricsSample | None:
@@ -107,36 +125,82 @@ def _base_gpu_id(analysis: Analysis) -> int:
     return args.base_gpu_id if args is not None and args.base_gpu_id is not None else 0
 
 
+@dataclass(frozen=True, slots=True)
+class _ProcessFacts:
+    ranks: Mapping[int, str | None]
+    users: Mapping[int, str | None]
+    infos: Mapping[int, ProcessInfo]
+    # rank -> when it read its free memory before loading (epoch s): its baseline's moment
+    baseline_at: Mapping[str, float]
+
+
+def _baseline_times(analysis: Analysis) -> dict[str, float]:
+    """Each rank's first timestamped line: its pre-load free memory is read about then."""
+    times: dict[str, float] = {}
+    for name, rank in analysis.startup.ranks.items():
+        stamp = next((p.timestamp for p in rank.phases if p.timestamp is not None), None)
+        if stamp is not None:
+            try:
+                times[name] = stamp.timestamp()
+            except (OverflowError, OSError, ValueError):
+                continue
+    return times
+
+
 def _gpu_view(
     sample: GpuSample,
     ranks: tuple[str, ...],
     breakdowns: Mapping[str, MemoryBreakdown],
-    process_ranks: Mapping[int, str | None],
-    process_users: Mapping[int, str | None],
+    facts: _ProcessFacts,
 ) -> GpuView:
-    """One GPU: NVML's reading reconciled with the log of the one rank on it (if just one)."""
+    """One GPU: NVML's reading reconciled with the log of the one rank on it (if just one);
+    processes that are not the server's get their own segment. A lost GPU: no numbers."""
     log = breakdowns.get(ranks[0]) if len(ranks) == 1 else None
-    return GpuView(
-        sample=sample,
-        ranks=ranks,
-        memory=reconcile(sample.total_gib, sample.free_gib, log),
-        processes=tuple(
-            GpuProcessView(p.pid, p.used_gib, process_ranks.get(p.pid), process_users.get(p.pid))
-            for p in sample.processes
-        ),
+    others = other_pids(sample.processes, bool(ranks), facts.ranks, facts.infos)
+    views = tuple(
+        GpuProcessView(
+            p.pid,
+            p.used_gib,
+            facts.ranks.get(p.pid),
+            facts.users.get(p.pid),
+            (info.command if (info := facts.infos.get(p.pid)) else None),
+            p.pid in others,
+        )
+        for p in sample.processes
     )
+    if sample.status != "ok":
+        return GpuView(sample, ranks, lost_memory(), views)
+    if any(name == "processes" for name, _ in sample.field_errors):
+        other: float | None = None  # NVML could not list the processes: unknown
+    else:
+        at = facts.baseline_at.get(ranks[0]) if log is not None else None
+        other = other_processes_gib(sample.processes, others, facts.infos, at)
+    memory = reconcile(sample.total_gib, sample.free_gib, log, other)
+    return GpuView(sample=sample, ranks=ranks, memory=memory, processes=views)
 
 
-def _mismatch_notes(gpus: list[GpuView]) -> list[str]:
-    """GPUs where the log itemises more than NVML sees in use: the log is not about them."""
+_MISMATCH_GIST = (
+    "the log itemises more than NVML sees in use; the log may come from another host, other "
+    "GPUs or an earlier start (check --unit / --log-file)."
+)
+
+
+def _mismatch_notes(gpus: list[GpuView]) -> list[Note]:
+    """GPUs where the log itemises more than NVML sees in use: the log is not about them.
+    Never about a lost GPU (it has no numbers)."""
     notes = []
     for gpu in gpus:
         runtime = gpu.memory.runtime_gib
         if gpu.memory.baseline_gib is not None and runtime is not None and runtime < -MISMATCH_GIB:
             notes.append(
-                f"GPU {gpu.sample.index}: the log itemises {-runtime:.1f} GiB more than NVML sees "
-                f"in use on it; the log may come from another host, other GPUs or an earlier "
-                "start (check --unit / --log-file)."
+                Note(
+                    LOG_VS_NVML,
+                    f"GPU {gpu.sample.index}: the log itemises {-runtime:.1f} GiB more than NVML "
+                    "sees in use on it; the log may come from another host, other GPUs or an "
+                    "earlier start (check --unit / --log-file).",
+                    (gpu.sample.index,),
+                    _MISMATCH_GIST,
+                )
             )
     return notes
 
@@ -166,18 +230,20 @@ def _placement_notes(
     how: str,
     log_ranks: list[str],
     by_order: str,
-) -> list[str]:
+) -> list[Note]:
     """Ranks of the log without a GPU here (also when NVML answers with none), and how ranks
-    were placed when it was by order."""
+    were placed when it was by order (an advisory). Ranks whose GPUs NVML lost are not
+    "without a GPU": the lost GPUs' rows and the NVML notice say what happened."""
     if nvml is None or not nvml.available or not log_ranks:
         return []
     placed = {rank for ranks in mapping.values() for rank in ranks}
     unplaced = [rank for rank in log_ranks if rank not in placed]
+    lost = sum(1 for g in nvml.gpus if g.status != "ok")
     notes = []
-    if unplaced and (how != "none" or not nvml.gpus):
-        notes.append(_unplaced_note(unplaced, len(nvml.gpus)))
-    if nvml.gpus and how == "order":
-        notes.append(by_order)
+    if unplaced and len(unplaced) > lost and (how != "none" or not nvml.gpus):
+        notes.append(Note(UNPLACED, _unplaced_note(unplaced, len(nvml.gpus))))
+    if how == "order" and lost < len(nvml.gpus):  # placing ranks on lost GPUs says nothing
+        notes.append(Note(RANK_ORDER, by_order, advisory=True))
     return notes
 
 
@@ -214,8 +280,10 @@ def build_snapshot(
     sources: tuple[SourceHealth, ...],
     cuda_visible_devices: str | None = None,
     process_users: Mapping[int, str | None] | None = None,
+    process_infos: Mapping[int, ProcessInfo] | None = None,
 ) -> Snapshot:
-    """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title."""
+    """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title;
+    `process_infos`: pid -> command line and start time (whose process it is)."""
     samples = nvml.gpus if nvml is not None else ()
     base = _base_gpu_id(analysis)
     visible = parse_visible_devices(cuda_visible_devices, [s.uuid for s in samples])
@@ -225,15 +293,15 @@ def build_snapshot(
         [s.index for s in samples], log_ranks, by_process, base, visible
     )
     breakdowns = {b.rank: b for b in analysis.breakdowns}
-    gpus = [
-        _gpu_view(s, mapping.get(s.index, ()), breakdowns, process_ranks, process_users or {})
-        for s in samples
-    ]
+    facts = _ProcessFacts(
+        process_ranks, process_users or {}, process_infos or {}, _baseline_times(analysis)
+    )
+    gpus = [_gpu_view(s, mapping.get(s.index, ()), breakdowns, facts) for s in samples]
     by_order = _by_order_note(pids_visible, base, cuda_visible_devices, visible)
     placement = _placement_notes(nvml, mapping, how, log_ranks, by_order)
-    notes = _mismatch_notes(gpus) + placement
+    notes = collapse(_mismatch_notes(gpus) + placement)
     if placement and not samples:
-        sources = _with_gpus_missing(sources, placement[0])
+        sources = _with_gpus_missing(sources, placement[0].text)
     return Snapshot(
         taken_at=taken_at,
         analysis=analysis,
@@ -243,6 +311,7 @@ def build_snapshot(
         server_info=server_info,
         host=host,
         sources=sources,
-        notes=tuple(notes),
+        notes=tuple(n.text for n in notes),
+        note_items=notes,
         driver_version=nvml.driver_version if nvml is not None else None,
     )

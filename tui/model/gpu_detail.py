@@ -84,7 +84,11 @@ def breakdown(
     memory = gpu.memory
     at = datetime.fromtimestamp(nvml_at).strftime("%H:%M:%S") if nvml_at else "?"
     nvml = f"NVML {at}"
+    if not memory.known:
+        why = "lost (fallen off the bus)" if gpu.sample.status == "lost" else "memory unreadable"
+        return (SourcedValue("total", None, f"{nvml}: GPU {why}; no number is derived for it"),)
     rows = [SourcedValue("total", memory.total_gib, f"{nvml} (memory info)")]
+    other = _other_row(gpu, nvml)
     if rank is not None and log is not None:
         pre = log.pre_load_free_gib
         rows.append(
@@ -96,6 +100,7 @@ def breakdown(
                 else "unknown: no pre-load free memory in the log",
             )
         )
+        rows += other
         rows.append(
             SourcedValue("weights", memory.weights_gib, _logged(rank, "load weights") or "—")
         )
@@ -122,7 +127,14 @@ def breakdown(
             )
         )
     else:
-        rows.append(SourcedValue("in use", memory.runtime_gib, f"{nvml}: no rank's log for it"))
+        rows += other
+        rows.append(
+            SourcedValue(
+                "in use",
+                memory.runtime_gib,
+                f"{nvml}: no rank's log for it (less other processes)",
+            )
+        )
     rows.append(SourcedValue("free", memory.free_gib, f"{nvml} (memory info)"))
     if memory.reserve_gib is not None and log is not None and log.pre_load_free_gib is not None:
         rows.append(
@@ -133,6 +145,20 @@ def breakdown(
             )
         )
     return tuple(rows)
+
+
+def _other_row(gpu: GpuView, nvml: str) -> list[SourcedValue]:
+    """The other processes' GiB and how they were told apart from the server's (no row when
+    there are none)."""
+    others = [p for p in gpu.processes if p.other]
+    if gpu.memory.other_processes_gib is None:
+        source = f"{nvml} per process: no memory figure for one of them (unknown)"
+    elif not others:
+        return []
+    else:
+        pids = ", ".join(str(p.pid) for p in others[:4]) + (" …" if len(others) > 4 else "")
+        source = f"{nvml} per process: pid {pids}, not the server's (see processes)"
+    return [SourcedValue("other processes", gpu.memory.other_processes_gib, source)]
 
 
 def gpu_detail(snapshot: Snapshot, index: int) -> GpuDetail | None:

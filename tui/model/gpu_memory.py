@@ -12,13 +12,18 @@ from tui.model.memory import MemoryBreakdown
 class GpuMemory:
     """GiB per segment of the stacked bar, left to right, summing to the card's total.
 
-    `baseline` is what was in use before SGLang loaded anything (CUDA context, NCCL, other
-    processes: total − pre-load free); `runtime` is NVML's used memory minus everything
-    itemised (activations, allocator cache, buffers). `reserve_starts_at_gib` is where SGLang's
+    `baseline` is what was in use before SGLang loaded anything (CUDA context, NCCL, processes
+    already running then: total − pre-load free); `other_processes` is what processes that are
+    not the server's, started after it, hold now (NVML per process; 0.0 when none, None when
+    NVML does not say); `runtime` is NVML's used memory minus everything itemised and the other
+    processes (activations, allocator cache, buffers). `reserve_starts_at_gib` is where SGLang's
     reserve pre-load free × (1 − mem_fraction_static) begins on the bar.
+
+    A lost GPU (or one whose memory NVML cannot read) has no numbers at all: `lost_memory()`,
+    every field None, no segment.
     """
 
-    total_gib: float
+    total_gib: float | None
     baseline_gib: float | None
     weights_gib: float | None
     kv_cache_gib: float | None
@@ -26,14 +31,22 @@ class GpuMemory:
     draft_kv_gib: float | None
     graphs_gib: float | None
     runtime_gib: float | None
-    free_gib: float
+    free_gib: float | None
     reserve_gib: float | None
     reserve_starts_at_gib: float | None
+    other_processes_gib: float | None = 0.0
+
+    @property
+    def known(self) -> bool:
+        """False for a lost GPU: nothing on it can be drawn or derived."""
+        return self.total_gib is not None
 
     def segments(self) -> list[tuple[str, float]]:
-        """(name, GiB) in bar order, leaving out unknown segments."""
+        """(name, GiB) in bar order, leaving out unknown and empty other-process segments."""
+        other = self.other_processes_gib or None  # 0.0: no segment
         named = [
             ("baseline", self.baseline_gib),
+            ("other processes", other),
             ("weights", self.weights_gib),
             ("KV cache", self.kv_cache_gib),
             ("draft weights", self.draft_weights_gib),
@@ -45,12 +58,37 @@ class GpuMemory:
         return [(name, value) for name, value in named if value is not None]
 
 
-def reconcile(total_gib: float, free_gib: float, log: MemoryBreakdown | None) -> GpuMemory:
-    """Join NVML's total/free with a rank's log breakdown (None: only used and free are known)."""
+def lost_memory() -> GpuMemory:
+    """A GPU NVML lost (or whose memory it cannot read): no number, not even 0."""
+    return GpuMemory(None, None, None, None, None, None, None, None, None, None, None, None)
+
+
+def reconcile(
+    total_gib: float,
+    free_gib: float,
+    log: MemoryBreakdown | None,
+    other_processes_gib: float | None = 0.0,
+) -> GpuMemory:
+    """Join NVML's total/free with a rank's log breakdown (None: only used and free are known).
+
+    `other_processes_gib`: memory of processes that are not the server's (not in baseline):
+    its own segment, out of runtime (None: unknown, nothing taken out)."""
     in_use = max(0.0, total_gib - free_gib)  # NVML v2 "used" excludes the driver reserve
+    other = other_processes_gib or 0.0
     if log is None:
         return GpuMemory(
-            total_gib, None, None, None, None, None, None, in_use, free_gib, None, None
+            total_gib,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            round(max(0.0, in_use - other), 4),
+            free_gib,
+            None,
+            None,
+            other_processes_gib,
         )
     baseline = None
     if log.pre_load_free_gib is not None:
@@ -64,7 +102,7 @@ def reconcile(total_gib: float, free_gib: float, log: MemoryBreakdown | None) ->
         log.graphs_gib,
     )
     itemised = sum(v for v in items if v is not None)
-    runtime = round(in_use - itemised, 4)
+    runtime = round(in_use - itemised - other, 4)
     reserve_start = None
     if log.reserve_gib is not None:
         reserve_start = round(total_gib - log.reserve_gib, 4)
@@ -82,6 +120,7 @@ def reconcile(total_gib: float, free_gib: float, log: MemoryBreakdown | None) ->
         free_gib=free_gib,
         reserve_gib=log.reserve_gib,
         reserve_starts_at_gib=reserve_start,
+        other_processes_gib=other_processes_gib,
     )
 
 

@@ -256,11 +256,22 @@ def _gpu_json(view: GpuView) -> dict[str, object]:
         "field_errors": dict(sample.field_errors),
         "ranks": list(view.ranks),
         "processes": [
-            {"pid": p.pid, "used_gib": _r(p.used_gib), "rank": p.rank} for p in view.processes
+            {
+                "pid": p.pid,
+                "used_gib": _r(p.used_gib),
+                "rank": p.rank,
+                "user": p.user,
+                "command": p.command,
+                "other": p.other,
+            }
+            for p in view.processes
         ],
+        # A lost GPU: every value null (GpuMemory has no numbers for it).
         "breakdown": {
             "total_gib": _r(memory.total_gib),
             "baseline_gib": _r(memory.baseline_gib),
+            # Processes that are not the server's: 0.0 none, null unknown (or a lost GPU).
+            "other_processes_gib": _r(memory.other_processes_gib),
             "weights_gib": memory.weights_gib,
             "kv_cache_gib": memory.kv_cache_gib,
             "draft_weights_gib": memory.draft_weights_gib,

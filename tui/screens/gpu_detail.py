@@ -12,6 +12,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui import fmt
+from tui.model.alerts import GLYPHS
+from tui.model.gpu_alerts import GpuAlert, gpu_alerts
 from tui.model.gpu_detail import GpuDetail, gpu_detail
 from tui.screens.base import SelectGpu, ShowsState
 from tui.view_state import ViewState, step_selection
@@ -169,19 +171,20 @@ class GpuDetailScreen(ShowsState, Screen[None]):
                 )
             )
             return
-        self.query_one(GpuRow).show(detail.gpu)
+        alert = gpu_alerts(snapshot, state.thresholds).get(detail.gpu.sample.index)
+        self.query_one(GpuRow).show(detail.gpu, alert)
         self.query_one(MemoryLegend).show(detail.gpu)
         self.query_one(Waterfall).show(detail)
-        key = (detail.gpu, detail.breakdown)
+        key = (detail.gpu, detail.breakdown, alert)
         if key != self._shown:
             self._shown = key
-            facts.update(self._facts(detail, snapshot.driver_version))
+            facts.update(self._facts(detail, snapshot.driver_version, alert))
             self.query_one("#sources", Static).update(self._sources(detail))
             self.query_one("#processes", Static).update(self._processes(detail))
         self.query_one("#history", Static).update(self._history(detail, state))
 
     @staticmethod
-    def _facts(detail: GpuDetail, driver: str | None) -> Text:
+    def _facts(detail: GpuDetail, driver: str | None, alert: GpuAlert | None = None) -> Text:
         s = detail.gpu.sample
         text = Text(overflow="fold")
         rank = ", ".join(detail.gpu.ranks) or "no rank"
@@ -195,6 +198,8 @@ class GpuDetailScreen(ShowsState, Screen[None]):
         )
         if s.field_errors:
             text.append(" · not supported: " + ", ".join(name for name, _ in s.field_errors))
+        if alert is not None and alert.reasons:
+            text.append(f"\n{GLYPHS.get(alert.level, '')} " + "; ".join(alert.reasons), "bold")
         return text
 
     @staticmethod
@@ -209,10 +214,25 @@ class GpuDetailScreen(ShowsState, Screen[None]):
         procs = detail.gpu.processes
         if not procs:
             return Text("processes: none reported by NVML (or not visible from here)")
-        table = _table(("pid", "right"), ("user", "left"), ("rank", "left"), ("used GiB", "right"))
+        table = _table(
+            ("pid", "right"),
+            ("user", "left"),
+            ("whose", "left"),
+            ("used GiB", "right"),
+            ("command", "left"),
+        )
         for p in procs:
-            table.add_row(str(p.pid), p.user or "—", p.rank or "—", fmt.gib(p.used_gib, 2))
-        return Group(Text("processes", style="bold"), table)
+            whose = "other process" if p.other else (p.rank or "server")
+            table.add_row(
+                str(p.pid),
+                Text(p.user or "—"),
+                whose,
+                fmt.gib(p.used_gib, 2),
+                Text(p.command or "— (not visible here)", overflow="ellipsis", no_wrap=True),
+            )
+        others = sum(1 for p in procs if p.other)
+        title = "processes" + (f" ({others} not the server's)" if others else "")
+        return Group(Text(title, style="bold"), table)
 
     def _history(self, detail: GpuDetail, state: ViewState) -> Text:
         history = state.history

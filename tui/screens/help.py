@@ -11,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tui.model.identity import mismatch_text
 from tui.screens.base import ShowsState
 from tui.view_state import ViewState
 from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK
@@ -25,10 +26,13 @@ KEYS = (
     ("+ / -", "slower / faster refresh"),
     ("space", "pause the display (sources keep running, history keeps recording)"),
     ("c", "compact (one line per GPU, fewer panels) / full"),
+    ("d", "dismiss the advisory note (ranks mapped by order): it stays listed here, under notes"),
     ("ctrl+p", "command palette: every action by name"),
 )
 MEANINGS = {
     "baseline": "in use before SGLang loaded anything (CUDA context, NCCL, other processes)",
+    "other processes": "processes on the GPU that are not the server's, started after it "
+    "(GPU detail lists them)",
     "weights": "the target model's weights (log: Load weight end)",
     "KV cache": "the target's KV cache (log: KV Cache is allocated)",
     "draft weights": "the speculative draft model's weights",
@@ -58,7 +62,17 @@ class HelpScreen(ShowsState, ModalScreen[None]):
     def show(self, state: ViewState) -> None:
         # The sources' states (and the server scraped) can change while help is open.
         snapshot = state.snapshot
-        sources = (snapshot.sources, snapshot.server) if snapshot is not None else None
+        sources = (
+            (
+                snapshot.sources,
+                snapshot.server,
+                snapshot.kinded_notes,
+                snapshot.mismatches,
+                state.dismissed_notes,
+            )
+            if snapshot is not None
+            else None
+        )
         if sources != self._sources_shown or self._sources_shown is None:
             self._sources_shown = sources
             self.query_one("#help-text", Static).update(self._content(state))
@@ -89,15 +103,42 @@ class HelpScreen(ShowsState, ModalScreen[None]):
             sources.add_row(health.name, health.state, Text(health.detail or ""))
         if snapshot is not None and snapshot.server is not None:
             sources.add_row("server", "", Text(snapshot.server.sentence()))
-        return Group(
+        return Group(*self._top(keys, glyphs, sources), *self._notes(state), Text("\nEsc closes."))
+
+    @staticmethod
+    def _notes(state: ViewState) -> list[Text | Table]:
+        """Every notice, the advisories too (dismissed or not): the one place they all are."""
+        snapshot = state.snapshot
+        if snapshot is None:
+            return []
+        lines = [(m, "mismatch") for m in mismatch_text(snapshot.mismatches)]
+        for note in snapshot.kinded_notes:
+            dismissed = note.advisory and note.kind in state.dismissed_notes
+            lines.append((note.text, "advisory, dismissed" if dismissed else "note"))
+        if not lines:
+            return []
+        table = Table(box=None, pad_edge=False, show_edge=False, show_header=False)
+        table.add_column(no_wrap=True, style="bold")
+        table.add_column()
+        for text, kind in lines:
+            table.add_row(kind, Text(text))
+        return [Text("\nnotes", style="bold"), table]
+
+    @staticmethod
+    def _top(keys: Table, glyphs: Table, sources: Table) -> tuple[Text | Table, ...]:
+        return (
             Text("kvtop keys", style="bold"),
             keys,
             Text("\nthe memory bar, left to right (GiB)", style="bold"),
             Text("every quantity's name, source and unit: docs/glossary.md", style="dim"),
             glyphs,
+            Text(
+                "\na GPU row's alert: ▲ warning, ✖ critical (temperature; power against the "
+                "enforced limit; free memory under the safe margin once the server is ready; "
+                "a lost GPU), coloured and marked at the row's end"
+            ),
             Text("\nsources (● ok  ◐ degraded  ○ off)", style="bold"),
             sources,
-            Text("\nEsc closes."),
         )
 
     def action_close(self) -> None:

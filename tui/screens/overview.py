@@ -8,7 +8,10 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from tui.model.gpu_alerts import gpu_alerts
+from tui.model.identity import mismatch_text
 from tui.model.kv_usage import kv_usage
+from tui.model.notes import shown_notes
 from tui.model.timeline import recent_events
 from tui.screens.base import OpenGpuDetail, SelectGpu, ShowsState
 from tui.view_state import ViewState, step_selection
@@ -100,15 +103,22 @@ class OverviewScreen(ShowsState, Screen[None]):
         snapshot = state.snapshot
         if snapshot is None:
             return
-        self.query_one(NoticesPanel).show(snapshot.sources, snapshot.notes, state.demo)
+        self.query_one(NoticesPanel).show(
+            snapshot.sources,
+            shown_notes(snapshot.kinded_notes, state.dismissed_notes),
+            state.demo,
+            mismatches=mismatch_text(snapshot.mismatches),
+            max_lines=max(2, state.rows // 4 - 1) if state.rows else 6,
+        )
         gpus = snapshot.gpus
         self._sync_rows(len(gpus))
         selected = state.selected_position()
         self._mark_selection(selected)
         header = self.query_one(GpuHeader)
-        header.total_gib = gpus[0].sample.total_gib if gpus else None
+        header.total_gib = next((g.sample.total_gib for g in gpus if not g.lost), None)
+        alerts = gpu_alerts(snapshot, state.thresholds)
         for row, gpu in zip(self._rows, gpus, strict=False):
-            row.show(gpu)
+            row.show(gpu, alerts.get(gpu.sample.index))
         self.query_one(MemoryLegend).show(gpus[selected] if gpus else None, compact)
         kv = state.kv  # formed by the app with the status line (tui/view_state.kv_facts)
         if kv is not None:

@@ -12,6 +12,10 @@ from typing import Protocol
 
 import psutil
 
+from tui.model.process_owner import ProcessInfo
+
+COMMAND_MAX = 200  # characters of a command line kept (GPU detail shows one line)
+
 _SCHEDULER = re.compile(r"sglang::scheduler((?:_[A-Za-z]+\d+)+)")
 
 
@@ -57,6 +61,24 @@ def user_of_pid(pid: int) -> str | None:
         return psutil.Process(pid).username()
     except (psutil.Error, ProcessLookupError, PermissionError, ValueError, KeyError):
         return None  # KeyError: a uid without a passwd entry (containers)
+
+
+def info_of_pid(pid: int) -> ProcessInfo:
+    """Process PID's command line (its title when set) and start time; None where it is gone
+    or not visible here. Read once per pid (the session caches it, like the user)."""
+    try:
+        proc = psutil.Process(pid)
+        started = proc.create_time()
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+        return ProcessInfo()
+    try:
+        words = proc.cmdline() or [proc.name()]
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+        words = []
+    command = " ".join(words).replace("\x00", " ").strip()
+    # Printable only: a title is anyone's to set and must not steer the terminal.
+    command = "".join(c if c.isprintable() else "?" for c in command)[:COMMAND_MAX]
+    return ProcessInfo(command or None, started)
 
 
 def pids_visible(pids: Iterable[int]) -> bool:

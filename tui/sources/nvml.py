@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from tui.model.gpu_reading import GpuProcess, GpuSample, NvmlReading
+from tui.model.notes import gpu_span
 from tui.sglang.bounds import MAX_GIB
 from tui.sources.nvml_checks import (
     PERCENT_MAX,
@@ -110,15 +111,37 @@ def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
     lost = [s.index for s in samples if s.status == "lost"]
     sentences = []
     if lost:
-        which = ", ".join(str(i) for i in lost)
+        which = gpu_span(lost)
+        if len(lost) == len(samples):
+            every = "the only GPU" if len(lost) == 1 else f"all {len(lost)} GPUs"
+            rest = f"that is {every} NVML sees: no GPU reading is left."
+        else:
+            rest = "the other GPUs keep updating."
         sentences.append(
-            f"GPU {which} {'is' if len(lost) == 1 else 'are'} lost (fallen off the bus): "
-            "check nvidia-smi and dmesg for Xid errors; the other GPUs keep updating."
+            f"GPU {which}: lost (fallen off the bus); check nvidia-smi and dmesg for Xid "
+            f"errors; {rest}"
         )
+    sentences.append(_unreadable_sentence(samples))
     sentences.append(count_drop_sentence(count, most))
     sentences.append(problem_sentence({s.index: list(s.rejected) for s in samples if s.rejected}))
     found = [s for s in sentences if s]
     return " ".join(found) if found else None
+
+
+def _unreadable_sentence(samples: list[GpuSample]) -> str | None:
+    """GPUs whose memory query failed (not lost, not refused numbers: those say so already)."""
+    failed = [
+        s
+        for s in samples
+        if s.status == "error" and not any(r.field.startswith("memory") for r in s.rejected)
+    ]
+    if not failed:
+        return None
+    why = next((text for name, text in failed[0].field_errors if name == "memory"), "an error")
+    return (
+        f"GPU {gpu_span(s.index for s in failed)}: memory unreadable through NVML ({why}); "
+        "no numbers are shown for it. Check nvidia-smi."
+    )
 
 
 def _gpu(util: Any) -> int | None:

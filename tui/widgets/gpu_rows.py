@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.strip import Strip
 
 from tui import fmt
+from tui.model.alerts import GLYPHS as ALERT_GLYPHS
+from tui.model.alerts import OK
 from tui.model.deployment import GpuView
-from tui.widgets.segments import MemoryWidget
+from tui.model.gpu_alerts import GpuAlert
+from tui.widgets.segments import ALERT_CLASSES, SEGMENT_CLASSES, MemoryWidget
 from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK, SHORT, render_bar
 
 LEFT_CELLS = 11  # "▶ 0   TP0  "
-RIGHT_CELLS = 35  # "  88.2/95.6    7.4  61%  55C  400W"
+RIGHT_CELLS = 37  # "  88.2/95.6    7.4  61%  55C  400W ▲" (the glyph: the row's alert)
 MIN_BAR = 10
 
 
@@ -23,12 +29,18 @@ def bar_width(width: int) -> int:
 def bar_segments(view: GpuView) -> list[tuple[str, float]]:
     """The model's segments; without a rank's log only "in use" and "free" are known."""
     memory = view.memory
+    if not memory.known:
+        return []
     if (
         memory.baseline_gib is None
         and memory.weights_gib is None
         and memory.runtime_gib is not None
     ):
-        return [("in use", memory.runtime_gib), ("free", memory.free_gib)]
+        other = memory.other_processes_gib
+        shown = [("in use", memory.runtime_gib)]
+        if other:
+            shown.insert(0, ("other processes", other))
+        return [*shown, ("free", memory.free_gib or 0.0)]
     return memory.segments()
 
 
@@ -53,7 +65,7 @@ class GpuHeader(MemoryWidget):
         text = Text(no_wrap=True, overflow="crop")
         text.append(f"  {'GPU':<3} {'rank':<5}".ljust(LEFT_CELLS))
         text.append(total[:bar].ljust(bar))
-        text.append(f" {'used/total':>11} {'free':>6} {'util':>4} {'temp':>4} {'power':>5}")
+        text.append(f" {'used/total':>11} {'free':>6} {'util':>4} {'temp':>4} {'power':>5}  ")
         return text
 
 
@@ -69,11 +81,13 @@ class GpuRow(MemoryWidget):
     """
 
     DEFAULT_CSS = "GpuRow { height: 1; }"
+    COMPONENT_CLASSES: ClassVar[set[str]] = SEGMENT_CLASSES | ALERT_CLASSES
 
     def __init__(self, index: int) -> None:
         super().__init__(id=f"gpu-{index}", classes="memory")
         self.index = index
         self._view: GpuView | None = None
+        self._alert: GpuAlert | None = None
         self._strip: Strip | None = None
         self._shown: Text | None = None
         self._shown_width = 0
@@ -82,10 +96,15 @@ class GpuRow(MemoryWidget):
     def view(self) -> GpuView | None:
         return self._view
 
-    def show(self, view: GpuView) -> None:
-        if view == self._view:
+    @property
+    def alert(self) -> GpuAlert | None:
+        return self._alert
+
+    def show(self, view: GpuView, alert: GpuAlert | None = None) -> None:
+        """The GPU and its alert (tui/model/gpu_alerts.py; None: no alert styling)."""
+        if view == self._view and alert == self._alert:
             return
-        self._view = view
+        self._view, self._alert = view, alert
         # Repaint only when what the row shows changed: a reading that moved by less than the
         # digits on screen (88.23 → 88.24 GiB) costs nothing.
         width = self.size.width
@@ -129,13 +148,16 @@ class GpuRow(MemoryWidget):
             )
         )
         width = bar_width(self.size.width)
-        if sample.status != "ok":
+        if view.lost:
+            critical = self._level_style("critical")
             reason = (
-                "GPU lost: it fell off the bus (NVML). Check `dmesg` for Xid errors."
+                "✖ lost: fell off the bus (NVML); check dmesg for Xid errors"
                 if sample.status == "lost"
-                else "memory unreadable through NVML right now."
+                else "✖ lost: memory unreadable through NVML"
             )
-            text.append(reason[:width].ljust(width), self.segment_style("runtime"))
+            text.append(reason[:width].ljust(width), critical)
+            text.append(f" {'—':>11} {'—':>6} {'—':>4} {'—':>4} {'—':>5} ")
+            text.append(ALERT_GLYPHS["critical"], critical)
             return text
         memory = view.memory
         text.append(
@@ -148,13 +170,27 @@ class GpuRow(MemoryWidget):
                 self.reserve_style(),
             )
         )
+        alert = self._alert
         used = f"{fmt.gib(sample.used_gib)}/{fmt.gib(sample.total_gib)}"
-        text.append(f" {used:>11} {fmt.gib(memory.free_gib):>6}")
+        text.append(f" {used:>11} ")
+        text.append(f"{fmt.gib(memory.free_gib):>6}", self._level_style(alert and alert.free))
         util = fmt.pct(sample.utilization_pct)
         temp = "—" if sample.temperature_c is None else f"{sample.temperature_c}C"
         power = "—" if sample.power_w is None else f"{sample.power_w:.0f}W"
-        text.append(f" {util:>4} {temp:>4} {power:>5}")
+        text.append(f" {util:>4} ")
+        text.append(f"{temp:>4}", self._level_style(alert and alert.temperature))
+        text.append(" ")
+        text.append(f"{power:>5}", self._level_style(alert and alert.power))
+        level = alert.level if alert is not None else OK
+        text.append(" ")
+        text.append(ALERT_GLYPHS.get(level, " "), self._level_style(level))
         return text
+
+    def _level_style(self, level: str | None) -> Style:
+        """The stylesheet's colour for an alert level (nothing for ok)."""
+        if level is None or level == OK:
+            return Style()
+        return self.component_style(f"gpu--{level}")
 
 
 class MemoryLegend(MemoryWidget):
@@ -179,6 +215,10 @@ class MemoryLegend(MemoryWidget):
             text.append("no GPU readings: memory bars need NVML (see the source markers above)")
             return text
         memory = view.memory
+        if not memory.known:
+            text.append(f"  GPU {view.sample.index}: ", self.label_style())
+            text.append("lost: NVML gives no numbers for it, so none are shown")
+            return text
         segments = bar_segments(view)
         if self._compact:  # one line: glyphs and GiB only (? explains the glyphs)
             text.no_wrap, text.overflow = True, "ellipsis"

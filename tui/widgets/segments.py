@@ -9,6 +9,7 @@ from textual.widget import Widget
 
 SEGMENTS = (
     "baseline",
+    "other processes",
     "weights",
     "KV cache",
     "draft weights",
@@ -25,6 +26,8 @@ def css_name(segment: str) -> str:
 
 
 SEGMENT_CLASSES = {css_name(s) for s in SEGMENTS} | {"seg--reserve", "seg--label"}
+# A GPU row's alert levels (tui/model/gpu_alerts.py): the values that set them, and the glyph.
+ALERT_CLASSES = {"gpu--warning", "gpu--critical"}
 
 
 class StyledWidget(Widget):

@@ -15,6 +15,7 @@ from rich.text import Text
 # only, which every terminal font draws one cell wide.
 GLYPHS = {
     "baseline": "▚",
+    "other processes": "▙",
     "weights": "█",
     "KV cache": "▓",
     "draft weights": "▒",
@@ -26,6 +27,7 @@ GLYPHS = {
 }
 SHORT = {
     "baseline": "base",
+    "other processes": "other procs",
     "weights": "weights",
     "KV cache": "KV",
     "draft weights": "draft",

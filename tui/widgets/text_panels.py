@@ -14,6 +14,7 @@ from rich.text import Text
 from tui import fmt
 from tui.model.deployment import OK, HostMemory, SourceHealth
 from tui.model.kv_usage import KvUsage
+from tui.model.notes import Note
 from tui.model.timeline import EventRow
 from tui.widgets.segments import StyledWidget
 
@@ -186,23 +187,73 @@ class EventsPanel(TextPanel):
 
 
 class NoticesPanel(TextPanel):
-    """Sources that are degraded or off, with their reason, and the snapshot's notes."""
+    """Sources that disagree about the server (red, first), sources degraded or off with their
+    reason, then the snapshot's notes (collapsed by kind in the model; dismissed advisories
+    left out). At most `max_lines` entries: the rest are counted, and the help lists them all.
+    """
 
     _fixed_lines = False  # reasons are sentences: they wrap
 
-    def show(self, sources: Sequence[SourceHealth], notes: Sequence[str], demo: bool) -> None:
+    def show(
+        self,
+        sources: Sequence[SourceHealth],
+        notes: Sequence[Note | str],
+        demo: bool = False,
+        *,
+        mismatches: Sequence[str] = (),
+        max_lines: int = 6,
+    ) -> None:
         bad = tuple(h for h in sources if h.state != OK and h.detail)
-        key = (bad, tuple(notes))
-        self.set_content(key, lambda: self._build(bad, notes))
+        items = tuple(n if isinstance(n, Note) else Note("other", n) for n in notes)
+        width = self.app.size.width if self.is_attached else 0
+        key = (bad, items, tuple(mismatches), max_lines, width)
+        self.set_content(key, lambda: self._build(bad, items, mismatches, max_lines, width))
 
-    def _build(self, bad: Sequence[SourceHealth], notes: Sequence[str]) -> Text:
+    def _build(
+        self,
+        bad: Sequence[SourceHealth],
+        notes: Sequence[Note],
+        mismatches: Sequence[str],
+        max_lines: int,
+        width: int = 0,
+    ) -> Text:
         text = Text(overflow="fold")
-        lines: list[tuple[str, str]] = [(h.name, h.detail or "") for h in bad]
-        lines += [("note", n) for n in notes]
-        for i, (name, detail) in enumerate(lines):
-            style = self.style_of("warn" if name != "note" else "dim")
-            text.append(f" {name}: ", style)
-            text.append(detail)
+        lines: list[tuple[str, str, str]] = [("mismatch", m, "bad") for m in mismatches]
+        lines += [(h.name, h.detail or "", "warn") for h in bad]
+        for note in notes:
+            hint = " (d: dismiss; ? shows it again)" if note.advisory else ""
+            lines.append(("note", note.text + hint, "dim"))
+        lines = _within(lines, max(1, max_lines), width)
+        for i, (name, detail, kind) in enumerate(lines):
+            style = self.style_of(kind)
+            if name:
+                text.append(f" {name}: ", style)
+                text.append(detail, style if kind == "bad" else "")
+            else:
+                text.append(f" {detail}", style)
             if i < len(lines) - 1:
                 text.append("\n")
         return text
+
+
+def _within(
+    lines: list[tuple[str, str, str]], budget: int, width: int
+) -> list[tuple[str, str, str]]:
+    """The notices that fit in `budget` screen lines once wrapped at `width` (0: one line
+    each), the rest counted on a last line: nothing is cut off without a word."""
+
+    def height(line: tuple[str, str, str]) -> int:
+        cells = len(line[0]) + len(line[1]) + 3
+        return max(1, -(-cells // width)) if width > 0 else 1
+
+    if sum(height(line) for line in lines) <= budget:
+        return lines
+    kept: list[tuple[str, str, str]] = []
+    used = 1  # the "+N more" line
+    for line in lines:
+        if used + height(line) > budget:
+            break
+        kept.append(line)
+        used += height(line)
+    more = len(lines) - len(kept)
+    return [*kept, ("", f"+{more} more notice{'s' if more != 1 else ''} (? lists them all)", "dim")]
