@@ -239,7 +239,7 @@ async def test_notes_collapse_and_leave_every_gpu_row_visible(state: Path, procs
             notices = app.screen.query_one(NoticesPanel)
             assert notices.region.height <= size[1] // 4
             text = flat(screen_text(app))
-            assert "mismatch: metrics say model glm-5.3-flash" in text
+            assert "mismatch: metrics say glm-5.3-flash" in text
             assert "✖ lost" in text  # GPU 6's row
             if size == SMALL:  # what does not fit is counted, not cut off without a word
                 assert re.search(r"\+\d more notices \(\? lists them all\)", text)
@@ -262,7 +262,7 @@ async def test_mismatches_come_first_in_red(state: Path, procs) -> None:  # type
         notices = app.screen.query_one(NoticesPanel)
         await until(pilot, "the notices", lambda: "mismatch:" in notices.render().plain)
         rendered = notices.render()
-        assert rendered.plain.startswith(" mismatch: metrics say model glm-5.3-flash")
+        assert rendered.plain.startswith(" mismatch: metrics say glm-5.3-flash")
         bad = notices.component_style("panel--bad")
         first_line = rendered.plain.index("\n")
         assert any(span.style == bad and span.start < first_line for span in rendered.spans), (
