@@ -7,30 +7,14 @@ from dataclasses import replace
 
 import pytest
 from still import still_snapshot
+from test_gpu_memory import TP0  # the story log's TP0
 
 from tui.model.alerts import CRITICAL, OK, WARNING, Thresholds
 from tui.model.gpu_alerts import GpuAlert, gpu_alerts
 from tui.model.gpu_memory import lost_memory, reconcile
 from tui.model.gpu_reading import GpuProcess
-from tui.model.memory import MemoryBreakdown
 from tui.model.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
 from tui.model.process_owner import ProcessInfo, other_pids, other_processes_gib
-
-TP0 = MemoryBreakdown(
-    rank="TP0",
-    init_dist_gib=1.25,
-    pre_load_free_gib=93.17,
-    weights_gib=71.57,
-    kv_cache_gib=10.42,
-    draft_weights_gib=0.95,
-    draft_kv_gib=0.60,
-    graphs_gib=2.16,
-    startup_other_gib=0.07,
-    free_after_startup_gib=7.40,
-    free_after_startup_source="summary",
-    reserve_gib=93.17 * 0.12,
-    free_after_pool_gib=11.18,
-)
 
 
 def test_gpu_span_runs_and_gaps() -> None:
