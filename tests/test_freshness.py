@@ -100,9 +100,9 @@ def test_a_starting_server_is_not_judged_by_its_metrics() -> None:
     assert (state.text, state.level) == (STARTING.text, OK)
 
 
-def test_a_mismatch_or_a_lost_gpu_is_critical_with_its_glyph() -> None:
+def test_a_mismatch_warns_and_a_lost_gpu_is_critical_with_its_glyph() -> None:
     state = header_state(READY, _sources(), 1.0, mismatched=True)
-    assert (state.text, state.level) == ("✖ ready 2h14m · sources disagree", CRITICAL)
+    assert (state.text, state.level) == ("▲ ready 2h14m · sources disagree", WARNING)
     state = header_state(READY, _sources(), 1.0, lost_gpus=(3,), gpu_count=8)
     assert (state.text, state.level) == ("✖ ready 2h14m · GPU 3 lost", CRITICAL)
     assert "all 8 GPUs lost" in header_state(READY, (), 1.0, lost_gpus=range(8), gpu_count=8).text
@@ -129,7 +129,7 @@ def test_status_facts_from_a_snapshot_with_a_mismatch_and_a_lost_gpu() -> None:
     mismatch = Mismatch("max_total_num_tokens", 159277, 655360, "metrics")
     state.snapshot = replace(base, mismatches=(mismatch,))
     facts = status_facts(state, lambda: base.taken_at)
-    assert facts.level == CRITICAL and facts.state == "✖ ready 1m00s · sources disagree"
+    assert facts.level == WARNING and facts.state == "▲ ready 1m00s · sources disagree"
 
     gpus = list(base.gpus)
     gpus[3] = replace(gpus[3], sample=replace(gpus[3].sample, status="lost"))

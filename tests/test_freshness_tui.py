@@ -17,7 +17,7 @@ from still import StillFeed
 from tui_support import demo_snapshot, log_snapshot, make_app, screen_text, until, utc
 
 from tui.app import KvtopApp
-from tui.model.alerts import CRITICAL, WARNING, Thresholds
+from tui.model.alerts import WARNING, Thresholds
 from tui.model.deployment import Snapshot
 from tui.model.identity import Mismatch
 from tui.sglang.metrics import parse_exposition
@@ -81,11 +81,11 @@ async def test_a_mismatch_or_a_lost_gpu_is_never_green(monkeypatch: pytest.Monke
     gpus[3] = replace(gpus[3], sample=replace(gpus[3].sample, status="lost"))
     app = make_app(replace(base, mismatches=(mismatch,)))
     async with app.run_test(size=BIG) as pilot:
-        await until(pilot, "the critical header", lambda: "sources disagree" in _header(app))
-        assert "✖ ready 1m00s · sources disagree" in _header(app)
-        assert app.state.status is not None and app.state.status.level == CRITICAL
+        await until(pilot, "the warning header", lambda: "sources disagree" in _header(app))
+        assert "▲ ready 1m00s · sources disagree" in _header(app)
+        assert app.state.status is not None and app.state.status.level == WARNING
         line = app.screen.query_one(StatusLine)
-        assert _style_of(line, line.render(), "✖ ready", "status--critical")
+        assert _style_of(line, line.render(), "▲ ready", "status--warning")
         app.feed.push(replace(base, taken_at=base.taken_at + 1, gpus=tuple(gpus)))  # type: ignore[attr-defined]
         await until(pilot, "the lost GPU in the header", lambda: "GPU 3 lost" in _header(app))
         assert "✖ ready 1m00s · GPU 3 lost" in _header(app)

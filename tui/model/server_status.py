@@ -140,13 +140,15 @@ def header_state(
     gpu_count: int = 0,
 ) -> HeaderState:
     """The state as the status line says it: `ready 2h14m`, `ready 2h14m · metrics down 3m05s`
-    (warning), `✖ ready 2h14m · GPU 3 lost` (critical)."""
+    (warning), `▲ ready 2h14m · sources disagree` (warning), `✖ ready 2h14m · GPU 3 lost`
+    (critical)."""
     text = status.text
     if status.restarts:
         text += f" · restarted {status.restarts}×"
     reasons: list[tuple[str, str]] = []
     if mismatched:
-        reasons.append((CRITICAL, "sources disagree"))
+        # A warning, as in the alert rule and --check: the red notice names the difference.
+        reasons.append((WARNING, "sources disagree"))
     if lost_gpus:
         reasons.append((CRITICAL, _lost_text(lost_gpus, gpu_count)))
     if status.state == READY:
