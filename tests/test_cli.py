@@ -207,10 +207,19 @@ def test_json_from_stdin_matches_the_file(
     file_source.pop("log")
     piped_source.pop("log")
     assert piped_source == file_source
-    # host RAM is read live at each run: everything else must be identical
+    # host RAM is read live at each run, and each source's age (seconds since its last good
+    # reading) is a measurement of the run: everything else must be identical
+    assert _ageless(piped.pop("sources")) == _ageless(story_json["sources"])
     assert {k: v for k, v in piped.items() if k not in ("source", "host")} == {
-        k: v for k, v in story_json.items() if k not in ("source", "host")
+        k: v for k, v in story_json.items() if k not in ("source", "host", "sources")
     }
+
+
+def _ageless(sources: object) -> list[dict[str, object]]:
+    """The sources without their `age_s` (which every source has, a number or null)."""
+    assert isinstance(sources, list)
+    assert all("age_s" in s for s in sources)
+    return [{k: v for k, v in s.items() if k != "age_s"} for s in sources]
 
 
 # --------------------------------------------------------------------------- text report
