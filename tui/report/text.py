@@ -101,8 +101,12 @@ def _deployment(report: Analysis) -> list[Text]:
     words = shape.words()
     if words:
         expected = shape.ranks_expected
-        count = f"{shape.ranks_in_log} of {expected}" if expected else f"{shape.ranks_in_log}"
-        lines.append(_text(f"deployment: {words} · {count} ranks in this log"))
+        count = f"{shape.ranks_in_log} ranks in this log"
+        if expected and shape.ranks_in_log <= expected:
+            count = f"{shape.ranks_in_log} of {expected} ranks in this log"
+        elif expected:
+            count += f", {expected} expected on this node"
+        lines.append(_text(f"deployment: {words} · {count}"))
     lines += [_text(f"deployment: {flag}", style="bold") for flag in shape.flags()]
     return lines
 
