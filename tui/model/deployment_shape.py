@@ -201,31 +201,36 @@ def _order(name: str) -> tuple[int, int, int]:
     return tuple(-1 if v is None else v for v in _tags_of(name)[::-1])  # type: ignore[return-value]
 
 
+def _sizes(args: ServerArgs) -> tuple[int | None, int, int, int]:
+    """(tp, pp, nnodes, node_rank), the missing ones as SGLang's defaults (pp 1, one node)."""
+    return args.tp_size, args.pp_size or 1, args.nnodes or 1, args.node_rank or 0
+
+
 def deployment_shape(startup: Startup) -> DeploymentShape:
     """The shape from server_args (log or /server_info) and the rank tags the log shows."""
     args = startup.server_args
     logged = _logged_ranks(startup)
-    tp = args.tp_size if args is not None else None
-    pp = (args.pp_size or 1) if args is not None else None
-    nnodes = args.nnodes if args is not None else None
-    node_rank = args.node_rank if args is not None else None
-    ranges = None
-    if tp is not None and pp is not None:
-        ranges = _node_ranges(tp, pp, nnodes or 1, node_rank or 0)
+    if args is None:
+        return DeploymentShape(
+            *(None,) * 7, ranks_expected=None, ranks_in_log=len(logged), tp_range=None,
+            pp_range=None, out_of_world=(), other_node_ranks=(),
+        )  # fmt: skip
+    tp, pp, nnodes, node_rank = _sizes(args)
+    ranges = _node_ranges(tp, pp, nnodes, node_rank) if tp is not None else None
     out = _out_of_world(logged, args)
     elsewhere: tuple[str, ...] = ()
-    if ranges is not None and nnodes is not None and nnodes > 1:
+    if ranges is not None and nnodes > 1:
         bad = set(out)
         elsewhere = tuple(n for n in _elsewhere(logged, *ranges) if not set(n.split()) & bad)
     return DeploymentShape(
-        nnodes=nnodes,
-        node_rank=node_rank,
-        disaggregation_mode=args.disaggregation_mode if args is not None else None,
-        dp_attention=args.enable_dp_attention if args is not None else None,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        disaggregation_mode=args.disaggregation_mode,
+        dp_attention=args.enable_dp_attention,
         tp_size=tp,
         pp_size=pp,
-        dp_size=args.dp_size if args is not None else None,
-        ranks_expected=_per_node(args, *ranges) if args is not None and ranges else None,
+        dp_size=args.dp_size,
+        ranks_expected=_per_node(args, *ranges) if ranges else None,
         ranks_in_log=len(logged),
         tp_range=ranges[0] if ranges else None,
         pp_range=ranges[1] if ranges else None,
