@@ -30,6 +30,7 @@ from tui.sglang.prefix import split_prefix
 from tui.sglang.server_args import parse_server_args, server_args_from_mapping
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
+from tui.view_state import ViewState, status_facts
 
 NODE1_DP_ATTENTION = REAL_LOGS / "60-issue6017-1p1d-two-node-dp-attention-node1.log"
 NODE0_TP16 = REAL_LOGS / "61-issue4978-tp16-two-node-node0.log"
@@ -430,3 +431,28 @@ def test_json_and_report_for_a_pipeline_node() -> None:
 def test_single_node_report_has_no_deployment_line() -> None:
     text = render_text(_analysis(fold(STORY_LOG)))
     assert "deployment:" not in text
+
+
+def test_status_line_facts_carry_the_shape() -> None:
+    """The header (the status line's facts) of node 1 of the two-node DP-attention server."""
+    line = args_line(
+        tp_size=16, dp_size=8, enable_dp_attention=True, nnodes=2, node_rank=1,
+        disaggregation_mode="prefill",
+    )  # fmt: skip
+    snapshot = build_snapshot(
+        _analysis(fold(line, NODE1_DP_ATTENTION)),
+        taken_at=0.0,
+        nvml=_gpus(8),
+        process_ranks={},
+        pids_visible=True,
+        metrics=None,
+        server_info=None,
+        host=None,
+        sources=(),
+    )
+    facts = status_facts(ViewState(source_label="x.log", snapshot=snapshot), lambda: 0.0)
+    assert "prefill node 1 of 2 · ranks TP8–15 of TP16 (the others log on node 0)" in facts.facts
+    assert [g.ranks for g in snapshot.gpus] == [
+        (f"DP{4 + i // 2} TP{8 + i}",) for i in range(8)
+    ]  # node 1's ranks on its own GPUs 0–7
+    assert not [n for n in snapshot.notes if "no GPU here" in n or "not this node's" in n]
