@@ -69,7 +69,10 @@ def test_formula_names_its_rank_the_same_everywhere(log: Path) -> None:
     analysis = _analysis(log)
     e = analysis.explanation
     if e is None:
-        pytest.fail(f"{log.name}: every fixture log reaches the formula")
+        # Only an excerpt without any rank's startup line (61: node 0's allreduce warnings) has none.
+        assert not analysis.ranks, f"{log.name}: every fixture log with ranks reaches the formula"
+        assert to_json(analysis)["formula"] is None
+        return
     words = e.rank_words()
     assert words in _plain(render(analysis), width=400)
     assert words in _plain(explanation_text(analysis, None), width=400)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tui.model.analysis import Analysis
+from tui.model.deployment_shape import deployment_shape
 from tui.model.gpu_memory import (
     GpuMemory,
     choose_rank_mapping,
@@ -16,7 +17,7 @@ from tui.model.gpu_memory import (
 from tui.model.gpu_reading import GpuSample, NvmlReading
 from tui.model.identity import Mismatch
 from tui.model.memory import MemoryBreakdown
-from tui.model.notes import LOG_VS_NVML, OTHER, RANK_ORDER, UNPLACED, Note, collapse
+from tui.model.notes import LOG_VS_NVML, OTHER, RANK_ORDER, SHAPE, UNPLACED, Note, collapse
 from tui.model.process_owner import ProcessInfo, other_pids, other_processes_gib
 from tui.model.server_target import ServerTarget
 from tui.sglang.metrics import MetricsSample, ServerInfo
@@ -287,7 +288,10 @@ def build_snapshot(
     samples = nvml.gpus if nvml is not None else ()
     base = _base_gpu_id(analysis)
     visible = parse_visible_devices(cuda_visible_devices, [s.uuid for s in samples])
-    log_ranks = [r.rank for r in analysis.ranks]
+    shape = deployment_shape(analysis.startup)
+    # Ranks SGLang runs on another node have no GPU here by design: not placed, not "unplaced".
+    elsewhere = set(shape.other_node_ranks)
+    log_ranks = [r.rank for r in analysis.ranks if r.rank not in elsewhere]
     by_process = _ranks_by_process(samples, process_ranks)
     mapping, how = choose_rank_mapping(
         [s.index for s in samples], log_ranks, by_process, base, visible
@@ -299,7 +303,8 @@ def build_snapshot(
     gpus = [_gpu_view(s, mapping.get(s.index, ()), breakdowns, facts) for s in samples]
     by_order = _by_order_note(pids_visible, base, cuda_visible_devices, visible)
     placement = _placement_notes(nvml, mapping, how, log_ranks, by_order)
-    notes = collapse(_mismatch_notes(gpus) + placement)
+    shape_notes = [Note(SHAPE, text) for text in shape.flags()]
+    notes = collapse(_mismatch_notes(gpus) + placement + shape_notes)
     if placement and not samples:
         sources = _with_gpus_missing(sources, placement[0].text)
     return Snapshot(

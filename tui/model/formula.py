@@ -426,10 +426,17 @@ def draft_budget_rule(
     and adds what the older end of the range does differently.
     """
     if version is None:
+        # A range across 0.5.13/0.5.14 is still a range: named, with both rules (never "unknown").
+        known = hint is not None and hint.known
+        which = (
+            f"SGLang {hint.text()} (the log's formats do not say which)"  # type: ignore[union-attr]
+            if known
+            else "SGLang version unknown"
+        )
         return DraftBudgetRule(
             budgeted=None,
             text=(
-                "SGLang version unknown. Up to 0.5.13 the draft model is not budgeted: its "
+                f"{which}. Up to 0.5.13 the draft model is not budgeted: its "
                 f"weights, its KV cache and all CUDA graphs are paid from {_RESERVE_WORDS}. "
                 f"From 0.5.14 the {_BUDGETED_WORDS}."
             ),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 LOG_VS_NVML = "log-vs-nvml"  # the log itemises more than NVML sees in use
 UNPLACED = "unplaced"  # ranks of the log without a GPU here
 RANK_ORDER = "rank-order"  # ranks mapped to GPUs by order (advisory)
+SHAPE = "shape"  # rank tags that do not fit the deployment's shape (tui/model/deployment_shape.py)
 OTHER = "other"
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from tui.model.alerts import CRITICAL, GLYPHS, OK, WARNING, worst
 from tui.model.deployment import SourceHealth
+from tui.model.deployment_shape import deployment_shape
 from tui.model.freshness import is_fresh, named
 from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import FAILED, READY, Startup
@@ -89,6 +90,18 @@ def deployment_facts(startup: Startup) -> list[str]:
         facts.append(make_visible(str(args.speculative_algorithm)))
     if args.enable_hierarchical_cache:
         facts.append("HiCache")
+    facts.extend(_shape_facts(startup))
+    return facts
+
+
+def _shape_facts(startup: Startup) -> list[str]:
+    """ "prefill node 0 of 2 · ranks TP0–7 of TP16 (the others log on node 1)", and a rank tag
+    past the world size; nothing for a single node that is not a PD server."""
+    shape = deployment_shape(startup)
+    words = shape.words()
+    facts = [words] if words else []
+    if shape.out_of_world:
+        facts.append(f"{', '.join(shape.out_of_world)} outside the world size")
     return facts
 
 

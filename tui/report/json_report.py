@@ -6,6 +6,7 @@ from dataclasses import fields
 
 from tui.model.analysis import Analysis
 from tui.model.deployment import GpuView, Snapshot
+from tui.model.deployment_shape import deployment_shape
 from tui.model.formula import DraftBudgetRule, WhatIf
 from tui.model.memory import MemoryBreakdown
 from tui.model.model_config import CellSize
@@ -208,6 +209,8 @@ def to_json(report: Analysis) -> dict[str, object]:
         },
         "startup": _startup_json(report),
         "server_args": startup.server_args.to_json() if startup.server_args else None,
+        # nnodes, node_rank, disaggregation_mode, ranks_expected (this node), ranks_in_log.
+        "deployment": deployment_shape(startup).to_json(),
         "summary": _summary_json(startup.summary),
         "ranks": [_rank_json(r) for r in report.ranks],
         "memory": [

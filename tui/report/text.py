@@ -11,6 +11,7 @@ from rich.text import Text
 from tui import fmt
 from tui.model.analysis import Analysis
 from tui.model.deployment import Snapshot
+from tui.model.deployment_shape import deployment_shape
 from tui.model.formula import version_text
 from tui.model.identity import mismatch_text
 from tui.model.kv_usage import kv_usage, load_from_batch, load_from_metrics, load_line, source_text
@@ -90,6 +91,24 @@ def _header(report: Analysis) -> Text:
         facts.append("no server_args line in this log: mem_fraction_static unknown")
     # server_args strings come from a repr: an escaped control character is real after parsing.
     return _text(make_visible(line1) + "\n" + make_visible(" · ".join(facts)))
+
+
+def _deployment(report: Analysis) -> list[Text]:
+    """The deployment's shape when it says something (several nodes, a PD server) and rank tags
+    that do not fit it; nothing for a plain single-node server."""
+    shape = deployment_shape(report.startup)
+    lines = []
+    words = shape.words()
+    if words:
+        expected = shape.ranks_expected
+        count = f"{shape.ranks_in_log} ranks in this log"
+        if expected and shape.ranks_in_log <= expected:
+            count = f"{shape.ranks_in_log} of {expected} ranks in this log"
+        elif expected:
+            count += f", {expected} expected on this node"
+        lines.append(_text(f"deployment: {words} · {count}"))
+    lines += [_text(f"deployment: {flag}", style="bold") for flag in shape.flags()]
+    return lines
 
 
 def _summary(report: Analysis) -> Text:
@@ -252,7 +271,12 @@ def _formula(report: Analysis) -> RenderableType:
 
 def render(report: Analysis) -> Group:
     startup = report.startup
-    parts: list[RenderableType] = [_header(report), Text(""), _summary(report)]
+    parts: list[RenderableType] = [
+        _header(report),
+        *_deployment(report),
+        Text(""),
+        _summary(report),
+    ]
     rejected = _rejected(report)
     if rejected is not None:
         parts += [Text(""), rejected]
@@ -401,8 +425,10 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     parts.append(_kv_source_line(snapshot))
     if snapshot.gpus:
         parts += [Text(""), _gpu_table(snapshot)]
+    shape_flags = set(deployment_shape(snapshot.analysis.startup).flags())  # said by render()
     for note in snapshot.notes:
-        parts.append(_text(f"note: {note}"))
+        if note not in shape_flags:
+            parts.append(_text(f"note: {note}"))
     if snapshot.host is not None and snapshot.host_kv_total_gb is not None:
         host = snapshot.host
         parts.append(

@@ -10,8 +10,14 @@ from tui.sglang.events import NO_PREFIX, LinePrefix
 # Rank tags appear in any order and combination across versions (DP PP TP EP in 0.5.8,
 # DP PP ATTN_CP MOE_DP TP EP from 0.5.9), so they are matched as a free sequence.
 _TAG = r"(?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d+"
+# Words a wrapper or fork may put before the tags ("[2025-08-01 10:00:00 Prefill TP0]"): only
+# when a rank tag follows, and never a tag itself, so "[... DP0 TP0]" keeps both tags.
+_WORD = r"(?!" + _TAG + r"\b)[A-Za-z][\w-]{0,31}"
+_TAG_AHEAD = r"(?= " + _TAG + r"[ \]])"
 PREFIX_RE = re.compile(
-    r"\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ms>\.\d{1,6})?(?P<tags>(?: " + _TAG + r")*)\] ?"
+    r"\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ms>\.\d{1,6})?"
+    r"(?P<words>(?: " + _WORD + r"){1,4}" + _TAG_AHEAD + r")?"
+    r"(?P<tags>(?: " + _TAG + r")*)\] ?"
 )
 _TAG_RE = re.compile(r"(ATTN_CP|MOE_DP|DP|PP|TP|EP)(\d+)")
 _FIELD = {"DP": "dp", "PP": "pp", "ATTN_CP": "attn_cp", "MOE_DP": "moe_dp", "TP": "tp", "EP": "ep"}

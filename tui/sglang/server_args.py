@@ -97,6 +97,11 @@ class ServerArgs:
     host: str | None = None
     port: int | None = None
     base_gpu_id: int | None = None
+    # Deployment shape (tui/model/deployment_shape.py): nodes, this node's rank, PD role.
+    nnodes: int | None = None
+    node_rank: int | None = None
+    disaggregation_mode: str | None = None  # "null", "prefill" or "decode", as SGLang logs it
+    dist_init_addr: str | None = None
     api_key_set: bool = False
     # Typed fields whose logged value was refused (wrong type, out of range): name -> what was
     # logged and why, e.g. {"mem_fraction_static": "7 (not in (0, 1])"}. The field itself is None.
@@ -211,6 +216,14 @@ def _to_str(value: object) -> str | None:
     return value
 
 
+def _disaggregation_mode(value: object) -> str | None:
+    # SGLang's DisaggregationMode values; the enum repr (`<DisaggregationMode.PREFILL: 'prefill'>`)
+    # unwraps to its value. Anything else is refused rather than shown as a role.
+    text = _to_str(value)
+    mode = text.strip().lower() if text is not None else None
+    return mode if mode in ("null", "prefill", "decode") else None
+
+
 _positive: Final = _int_at_least(1)
 _non_negative: Final = _int_at_least(0)
 
@@ -250,6 +263,10 @@ _FIELD_SPECS: Final[tuple[tuple[str, tuple[str, ...], Callable[[object], object]
     ("host", ("host",), _to_str),
     ("port", ("port",), _port),
     ("base_gpu_id", ("base_gpu_id",), _non_negative),
+    ("nnodes", ("nnodes",), _positive),
+    ("node_rank", ("node_rank",), _non_negative),
+    ("disaggregation_mode", ("disaggregation_mode",), _disaggregation_mode),
+    ("dist_init_addr", ("dist_init_addr",), _to_str),
 )
 _TYPED_FIELD_NAMES: Final = (*(spec[0] for spec in _FIELD_SPECS), "api_key_set")
 
@@ -263,6 +280,7 @@ _WHY_REFUSED: Final[Mapping[Callable[[object], object], str]] = {
     _chunked_prefill_size: "not a whole number ≥ 1 or -1",
     _to_bool: "not True or False",
     _to_str: "not a string",
+    _disaggregation_mode: "not null, prefill or decode",
 }
 
 
