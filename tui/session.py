@@ -439,7 +439,12 @@ class Session:
         from tui.sources.journal import JournalSource  # imports systemd only when asked for
 
         source = JournalSource(self.options.unit or "", directory=self.options.journal_dir)
-        lines = [line.text async for line in source.read_latest()]
+        latest = [line async for line in source.read_latest()]
+        # The unit's earlier runs are restarts, as the live view counts those it sees.
+        for run in await source.read_earlier(latest[0]) if latest else []:
+            fold_lines([line.text for line in run], self.tracker)
+            self.tracker.begin_new_start()
+        lines = [line.text for line in latest]
         fold_lines(lines, self.tracker)
         if lines or not source.status:
             self._log_at = time.monotonic()
