@@ -117,8 +117,8 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
         found.append(f"crash loop: {loop.text}; figures are from the latest start.")
     elif startup.restarts:
         found.append(
-            f"the server restarted {startup.restarts} time(s) in this log; figures are from the "
-            "latest start."
+            f"the server restarted {startup.restarts} time(s) in this log (with --unit: or "
+            "in its unit's journal); figures are from the latest start."
         )
     found += _imbalance_findings(startup)
     if explanation is None:
