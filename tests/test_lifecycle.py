@@ -376,3 +376,42 @@ async def test_read_earlier_groups_the_runs(tmp_path: Path, backend: str) -> Non
     ]
     assert [line.text for line in runs[0]] == FAILING  # in order, nothing of nginx
     assert source.backend_used == backend
+
+
+# -- the live header ----------------------------------------------------------------------------
+async def test_live_header_turns_stopped_in_the_error_colour(tmp_path: Path) -> None:
+    """The real app on the real session following a real log file: the story (ready), then the
+    SIGTERM line appended: the header says stopped, drawn in the critical colour."""
+    from tui_support import screen_text, until, utc
+
+    from tui.app import KvtopApp
+    from tui.session import Options, Session
+    from tui.widgets.status_line import StatusLine
+
+    def header(app: KvtopApp) -> str:
+        return screen_text(app).splitlines()[0]
+
+    def critical(app: KvtopApp) -> bool:
+        line, facts = app.screen.query_one(StatusLine), app.state.status
+        if facts is None:
+            return False
+        text = line.render()
+        start = text.plain.find(facts.state)
+        wanted = line.component_style("status--critical")
+        return any(span.start == start and span.style == wanted for span in text.spans)
+
+    log = tmp_path / "sglang.log"
+    log.write_text(STORY_LOG.read_text())
+    with utc():
+        session = Session(Options(log_file=str(log), nvml=False, metrics=False, interval_s=0.25))
+        noon = datetime(2026, 2, 27, 12, 0).timestamp()
+        app = KvtopApp(session, source_label="sglang.log", clock=lambda: noon, host_name="gpu")
+        async with app.run_test(size=(200, 40)) as pilot:
+            await until(pilot, "the ready header", lambda: "· ready " in header(app))
+            with log.open("a") as handle:
+                handle.write(f"[2026-02-27 11:20:35] {SIGTERM}\n")
+            await until(
+                pilot,
+                "the stopped header in the critical colour",
+                lambda: "✖ stopped 11:20:35 after 2h14m ready" in header(app) and critical(app),
+            )

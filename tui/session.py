@@ -534,7 +534,11 @@ class Session:
                     opts.unit, directory=opts.journal_dir, lane=lane
                 )
                 self.log_health = SourceHealth("journal", OK)
+                run: str | None = None
                 async for line in journal.lines():
+                    if run is not None and line.invocation_id not in (None, run):
+                        self.tracker.begin_new_start()  # a new invocation is a new start
+                    run = line.invocation_id or run
                     fold_lines([line.text], self.tracker)
                 return
             if not opts.log_file:
