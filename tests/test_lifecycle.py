@@ -415,3 +415,21 @@ async def test_live_header_turns_stopped_in_the_error_colour(tmp_path: Path) -> 
                 "the stopped header in the critical colour",
                 lambda: "✖ stopped 11:20:35 after 2h14m ready" in header(app) and critical(app),
             )
+
+
+def test_crash_loop_in_one_log_and_what_breaks_it() -> None:
+    """Three starts in one log that die while loading weights (the log just stops: killed), then
+    a fourth: "ending", not "failing"; a start stopped by its operator is no part of a loop."""
+    dying = STORY[:60]
+    tracker = fold([*dying, *_shifted(dying, 5), *_shifted(dying, 10), *_shifted(STORY[:60], 15)])
+    startup = tracker.current
+    assert startup.restarts == 3
+    loop = crash_loop(startup)
+    assert loop is not None
+    assert loop.text == "restarted 3× in 15 min, each ending in load weights"
+    later = [*_shifted(dying, 5), *_shifted(dying, 10), *_shifted(dying, 15)]
+    stopped = fold([*dying, "KeyboardInterrupt", *later]).current
+    assert stopped.restarts == 3
+    loop = crash_loop(stopped)
+    assert loop is not None  # the two starts after the stopped one, up to the latest
+    assert loop.text == "restarted 2× in 10 min, each ending in load weights"

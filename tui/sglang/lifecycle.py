@@ -175,19 +175,19 @@ def _phases_words(phases: Sequence[str], verb: str) -> str:
 
 
 def crash_loop(startup: Startup) -> CrashLoop | None:
-    """Two or more earlier starts in a row (the latest ones) that never became ready: a crash
-    loop, e.g. "restarted 5× in 30 min, each failing in load weights"."""
+    """Two or more earlier starts in a row (the latest ones) that never became ready and were
+    not stopped by their operator: a crash loop, e.g. "restarted 5× in 30 min, each failing in
+    load weights"."""
     run: list[StartRecord] = []
     for earlier in reversed(startup.earlier):
-        if earlier.ready_at is not None:
-            break
+        if earlier.ready_at is not None or earlier.state == "stopped":
+            break  # it served, or its operator stopped it: the loop (if any) began after it
         run.append(earlier)
     if len(run) < 2:
         return None
     run.reverse()
-    ends = [r for r in run]
-    phases = [r.phase or "launch" for r in ends]
-    failed = any(r.state == "failed" for r in ends)
+    phases = [r.phase or "launch" for r in run]
+    failed = any(r.state == "failed" for r in run)
     if startup.state == "failed" and startup.ready_at is None:
         phases.append(phase_reached(startup) or "launch")
         failed = True
