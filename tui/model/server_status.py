@@ -85,7 +85,8 @@ def _starting_text(startup: Startup, now: datetime) -> str:
         return f"starting: {progress}" if progress else "starting"
     text = f"starting: {step.phase}"
     if step.since is not None:
-        text += f" since {step.since:%H:%M:%S}"
+        day = "" if step.since.date() == now.date() else f"{step.since:%Y-%m-%d} "
+        text += f" since {day}{step.since:%H:%M:%S}"
         running_s = (now - step.since).total_seconds()
         if running_s >= 0:
             text += f" ({duration_text(running_s)})"
