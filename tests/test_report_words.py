@@ -68,6 +68,8 @@ def test_formula_names_its_rank_the_same_everywhere(log: Path) -> None:
     """The report, the formula screen and JSON `formula.rank` name the same rank."""
     analysis = _analysis(log)
     e = analysis.explanation
+    if e is None and analysis.startup.state == "stopped" and not analysis.startup.ranks:
+        return  # a shutdown excerpt (40-49): no startup line, no formula to name a rank in
     if e is None:
         # Only an excerpt without any rank's startup line (61: node 0's allreduce warnings) has none.
         assert not analysis.ranks, f"{log.name}: every fixture log with ranks reaches the formula"

@@ -38,7 +38,7 @@ from tui.sources.nvml import NvmlReading, NvmlSource
 from tui.sources.pacing import Lane, Pacer
 
 if TYPE_CHECKING:
-    from tui.sources.journal import JournalSource
+    from tui.sources.journal import JournalLine, JournalSource
 
 DEFAULT_URL = "http://127.0.0.1:30000"
 DEMO_LOG = LOG_NAME  # the story the demo replays (tui/data)
@@ -439,13 +439,23 @@ class Session:
         from tui.sources.journal import JournalSource  # imports systemd only when asked for
 
         source = JournalSource(self.options.unit or "", directory=self.options.journal_dir)
-        lines = [line.text async for line in source.read_latest()]
+        latest = [line async for line in source.read_latest()]
+        if latest:
+            await self._fold_earlier_runs(source, latest[0])
+        lines = [line.text for line in latest]
         fold_lines(lines, self.tracker)
         if lines or not source.status:
             self._log_at = time.monotonic()
         self.log_health = SourceHealth(
             "journal", DEGRADED if source.status else OK, source.status or None
         )
+
+    async def _fold_earlier_runs(self, source: JournalSource, first: JournalLine) -> None:
+        """The unit's runs before its latest are restarts, as the live view counts those it
+        sees start; each one is a start of its own, whatever its first lines are."""
+        for run in await source.read_earlier(first):
+            fold_lines([line.text for line in run], self.tracker)
+            self.tracker.begin_new_start()
 
     # -- live -------------------------------------------------------------------------------------
     async def snapshots(self) -> AsyncIterator[Snapshot]:
@@ -524,7 +534,11 @@ class Session:
                     opts.unit, directory=opts.journal_dir, lane=lane
                 )
                 self.log_health = SourceHealth("journal", OK)
+                run: str | None = None
                 async for line in journal.lines():
+                    if run is not None and line.invocation_id not in (None, run):
+                        self.tracker.begin_new_start()  # a new invocation is a new start
+                    run = line.invocation_id or run
                     fold_lines([line.text], self.tracker)
                 return
             if not opts.log_file:

@@ -22,9 +22,9 @@ from tui.model.alerts import (
 from tui.model.deployment import OFF, GpuView, Snapshot, SourceHealth
 from tui.model.identity import mismatch_text
 from tui.model.kv_usage import KvUsage, kv_usage
-from tui.model.server_status import duration_text
+from tui.model.server_status import duration_text, stopped_text
 from tui.sglang.control_chars import make_visible
-from tui.sglang.startup import FAILED, READY, STARTING
+from tui.sglang.startup import FAILED, READY, STARTING, STOPPED
 
 # What the session says of a source the user turned off (--no-gpus, no log given): not a fault.
 _ASKED_OFF = {"log": "no log given", "nvml": "GPU readings are off"}
@@ -97,6 +97,8 @@ def _server_alerts(snapshot: Snapshot) -> list[Alert]:
     if source is None or source.state == "ok":
         return []
     state = snapshot.analysis.startup.state
+    if state == STOPPED and snapshot.metrics is None:
+        return []  # the log says it stopped: the startup alert says so (server_stopped)
     detail = _words(source.detail) or source.state
     if snapshot.metrics is None and (state == READY or not log_known(snapshot)):
         why = "after the log said ready" if state == READY else "and no log says it is starting"
@@ -133,6 +135,12 @@ def _mismatch_alerts(snapshot: Snapshot) -> list[Alert]:
 # -- startup ----------------------------------------------------------------------------------
 def _startup_alerts(snapshot: Snapshot, t: Thresholds) -> list[Alert]:
     startup = snapshot.analysis.startup
+    if startup.state == STOPPED:
+        # Stopped by its operator (SIGTERM, Ctrl-C): it serves nothing, whoever asked.
+        said = f": {_words(startup.stopped_by)}" if startup.stopped_by else ""
+        return [
+            Alert(CRITICAL, "server_stopped", f"server {stopped_text(startup)}{said}", "server")
+        ]
     if startup.state == FAILED:
         failure = startup.failure
         kind = failure.kind.replace("_", " ") if failure is not None else "error"

@@ -283,7 +283,8 @@ def what_if(
     """Replay SGLang's sizing at ``mem_fraction_static_new``.
 
     ``headroom_after_graphs_gib`` is the free memory measured after startup at the current
-    value; raising the fraction eats into it by exactly the extra KV pool. Pass
+    value (None while startup is unfinished: sizing.explain passes no "after startup" figure
+    before the server was ready, so no what-if speaks of one); raising the fraction eats into it by exactly the extra KV pool. Pass
     ``mem_fraction_static_current`` to anchor on the logged token count: the logged free-memory
     figures are rounded to 0.01 GiB, which alone can move the replayed count by ~100 tokens,
     so without the anchor the current value itself could show a spurious delta.

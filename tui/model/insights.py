@@ -5,6 +5,7 @@ from __future__ import annotations
 from tui import fmt
 from tui.model.sizing import SAFE_HEADROOM_GIB, SizingExplanation
 from tui.sglang.events import Failure
+from tui.sglang.lifecycle import crash_loop
 from tui.sglang.startup import Startup
 
 # Ranks whose pre-load free memory is this much below the best rank are worth a sentence:
@@ -82,7 +83,8 @@ def _reserve_finding(explanation: SizingExplanation) -> str | None:
 
 
 def _higher_mfs_finding(explanation: SizingExplanation) -> str | None:
-    """What the next higher mem_fraction_static would add, and what it would leave free."""
+    """What the next higher mem_fraction_static would add, and what it would leave free; not
+    shown before startup finished (free_after_startup_gib is None then: sizing.explain)."""
     mfs, still_free = explanation.mem_fraction_static, explanation.free_after_startup_gib
     if mfs is None or still_free is None:
         return None
@@ -103,14 +105,20 @@ def _higher_mfs_finding(explanation: SizingExplanation) -> str | None:
 def insights(startup: Startup, explanation: SizingExplanation | None) -> list[str]:
     """The top findings, most important first."""
     found: list[str] = []
+    if startup.state == "stopped":
+        # Issue 14 §2: a stop is no failure; the report says when and by what line.
+        found.append(f"the server was stopped: {(startup.stopped_by or 'a shutdown line')[:200]}")
     if startup.failure is not None:
         found.append(
             f"startup failed: {startup.failure.message[:200]} — {next_step(startup.failure, startup)}"
         )
-    if startup.restarts:
+    loop = crash_loop(startup)
+    if loop is not None:
+        found.append(f"crash loop: {loop.text}; figures are from the latest start.")
+    elif startup.restarts:
         found.append(
-            f"the server restarted {startup.restarts} time(s) in this log; figures are from the "
-            "latest start."
+            f"the server restarted {startup.restarts} time(s) in this log (with --unit: or "
+            "in its unit's journal); figures are from the latest start."
         )
     found += _imbalance_findings(startup)
     if explanation is None:

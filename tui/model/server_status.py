@@ -12,15 +12,18 @@ from tui.model.deployment import SourceHealth
 from tui.model.deployment_shape import deployment_shape
 from tui.model.freshness import is_fresh, named
 from tui.sglang.control_chars import make_visible
-from tui.sglang.startup import FAILED, READY, Startup
+from tui.sglang.lifecycle import crash_loop, current_step, phase_in_progress
+from tui.sglang.startup import FAILED, READY, STOPPED, Startup
 
 
 @dataclass(frozen=True, slots=True)
 class ServerStatus:
-    state: str  # "starting", "ready", "failed", or "waiting" (nothing logged yet)
-    text: str  # e.g. "ready 2h14m", "starting: load weights (5/8 ranks)", "failed: CUDA OOM"
+    state: str  # "starting", "ready", "failed", "stopped", or "waiting" (nothing logged yet)
+    text: str  # e.g. "ready 2h14m", "starting: load weights since 09:02:11 (3m05s)"
     restarts: int
     uptime_s: float | None
+    # "restarted 5× in 30 min, each failing in load weights" (lifecycle.crash_loop), else None
+    restart_text: str | None = None
 
 
 def duration_text(seconds: float) -> str:
@@ -51,26 +54,70 @@ def _progress(startup: Startup) -> str | None:
     return f"{phase} ({count}/{len(startup.ranks)} ranks)"
 
 
+def _clock(when: datetime | None) -> str:
+    return "" if when is None else f" {when:%H:%M:%S}"
+
+
+def stopped_text(startup: Startup) -> str:
+    """`stopped 09:12:03 after 2h14m ready`, `stopping since 09:12:03 (3 requests to drain)`,
+    `stopped 09:02:40 during startup (load weights)`."""
+    at = startup.stopped_at
+    if startup.drain_remaining and not startup.shutdown_finished:
+        many = "request" if startup.drain_remaining == 1 else "requests"
+        return f"stopping since{_clock(at)} ({startup.drain_remaining} {many} to drain)"
+    text = f"stopped{_clock(at)}"
+    if startup.ready_at is not None:
+        if at is not None and at >= startup.ready_at:
+            text += f" after {duration_text((at - startup.ready_at).total_seconds())} ready"
+        return text
+    if startup.batch_lines:
+        return text + " while serving (its ready line is not in this log)"
+    step = current_step(startup)
+    return text + (f" during startup ({step.phase})" if step is not None else "")
+
+
+def _starting_text(startup: Startup, now: datetime) -> str:
+    """`starting: load weights since 09:02:11 (3m05s)`, with `(5/8 ranks)` while some ranks
+    are further on."""
+    step = phase_in_progress(startup)
+    if step is None:
+        progress = _progress(startup)
+        return f"starting: {progress}" if progress else "starting"
+    text = f"starting: {step.phase}"
+    if step.since is not None:
+        day = "" if step.since.date() == now.date() else f"{step.since:%Y-%m-%d} "
+        text += f" since {day}{step.since:%H:%M:%S}"
+        running_s = (now - step.since).total_seconds()
+        if running_s >= 0:
+            text += f" ({duration_text(running_s)})"
+    if 0 < step.ranks_in_it < step.ranks:
+        text += f" ({step.ranks_in_it}/{step.ranks} ranks)"
+    return text
+
+
 def server_status(startup: Startup, now: datetime) -> ServerStatus:
     """`now` in the log's clock (SGLang writes local time without a zone)."""
     restarts = startup.restarts
+    loop = crash_loop(startup)
+    restart_text = loop.text if loop is not None else None
     if startup.state == FAILED:
         kind = startup.failure.kind.replace("_", " ") if startup.failure else "error"
-        return ServerStatus(FAILED, f"failed: {kind}", restarts, None)
+        return ServerStatus(FAILED, f"failed: {kind}", restarts, None, restart_text)
+    if startup.state == STOPPED:
+        return ServerStatus(STOPPED, stopped_text(startup), restarts, None, restart_text)
     if startup.state == READY:
         since = startup.ready_at
         uptime = (now - since).total_seconds() if since is not None else None
         if uptime is not None and uptime < 0:
             uptime = None  # the log's clock is ahead of ours (another host, another zone)
         text = "ready" if uptime is None else f"ready {duration_text(uptime)}"
-        return ServerStatus(READY, text, restarts, uptime)
+        return ServerStatus(READY, text, restarts, uptime, restart_text)
     if not startup.has_rank_lines and startup.server_args is None:
         return ServerStatus("waiting", "waiting for the server's log", restarts, None)
-    progress = _progress(startup)
-    text = f"starting: {progress}" if progress else "starting"
-    if startup.listening_url:
+    text = _starting_text(startup, now)
+    if startup.listening_url and startup.listening_at is None:
         text = "starting: listening, not ready yet"
-    return ServerStatus("starting", text, restarts, None)
+    return ServerStatus("starting", text, restarts, None, restart_text)
 
 
 def deployment_facts(startup: Startup) -> list[str]:
@@ -156,7 +203,9 @@ def header_state(
     (warning), `▲ ready 2h14m · sources disagree` (warning), `✖ ready 2h14m · GPU 3 lost`
     (critical)."""
     text = status.text
-    if status.restarts:
+    if status.restart_text:
+        text += f" · {status.restart_text}"
+    elif status.restarts:
         text += f" · restarted {status.restarts}×"
     reasons: list[tuple[str, str]] = []
     if mismatched:
@@ -166,7 +215,9 @@ def header_state(
         reasons.append((CRITICAL, _lost_text(lost_gpus, gpu_count)))
     if status.state == READY:
         reasons += [(WARNING, words) for words in _silence(sources, interval_s)]
-    level = worst(level for level, _ in reasons)
+    # A server its operator stopped serves nothing: the error colour, as a failed start.
+    stopped = [CRITICAL] if status.state == STOPPED else []
+    level = worst([*(level for level, _ in reasons), *stopped])
     if level == OK:
         return HeaderState(text, OK)
     words = " · ".join([text, *(why for _, why in reasons)])

@@ -561,6 +561,9 @@ def explain(
             notes.append(_prediction_note(budget, cell, predicted, tokens))
     steps.append(_host_pool_step(startup, rank, cell, budget.page))
     spent, headroom = _reserve_spent(rank)
+    if not startup.finished:  # before ready the latest reading is not "after startup"
+        spent = tuple(("free so far" if k == "free after startup" else k, v) for k, v in spent)
+        headroom = None
     inputs = _sizing_inputs(startup, budget, cell, tokens, headroom)
     if inputs is not None:
         notes.append(_headroom_note(headroom))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
+from datetime import datetime
 
 from tui.model.analysis import Analysis
 from tui.model.deployment import GpuView, Snapshot
@@ -12,6 +13,7 @@ from tui.model.memory import MemoryBreakdown
 from tui.model.model_config import CellSize
 from tui.model.sizing import RankSizing
 from tui.sglang.events import RANK_TAGS, BatchStats, Summary
+from tui.sglang.lifecycle import crash_loop, phase_in_progress
 from tui.sglang.startup import ModelMemory, RankStartup
 
 SCHEMA = "kvtop/1"
@@ -94,6 +96,34 @@ def _batch_json(batch: BatchStats) -> dict[str, object]:
     }
 
 
+def _time(when: datetime | None) -> str | None:
+    return when.isoformat(sep=" ") if when is not None else None
+
+
+def _lifecycle_json(report: Analysis) -> dict[str, object]:
+    """stopped_at, the phase in progress (while starting) and a crash loop (issue 14 §2)."""
+    startup = report.startup
+    step = phase_in_progress(startup)
+    loop = crash_loop(startup)
+    return {
+        "stopped_at": _time(startup.stopped_at),
+        "stopped_by": startup.stopped_by,
+        "phase_in_progress": (
+            None if step is None else {"phase": step.phase, "since": _time(step.since)}
+        ),
+        "crash_loop": (
+            None
+            if loop is None
+            else {
+                "restarts": loop.restarts,
+                "span_s": _r(loop.span_s, 1),
+                "phases": list(loop.phases),
+                "text": loop.text,
+            }
+        ),
+    }
+
+
 def _startup_json(report: Analysis) -> dict[str, object]:
     startup = report.startup
     failure = startup.failure
@@ -108,6 +138,7 @@ def _startup_json(report: Analysis) -> dict[str, object]:
         "listening_url": startup.listening_url,
         "speculative": startup.speculative,
         "draft_loaded_before_target_pool": startup.phased_draft_init,
+        **_lifecycle_json(report),
     }
 
 

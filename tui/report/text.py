@@ -15,9 +15,11 @@ from tui.model.deployment_shape import deployment_shape
 from tui.model.formula import version_text
 from tui.model.identity import mismatch_text
 from tui.model.kv_usage import kv_usage, load_from_batch, load_from_metrics, load_line, source_text
+from tui.model.server_status import stopped_text
 from tui.model.sizing import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
 from tui.sglang.control_chars import make_visible
-from tui.sglang.startup import RankStartup
+from tui.sglang.lifecycle import crash_loop, phase_in_progress
+from tui.sglang.startup import STOPPED, RankStartup, Startup
 
 
 def _visible(value: str) -> str:
@@ -54,12 +56,27 @@ def _titled(title: str, table: Table) -> Group:
     return Group(_text(title, style="bold"), table)
 
 
+def state_words(startup: Startup) -> str:
+    """The state as the report says it: `starting: load weights since 09:02:11`, `stopped
+    09:12:03 after 2h14m ready`, `ready`, `failed`."""
+    if startup.state == STOPPED:
+        return stopped_text(startup)
+    step = phase_in_progress(startup)
+    if step is None:
+        return startup.state
+    since = f" since {step.since:%H:%M:%S}" if step.since is not None else ""
+    return f"starting: {step.phase}{since}"
+
+
 def _header(report: Analysis) -> Text:
     startup = report.startup
     args = startup.server_args
     version = version_text(report.version, startup.version)
-    parts = [f"kvtop report · {report.source}", f"SGLang {version}", startup.state]
-    if startup.restarts:
+    parts = [f"kvtop report · {report.source}", f"SGLang {version}", state_words(startup)]
+    loop = crash_loop(startup)
+    if loop is not None:
+        parts.append(loop.text)
+    elif startup.restarts:
         parts.append(f"restarted {startup.restarts}×")
     line1 = " · ".join(parts)
     facts: list[str] = []
@@ -118,7 +135,7 @@ def _summary(report: Analysis) -> Text:
     return _text(
         f"log summary line: max_total_num_tokens {fmt.count(s.max_total_num_tokens)} · context_len {fmt.count(s.context_len)} · "
         f"max_running_requests {fmt.count(s.max_running_requests)} · chunked_prefill {fmt.count(s.chunked_prefill_size)}"
-        f" · free after startup {fmt.number(s.available_gpu_mem_gib)} GiB"
+        f" · {free_label(report.startup)} {fmt.number(s.available_gpu_mem_gib)} GiB"
     )
 
 
@@ -157,8 +174,17 @@ _MEMORY_COLUMNS = (
 )
 
 
+def free_label(startup: Startup) -> str:
+    """ "free after startup" once the server was ready; before, the latest reading is only
+    "free so far" (nothing is called after startup before startup finished)."""
+    return "free after startup" if startup.finished else "free so far"
+
+
 def _memory_table(report: Analysis) -> Group:
-    table = _table("rank", *(title for title, _ in _MEMORY_COLUMNS), "host\nKV cache\nGB", gap=1)
+    titles = [title for title, _ in _MEMORY_COLUMNS]
+    if not report.startup.finished:
+        titles[titles.index("free\nafter\nstartup")] = "free\nso far"
+    table = _table("rank", *titles, "host\nKV cache\nGB", gap=1)
     hosts = {r.rank: r.host_kv_gb for r in report.ranks}
     for b in report.breakdowns:
         table.add_row(
@@ -167,7 +193,7 @@ def _memory_table(report: Analysis) -> Group:
             fmt.number(hosts.get(b.rank)),
         )
     title = "Memory per rank (GiB, from the log; host KV cache in decimal GB as SGLang logs it)"
-    note = _text(OTHER_STARTUP_WORDS)
+    note = _text(OTHER_STARTUP_WORDS.replace("free after startup", free_label(report.startup)))
     return Group(_titled(title, table), note)
 
 
@@ -229,7 +255,7 @@ def _formula(report: Analysis) -> RenderableType:
             "tokens",
             "change",
             "KV cache GiB",
-            "free after startup GiB",
+            f"{free_label(report.startup)} GiB",
             "requests of context_len",
         )
         for w in e.what_ifs:

@@ -254,6 +254,24 @@ class ServerReady(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ShutdownBegun(Event):
+    """The server was asked to stop: `SIGTERM received. ... Draining requests and shutting
+    down...`, uvicorn's `Shutting down`, Ctrl-C's bare `KeyboardInterrupt`. `how` says which."""
+
+    how: str = "sigterm"  # "sigterm", "uvicorn", "ctrl-c", "forced"
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownProgress(Event):
+    """A line of a shutdown under way: `Gracefully exiting... Remaining number of requests N`
+    (`remaining`), uvicorn's `Finished server process [pid]` or `kill_process_tree called`
+    (`finished`). Read only after a shutdown began (or as its first sign in an excerpt)."""
+
+    remaining: int | None = None
+    finished: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Failure(Event):
     """A line that means the server failed (or is about to): kind says which family."""
 

@@ -395,6 +395,39 @@ def _uvicorn(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     return ev.ServerListening(prefix, msg, url=_uvicorn_url(msg))
 
 
+# Shutdown lines (reference/sglang.md f.2), matched anywhere in a message: the main process's
+# SIGTERM handler (0.4.6–0.5.23), uvicorn's own lines (the level word "INFO:" comes first),
+# Ctrl-C's bare KeyboardInterrupt (the last line of each child's traceback).
+_UVICORN_SHUTDOWN_RE = re.compile(
+    r"^(?:INFO:\s+)?(Shutting down|Waiting for application shutdown\.)$"
+)
+_remaining = _field(r"(?i)remaining number of requests:? " + _INT)
+_SHUTDOWN_TEXTS = (
+    "SIGTERM received",
+    "Shutting down",
+    "Waiting for application shutdown",
+    "KeyboardInterrupt",
+    "Gracefully exiting",
+    "Finished server process",
+    "kill_process_tree called",
+)
+
+
+def _shutdown(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    if "SIGTERM received" in msg:
+        how = "forced" if msg.startswith("Signal SIGTERM received while") else "sigterm"
+        return ev.ShutdownBegun(prefix, msg, how=how)
+    if _UVICORN_SHUTDOWN_RE.match(msg):
+        return ev.ShutdownBegun(prefix, msg, how="uvicorn")
+    if msg == "KeyboardInterrupt":
+        return ev.ShutdownBegun(prefix, msg, how="ctrl-c")
+    if msg.startswith("Gracefully exiting"):
+        return ev.ShutdownProgress(prefix, msg, remaining=_count(_remaining(msg)))
+    if "Finished server process" in msg or msg.startswith("kill_process_tree called"):
+        return ev.ShutdownProgress(prefix, msg, finished=True)
+    return None
+
+
 def _unbalanced(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     return ev.UnbalancedMemory(prefix, msg)
 
@@ -607,6 +640,9 @@ def parse_message(prefix: ev.LinePrefix, message: str) -> ev.Event | None:
             return event
     if "Uvicorn running on" in msg:
         return _uvicorn(prefix, msg)
+    shutdown = _shutdown(prefix, msg)
+    if shutdown is not None:
+        return shutdown
     return _failure(prefix, msg)
 
 
@@ -618,7 +654,7 @@ _ANY_KNOWN = re.compile(
         re.escape(text.strip())
         for text in [start for start, _ in _HANDLERS]
         + [needle for needle, _ in _FAILURES]
-        + [" KV Cache ", "Uvicorn running on"]
+        + [" KV Cache ", "Uvicorn running on", *_SHUTDOWN_TEXTS]
     )
 )
 

@@ -9,10 +9,12 @@ from datetime import datetime
 from typing import Any
 
 from tui.sglang import events as ev
+from tui.sglang import lifecycle
 from tui.sglang.server_args import ServerArgs
 from tui.sglang.version_hint import UNKNOWN, VersionRange, narrow
 
 STARTING, READY, FAILED = "starting", "ready", "failed"
+STOPPED = "stopped"  # shut down on purpose (SIGTERM, Ctrl-C, uvicorn's "Shutting down")
 TARGET, DRAFT = "target", "draft"
 
 # Model classes SGLang uses for draft models (EAGLE/EAGLE3, MTP/NextN, standalone drafts).
@@ -180,6 +182,27 @@ class Startup:
     phased_draft_init: bool | None = None  # True: draft loaded before the target pool (≥0.5.14)
     first_time: datetime | None = None
     last_time: datetime | None = None
+    # Lifecycle: when uvicorn listened, when and how a shutdown began (the line's words), the
+    # requests it still had to drain and whether its last line was logged; earlier starts of
+    # the same log or unit (lifecycle.StartRecord, the latest MAX_EARLIER_STARTS of them).
+    listening_at: datetime | None = None
+    stopped_at: datetime | None = None
+    stopped_by: str | None = None
+    stop_how: str | None = None
+    drain_remaining: int | None = None
+    shutdown_finished: bool = False
+    after_stop_failures: int = 0  # failure lines of children the shutdown ended (not failures)
+    earlier: tuple[lifecycle.StartRecord, ...] = ()
+
+    @property
+    def stopping(self) -> bool:
+        """A shutdown began (its time may be unknown: a bare KeyboardInterrupt)."""
+        return self.stop_how is not None
+
+    @property
+    def finished(self) -> bool:
+        """Startup finished: the server was ready (it may have stopped or crashed since)."""
+        return self.ready_at is not None or self.state == READY
 
     @property
     def has_rank_lines(self) -> bool:
@@ -246,9 +269,21 @@ class StartupTracker:
         startup.version = narrow(startup.version, event)
         if event.rejected:
             _note_rejected(startup, event)
+        if isinstance(event, ev.Failure) and startup.stopping:
+            # A child exiting because the shutdown asked it to (-15, KeyboardInterrupt, the
+            # SIGQUIT that follows): not a failure of the server.
+            startup.after_stop_failures += 1
+            return
         handler = _DISPATCH.get(type(event))
         if handler is not None:
             handler(self, startup, event)
+
+    def begin_new_start(self) -> None:
+        """The supervisor started the server again (a new invocation of its systemd unit): what
+        follows is a new start, whatever its first lines are."""
+        startup = self.current
+        if startup.first_time is not None or startup.has_rank_lines or startup.server_args:
+            self._new_startup()
 
     # -- restarts -------------------------------------------------------------------------------
     def _begins_new_start(self, startup: Startup, event: ev.Event) -> bool:
@@ -269,7 +304,8 @@ class StartupTracker:
     def _new_startup(self) -> Startup:
         old = self.current
         self.previous = old
-        self.current = Startup(restarts=old.restarts + 1)
+        earlier = (*old.earlier, lifecycle.record(old))[-lifecycle.MAX_EARLIER_STARTS :]
+        self.current = Startup(restarts=old.restarts + 1, earlier=earlier)
         return self.current
 
     # -- helpers --------------------------------------------------------------------------------
@@ -499,6 +535,29 @@ class StartupTracker:
 
     def _on_listening(self, startup: Startup, event: ev.ServerListening) -> None:
         startup.listening_url = event.url
+        startup.listening_at = event.prefix.timestamp
+
+    def _on_shutdown(self, startup: Startup, event: ev.ShutdownBegun) -> None:
+        if startup.state == FAILED or startup.stopping:
+            return  # a failed server's kill, or the next line of the same shutdown
+        startup.state = STOPPED
+        startup.stop_how = event.how
+        startup.stopped_by = event.message[:500]
+        startup.stopped_at = event.prefix.timestamp or startup.last_time
+
+    def _on_shutdown_progress(self, startup: Startup, event: ev.ShutdownProgress) -> None:
+        if startup.state == FAILED:
+            return
+        if not startup.stopping:
+            if event.remaining is None:
+                return  # kill_process_tree and uvicorn's last line also end a crash
+            # The drain's line without its SIGTERM line (an excerpt): the shutdown began.
+            self._on_shutdown(startup, ev.ShutdownBegun(event.prefix, event.message))
+        if event.remaining is not None:
+            startup.drain_remaining = event.remaining
+        startup.shutdown_finished = (
+            startup.shutdown_finished or event.finished or (event.remaining == 0)
+        )
 
     def _on_failure(self, startup: Startup, event: ev.Failure) -> None:
         startup.state = FAILED
@@ -543,6 +602,8 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.HostKvAllocated: StartupTracker._on_host_kv,
     ev.ServerReady: StartupTracker._on_ready,
     ev.ServerListening: StartupTracker._on_listening,
+    ev.ShutdownBegun: StartupTracker._on_shutdown,
+    ev.ShutdownProgress: StartupTracker._on_shutdown_progress,
     ev.Failure: StartupTracker._on_failure,
     ev.BatchStats: StartupTracker._on_batch,
     ev.MaxRunningRequestsReset: StartupTracker._on_reset,

@@ -39,6 +39,12 @@ UNRELIABLE_POLL_S = 0.5
 # How often the journal's files are checked for damage while following (a header read each).
 DAMAGE_CHECK_S = 5.0
 MAX_SIMILAR_UNITS = 8
+# --once with --unit: the unit's runs before the latest count as restarts (issue 14 §2). They are
+# read back from the latest run's first entry, at most this many runs, entries and seconds back,
+# so a unit with years of history costs the same as a new one.
+EARLIER_RUNS = 20
+EARLIER_ENTRIES = 20_000
+EARLIER_WINDOW_S = 24 * 3600
 # journalctl -o json prints one entry per line; a traceback in one MESSAGE can be long.
 JSON_LINE_LIMIT = 64 << 20
 _UNIT_SUFFIXES = frozenset(
@@ -154,6 +160,30 @@ def _realtime_us(value: Any) -> int | None:
         return int(_text(value) or "")
     except ValueError:
         return None
+
+
+def _runs(newest_first: list[dict[str, Any]], first: JournalLine) -> list[list[JournalLine]]:
+    """Entries read back from before FIRST, grouped into runs (invocations), oldest first: at
+    most EARLIER_RUNS of them, none of FIRST's run, none older than EARLIER_WINDOW_S."""
+    first_us = _us(first.realtime)
+    runs: dict[str | None, list[JournalLine]] = {}
+    for entry in newest_first:
+        line = _line(entry)
+        if line.cursor == first.cursor or (
+            line.invocation_id is not None and line.invocation_id == first.invocation_id
+        ):
+            continue
+        when = _us(line.realtime)
+        if first_us is not None and when is not None and when < first_us - EARLIER_WINDOW_S * 10**6:
+            break
+        if line.invocation_id not in runs and len(runs) >= EARLIER_RUNS:
+            break
+        runs.setdefault(line.invocation_id, []).append(line)
+    return [list(reversed(lines)) for lines in reversed(runs.values())]
+
+
+def _us(when: datetime | None) -> int | None:
+    return None if when is None else (when - _EPOCH) // timedelta(microseconds=1)
 
 
 def _later(entries: list[dict[str, Any]], after_us: int | None) -> list[dict[str, Any]]:
@@ -294,6 +324,50 @@ class JournalSource:
         """The latest run's lines as they stand now, then stop (for one-shot reports)."""
         async for line in self._lines(follow=False):
             yield line
+
+    async def read_earlier(self, first: JournalLine) -> list[list[JournalLine]]:
+        """The unit's runs before the one that begins with FIRST (read_latest's first line),
+        oldest first, each its lines in order (bounded: EARLIER_RUNS, EARLIER_ENTRIES,
+        EARLIER_WINDOW_S). For one-shot reports, where they count as restarts; [] when the
+        journal cannot say (then `status` is left as it was)."""
+        if first.cursor is None:
+            return []
+        if self.backend_used == "python":
+            try:
+                entries = await asyncio.to_thread(self._python_back_from, first.cursor)
+            except (OSError, ValueError):
+                return []
+        else:
+            entries = await self._journalctl_back_from(first)
+        return _runs(entries, first)
+
+    def _python_back_from(self, cursor: str) -> list[dict[str, Any]]:
+        """Blocking: the unit's entries before CURSOR, newest first, at most EARLIER_ENTRIES."""
+        reader, _, _ = self._open_reader()
+        try:
+            reader.add_match(_SYSTEMD_UNIT=self.unit)
+            reader.seek_cursor(cursor)
+            out = []
+            while len(out) < EARLIER_ENTRIES:
+                entry = reader.get_previous()
+                if not entry:
+                    break
+                out.append(entry)
+            return out
+        finally:
+            reader.close()
+
+    async def _journalctl_back_from(self, first: JournalLine) -> list[dict[str, Any]]:
+        command, first_us = self._journalctl(), _us(first.realtime)
+        if command is None or first_us is None:
+            return []
+        until = f"--until=@{(first_us - 1) / 1e6:.6f}"  # --until is inclusive
+        since = f"--since=@{(first_us - EARLIER_WINDOW_S * 10**6) / 1e6:.6f}"
+        args = [*command, "-o", "json", "-r", "-n", str(EARLIER_ENTRIES), until, since]
+        try:
+            return await self._journalctl_list([*args, f"_SYSTEMD_UNIT={self.unit}"])
+        except _JournalctlFailed:
+            return []
 
     async def _lines(self, follow: bool) -> AsyncIterator[JournalLine]:
         self._wake = asyncio.Event()
