@@ -174,6 +174,13 @@ def mamba_rule(
         steps.append(("state share of rest", how, f"{rest_gib * share:,.2f} GiB"))  # type: ignore[operator]
         effective, fixed = full_cell * (1 + ratio), 0.0
         rule = f"the state takes {share:.1%} of rest (ratio split), the KV cache the rest"
+    elif rest_gib is None:
+        effective, fixed = full_cell, state + intermediate
+        rule = (
+            "the state is taken from rest first (the ratio split of --mamba-full-memory-ratio, "
+            "or a fixed slot count; without rest memory kvtop cannot tell which), the KV cache "
+            "gets what remains"
+        )
     else:
         effective, fixed = full_cell, state + intermediate
         rule = (

@@ -70,7 +70,10 @@ def _imbalance_findings(startup: Startup) -> list[str]:
 
 
 def _reserve_finding(explanation: SizingExplanation) -> str | None:
-    """Why memory stays free after the KV cache: it is the reserve, on purpose."""
+    """Why memory stays free after the KV cache: it is the reserve, on purpose (not said when
+    the pool is larger than SGLang's formula allows: then the rest is not the reserve)."""
+    if explanation.over_budget is not None:
+        return None
     reserve = next((s for s in explanation.steps if s.label == "reserve"), None)
     after_pool = explanation.free_after_pool_gib
     if reserve is None or after_pool is None or explanation.mem_fraction_static is None:
@@ -80,6 +83,12 @@ def _reserve_finding(explanation: SizingExplanation) -> str | None:
         f"{reserve.arithmetic} = {reserve.result}, kept for activations, "
         "CUDA graphs and anything loaded after the KV cache."
     )
+
+
+def _over_budget_finding(explanation: SizingExplanation) -> str | None:
+    """A KV pool larger than SGLang's own formula allows, with both numbers."""
+    over = explanation.over_budget
+    return None if over is None else over.sentence()
 
 
 def _higher_mfs_finding(explanation: SizingExplanation) -> str | None:
@@ -125,7 +134,11 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
         return found
     found += [
         finding
-        for finding in (_reserve_finding(explanation), _higher_mfs_finding(explanation))
+        for finding in (
+            _over_budget_finding(explanation),
+            _reserve_finding(explanation),
+            _higher_mfs_finding(explanation),
+        )
         if finding is not None
     ]
     if explanation.draft_rule is not None:

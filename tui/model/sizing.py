@@ -152,6 +152,14 @@ class SizingExplanation:
     over_budget: OverBudget | None = None
     hybrid: HybridRule | None = None
 
+    @property
+    def spent_title(self) -> str:
+        """The reserve table's title: not "the reserve" when the pool ate into it."""
+        where = self.rank or "single GPU"
+        if self.over_budget is not None:
+            return f"Where the memory after the KV cache went ({where}; not the reserve)"
+        return f"Where the reserve went ({where})"
+
     def rank_words(self) -> str:
         """Which rank each figure comes from, the same words on the formula screen and report.
 
@@ -503,6 +511,9 @@ def _tolerance(budget: _Budget, cell: CellSize, rule: HybridRule | None, logged:
         # Mamba state (±0.01 GiB) is taken from rest as logged.
         tolerance += logged * 0.01 / rule.full_pool_gib if rule.full_pool_gib else 0.0
         tolerance += 0.01 * formula.GIB / rule.full_cell_bytes
+        if rule.request_slots is not None:  # the padding slot is budgeted from 0.5.19 only
+            per_slot = rule.logged_state_gib / (rule.request_slots + 1)
+            tolerance += per_slot * formula.GIB / rule.full_cell_bytes
     return tolerance
 
 

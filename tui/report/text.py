@@ -287,7 +287,7 @@ def _formula(report: Analysis) -> RenderableType:
         spent = _table("item", "GiB")
         for label, value in e.reserve_spent:
             spent.add_row(label, fmt.number(value))
-        parts.append(_titled(f"Where the reserve went ({e.rank or 'single GPU'})", spent))
+        parts.append(_titled(e.spent_title, spent))
     if e.what_ifs:
         table = _table(
             "mfs",

@@ -42,6 +42,8 @@ MEANINGS = {
     "(the report's other startup allocations and what came since)",
     "in use": "used memory when no rank's log explains this GPU",
     "free": "free memory (NVML)",
+    "mamba": "a hybrid model's Mamba/SSM state slots (log: Mamba Cache is allocated)",
+    "other caches": "caches SGLang allocates beside the KV cache (Mamba intermediate states)",
 }
 
 
