@@ -95,3 +95,7 @@ async def test_mamba_state_is_a_bar_segment_and_a_legend_entry(
         assert 0 <= kv < mamba < graphs, drawn
         text = str(app.screen.query_one(MemoryLegend).render())
         assert f"{GLYPHS['KV cache']} KV 11.6" in text and legend in text
+        await pilot.press("question_mark")
+        meaning = f"{GLYPHS['mamba'] * 3}  mamba"
+        await until(pilot, "the mamba segment in help", lambda: meaning in screen_text(app))
+        assert "other caches" not in screen_text(app)  # no such segment on these GPUs
