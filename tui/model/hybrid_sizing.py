@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tui import fmt
 from tui.model.formula import GIB
 from tui.sglang.server_args import ServerArgs
 from tui.sglang.startup import FULL, MAMBA, SWA, ModelMemory, Pool
@@ -173,7 +174,7 @@ def mamba_rule(
         )
         steps.append(("state share of rest", how, f"{rest_gib * share:,.2f} GiB"))  # type: ignore[operator]
         effective, fixed = full_cell * (1 + ratio), 0.0
-        rule = f"the state takes {share:.1%} of rest (ratio split), the KV cache the rest"
+        rule = f"the state takes {fmt.pct(100 * share, 1)} of rest (ratio split), the KV cache the rest"
     elif rest_gib is None:
         effective, fixed = full_cell, state + intermediate
         rule = (
