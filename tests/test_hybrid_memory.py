@@ -310,6 +310,14 @@ def test_mamba_ratio_split_formula_and_requests_limited_by_slots() -> None:
     assert steps["max_total_num_tokens"].result == "1,007,894 tokens predicted · 1,011,387 logged"
     current = next(w for w in explanation.what_ifs if w.mem_fraction_static == 0.8)
     assert current.requests_at_context == 283
+    assert current.kv_pool_gib == pytest.approx(11.58, abs=0.005)  # the KV cache, not + state
+    # mfs 0.82: rest + 74.30 × 0.02 = 1.486 GiB, split 0.9 : 1 between state and KV cache:
+    # 1.486 × 2^30 / (12,294 × 1.9) = 68,308 more tokens; the slots grow alike, 283 × 1,079,695
+    # // 1,011,387 = 302, and still limit the 2,048-token requests (1,079,695 / 2,048 = 527).
+    higher = next(w for w in explanation.what_ifs if w.mem_fraction_static == 0.82)
+    assert (higher.tokens, higher.delta_tokens) == (1_079_695, 68_308)
+    assert higher.kv_pool_gib == pytest.approx(12.36, abs=0.005)
+    assert higher.requests_at_context == 302
     breakdown = next(b for b in report.breakdowns if b.rank == "TP0")
     # 74.30 − 13.98 − (37.45 + 11.58 + 10.45 + 0.64) = 0.20 other (not 10.65 with the state)
     assert breakdown.startup_other_gib == pytest.approx(0.20)

@@ -78,11 +78,28 @@ class SizingInputs:
     max_total_tokens: int | None
     headroom_after_graphs_gib: float | None
     context_len: int | None
-    # Hybrid models: a Mamba model runs at most this many requests (one state slot each).
+    # Hybrid models: a Mamba model runs at most this many requests (one state slot each); with
+    # the ratio split its slots grow with the KV cache, and a full-pool token's KV bytes are
+    # fewer than the rest memory it takes (the state's share).
     max_requests: int | None = None
+    slots_follow_pool: bool = False
+    kv_cell_bytes: float | None = None
 
     def what_if(self, mfs: float) -> formula.WhatIf:
         """SGLang's pool at `mfs`, anchored on the logged token count (see formula.what_if)."""
+        result = self._what_if(mfs)
+        if not self.slots_follow_pool and self.kv_cell_bytes is None:
+            return result
+        tokens = max(result.tokens, 0)
+        requests = result.requests_at_context
+        if requests is not None and self.max_requests is not None and self.tokens > 0:
+            requests = min(requests, float(self.max_requests * tokens // self.tokens))
+        kv = result.kv_pool_gib
+        if self.kv_cell_bytes is not None and result.tokens > 0:
+            kv = formula.kv_pool_gib(tokens, self.kv_cell_bytes, self.page_size)
+        return replace(result, requests_at_context=requests, kv_pool_gib=kv)
+
+    def _what_if(self, mfs: float) -> formula.WhatIf:
         return formula.what_if(
             mfs,
             pre_load_free_gib=self.pre_load_free_gib,
@@ -94,7 +111,7 @@ class SizingInputs:
             headroom_after_graphs_gib=self.headroom_after_graphs_gib,
             context_len=self.context_len,
             mem_fraction_static_current=self.mem_fraction_static,
-            max_requests=self.max_requests,
+            max_requests=None if self.slots_follow_pool else self.max_requests,
         )
 
     def mfs_for_requests(self, count: int, length: int) -> float:
@@ -522,9 +539,14 @@ def _prediction_note(
 ) -> str:
     tolerance = _tolerance(budget, cell, rule, logged)
     if abs(predicted - logged) <= tolerance:
+        figures = "free-memory figures"
+        if rule is not None:
+            figures = "free-memory figures and pool sizes" + (
+                " (and the state's whole slots)" if rule.kind == "mamba" else ""
+            )
         return (
             f"prediction is within {abs(predicted - logged):,} tokens of the log: the "
-            "difference is the 0.01 GiB rounding of the logged free-memory figures."
+            f"difference is the 0.01 GiB rounding of the logged {figures}."
         )
     return (
         f"prediction differs from the log by {predicted - logged:+,} tokens, more than "
@@ -635,10 +657,13 @@ def _hybrid_inputs(inputs: SizingInputs | None, rule: HybridRule | None) -> Sizi
     """A Mamba model's fixed state comes out of post-load free before the KV pool sees it."""
     if inputs is None or rule is None:
         return inputs
+    split = rule.kind == "mamba" and rule.effective_cell_bytes != rule.full_cell_bytes
     return replace(
         inputs,
         post_load_free_gib=inputs.post_load_free_gib - rule.fixed_gib,
         max_requests=rule.request_slots,
+        slots_follow_pool=split,
+        kv_cell_bytes=rule.full_cell_bytes if split else None,
     )
 
 
