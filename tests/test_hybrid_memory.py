@@ -318,10 +318,26 @@ def test_mamba_ratio_split_formula_and_requests_limited_by_slots() -> None:
     assert (higher.tokens, higher.delta_tokens) == (1_079_695, 68_308)
     assert higher.kv_pool_gib == pytest.approx(12.36, abs=0.005)
     assert higher.requests_at_context == 302
+    assert (
+        "the 283 Mamba state slots, not the KV cache, limit concurrent requests: the KV cache "
+        "holds 493.8 requests of 2,048 tokens." in " ".join(report.insights)
+    )
     breakdown = next(b for b in report.breakdowns if b.rank == "TP0")
     # 74.30 − 13.98 − (37.45 + 11.58 + 10.45 + 0.64) = 0.20 other (not 10.65 with the state)
     assert breakdown.startup_other_gib == pytest.approx(0.20)
     assert breakdown.mamba_gib == pytest.approx(10.45)
+
+
+def test_mamba_0_5_2_line_without_slot_count() -> None:
+    """0.5.2 (Qwen3-Next only) logs no max_mamba_cache_size: the state is 0.20 + 8.45 GiB."""
+    line = (
+        "[2025-09-12 10:00:00 TP0] Mamba Cache is allocated. conv_state size: 0.20GB, "
+        "ssm_state size: 8.45GB \n"
+    )
+    tp0 = fold_text(line).current.ranks["TP0"].target
+    assert tp0.mamba_gib == pytest.approx(8.65)
+    assert tp0.mamba_slots is None
+    assert pools(tp0) == [("mamba", None, 8.65)]
 
 
 def test_mamba_intermediate_caches_are_other_caches() -> None:

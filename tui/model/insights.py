@@ -91,6 +91,22 @@ def _over_budget_finding(explanation: SizingExplanation) -> str | None:
     return None if over is None else over.sentence()
 
 
+def _state_slots_finding(explanation: SizingExplanation) -> str | None:
+    """A Mamba model whose state slots, not its KV cache, limit requests at the context length."""
+    rule, inputs = explanation.hybrid, explanation.inputs
+    if rule is None or rule.request_slots is None or inputs is None or not inputs.context_len:
+        return None
+    by_kv = inputs.tokens / inputs.context_len
+    if rule.request_slots >= by_kv:
+        return None
+    return (
+        f"the {rule.request_slots:,} Mamba state slots, not the KV cache, limit concurrent "
+        f"requests: the KV cache holds {by_kv:,.1f} requests of {inputs.context_len:,} tokens. "
+        "More slots: --max-mamba-cache-size or a higher --mamba-full-memory-ratio (both take "
+        "memory from the KV cache)."
+    )
+
+
 def _higher_mfs_finding(explanation: SizingExplanation) -> str | None:
     """What the next higher mem_fraction_static would add, and what it would leave free; not
     shown before startup finished (free_after_startup_gib is None then: sizing.explain)."""
@@ -136,6 +152,7 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
         finding
         for finding in (
             _over_budget_finding(explanation),
+            _state_slots_finding(explanation),
             _reserve_finding(explanation),
             _higher_mfs_finding(explanation),
         )
