@@ -279,6 +279,7 @@ def what_if(
     headroom_after_graphs_gib: float | None = None,
     context_len: int | None = None,
     mem_fraction_static_current: float | None = None,
+    max_requests: int | None = None,
 ) -> WhatIf:
     """Replay SGLang's sizing at ``mem_fraction_static_new``.
 
@@ -288,6 +289,8 @@ def what_if(
     ``mem_fraction_static_current`` to anchor on the logged token count: the logged free-memory
     figures are rounded to 0.01 GiB, which alone can move the replayed count by ~100 tokens,
     so without the anchor the current value itself could show a spurious delta.
+    ``max_requests`` caps the requests at the context length by another pool (a Mamba model's
+    state slots: one per running request).
     """
     reserve_new = reserve_gib(pre_load_free_gib, mem_fraction_static_new)
     cap_aligned = None if max_total_tokens is None else max_total_tokens // page_size * page_size
@@ -315,10 +318,18 @@ def what_if(
         headroom_after_graphs_gib=(
             None if headroom_after_graphs_gib is None else headroom_after_graphs_gib - delta_kv
         ),
-        requests_at_context=(
-            None if context_len is None else concurrent_requests(pool_tokens, context_len)
-        ),
+        requests_at_context=_requests_at_context(pool_tokens, context_len, max_requests),
     )
+
+
+def _requests_at_context(
+    tokens: int, context_len: int | None, max_requests: int | None
+) -> float | None:
+    """Requests of the context length the pools hold: the KV pool's, or fewer state slots."""
+    if context_len is None:
+        return None
+    requests = concurrent_requests(tokens, context_len)
+    return requests if max_requests is None else min(requests, float(max_requests))
 
 
 # --------------------------------------------------------------------------- host pool

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tui.model.deployment import GpuView, Snapshot
+from tui.model.gpu_memory import GpuMemory
 from tui.model.memory import MemoryBreakdown
 from tui.sglang.startup import Phase, RankStartup
 
@@ -105,6 +106,7 @@ def breakdown(
             SourcedValue("weights", memory.weights_gib, _logged(rank, "load weights") or "—")
         )
         rows.append(SourcedValue("KV cache", memory.kv_cache_gib, _logged(rank, "KV cache") or "—"))
+        rows += _hybrid_rows(memory)
         if rank.draft is not None:
             rows.append(
                 SourcedValue(
@@ -145,6 +147,18 @@ def breakdown(
             )
         )
     return tuple(rows)
+
+
+def _hybrid_rows(memory: GpuMemory) -> list[SourcedValue]:
+    """A hybrid model's state caches beside the KV pool (no rows for a plain model)."""
+    rows = []
+    if memory.mamba_gib is not None:
+        source = "log: Mamba Cache is allocated (conv_state + ssm_state)"
+        rows.append(SourcedValue("mamba", memory.mamba_gib, source))
+    if memory.other_caches_gib is not None:
+        source = "log: Mamba Cache is allocated (intermediate state caches)"
+        rows.append(SourcedValue("other caches", memory.other_caches_gib, source))
+    return rows
 
 
 def _other_row(gpu: GpuView, nvml: str) -> list[SourcedValue]:

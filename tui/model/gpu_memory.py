@@ -35,6 +35,9 @@ class GpuMemory:
     reserve_gib: float | None
     reserve_starts_at_gib: float | None
     other_processes_gib: float | None = 0.0
+    # Hybrid models: the Mamba state slots and other caches beside the KV pool (None: none).
+    mamba_gib: float | None = None
+    other_caches_gib: float | None = None
 
     @property
     def known(self) -> bool:
@@ -49,6 +52,9 @@ class GpuMemory:
             ("other processes", other),
             ("weights", self.weights_gib),
             ("KV cache", self.kv_cache_gib),
+            # Inside the mem_fraction_static budget with the KV cache: before the reserve mark.
+            ("mamba", self.mamba_gib),
+            ("other caches", self.other_caches_gib),
             ("draft weights", self.draft_weights_gib),
             ("draft KV", self.draft_kv_gib),
             ("CUDA graphs", self.graphs_gib),
@@ -100,6 +106,8 @@ def reconcile(
         log.draft_weights_gib,
         log.draft_kv_gib,
         log.graphs_gib,
+        log.mamba_gib,
+        log.other_caches_gib,
     )
     itemised = sum(v for v in items if v is not None)
     runtime = round(in_use - itemised - other, 4)
@@ -121,6 +129,8 @@ def reconcile(
         reserve_gib=log.reserve_gib,
         reserve_starts_at_gib=reserve_start,
         other_processes_gib=other_processes_gib,
+        mamba_gib=log.mamba_gib,
+        other_caches_gib=log.other_caches_gib,
     )
 
 

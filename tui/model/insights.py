@@ -70,7 +70,10 @@ def _imbalance_findings(startup: Startup) -> list[str]:
 
 
 def _reserve_finding(explanation: SizingExplanation) -> str | None:
-    """Why memory stays free after the KV cache: it is the reserve, on purpose."""
+    """Why memory stays free after the KV cache: it is the reserve, on purpose (not said when
+    the pool is larger than SGLang's formula allows: then the rest is not the reserve)."""
+    if explanation.over_budget is not None:
+        return None
     reserve = next((s for s in explanation.steps if s.label == "reserve"), None)
     after_pool = explanation.free_after_pool_gib
     if reserve is None or after_pool is None or explanation.mem_fraction_static is None:
@@ -79,6 +82,28 @@ def _reserve_finding(explanation: SizingExplanation) -> str | None:
         f"{after_pool:.2f} GiB free after the KV cache is SGLang's reserve: "
         f"{reserve.arithmetic} = {reserve.result}, kept for activations, "
         "CUDA graphs and anything loaded after the KV cache."
+    )
+
+
+def _over_budget_finding(explanation: SizingExplanation) -> str | None:
+    """A KV pool larger than SGLang's own formula allows, with both numbers."""
+    over = explanation.over_budget
+    return None if over is None else over.sentence()
+
+
+def _state_slots_finding(explanation: SizingExplanation) -> str | None:
+    """A Mamba model whose state slots, not its KV cache, limit requests at the context length."""
+    rule, inputs = explanation.hybrid, explanation.inputs
+    if rule is None or rule.request_slots is None or inputs is None or not inputs.context_len:
+        return None
+    by_kv = inputs.tokens / inputs.context_len
+    if rule.request_slots >= by_kv:
+        return None
+    return (
+        f"the {rule.request_slots:,} Mamba state slots, not the KV cache, limit concurrent "
+        f"requests: the KV cache holds {by_kv:,.1f} requests of {inputs.context_len:,} tokens. "
+        "More slots: --max-mamba-cache-size or a higher --mamba-full-memory-ratio (both take "
+        "memory from the KV cache)."
     )
 
 
@@ -125,7 +150,12 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
         return found
     found += [
         finding
-        for finding in (_reserve_finding(explanation), _higher_mfs_finding(explanation))
+        for finding in (
+            _over_budget_finding(explanation),
+            _state_slots_finding(explanation),
+            _reserve_finding(explanation),
+            _higher_mfs_finding(explanation),
+        )
         if finding is not None
     ]
     if explanation.draft_rule is not None:

@@ -13,7 +13,8 @@ class MemoryBreakdown:
     """GiB per item for one rank, as far as its log lines tell (None where they do not).
 
     `pre_load_free_gib` is the free memory before weights; everything below it is itemised:
-    weights + KV + draft weights + draft KV + graphs + startup_other + free_after_startup.
+    weights + KV + draft weights + draft KV + graphs + mamba + other caches + startup_other +
+    free_after_startup.
     `startup_other_gib` is what startup allocated that no line names (request-to-token table,
     attention workspaces, allocator cache): the difference, never negative.
     """
@@ -31,6 +32,10 @@ class MemoryBreakdown:
     free_after_startup_source: str | None
     reserve_gib: float | None
     free_after_pool_gib: float | None
+    # Hybrid models (issue 14): the Mamba state slots (target + draft) and the other caches
+    # SGLang allocates beside the KV pool (speculative intermediate states); None when none.
+    mamba_gib: float | None = None
+    other_caches_gib: float | None = None
 
 
 def _sum(*values: float | None) -> float | None:
@@ -54,7 +59,13 @@ def memory_breakdown(rank: RankStartup, mem_fraction_static: float | None) -> Me
     graphs = _sum(target.graph_gib, draft.graph_gib if draft else None)
     draft_weights = draft.weights_gib if draft else None
     draft_kv = draft.kv_gib if draft else None
-    itemised = _sum(target.weights_gib, target.kv_gib, draft_weights, draft_kv, graphs)
+    mamba = _sum(target.mamba_gib, draft.mamba_gib if draft else None)
+    other_caches = _sum(
+        target.mamba_intermediate_gib, draft.mamba_intermediate_gib if draft else None
+    )
+    itemised = _sum(
+        target.weights_gib, target.kv_gib, draft_weights, draft_kv, graphs, mamba, other_caches
+    )
     other = None
     if pre is not None and free is not None and itemised is not None:
         other = max(0.0, round(pre - free - itemised, 2))
@@ -75,4 +86,6 @@ def memory_breakdown(rank: RankStartup, mem_fraction_static: float | None) -> Me
         free_after_startup_source=free_source,
         reserve_gib=reserve,
         free_after_pool_gib=target.avail_after_pool_gib,
+        mamba_gib=mamba,
+        other_caches_gib=other_caches,
     )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tui.model import formula
+from tui.model.hybrid_sizing import HybridRule, hybrid_rule
 from tui.model.memory import free_after_startup
 from tui.model.model_config import (
     CellSize,
@@ -77,9 +78,28 @@ class SizingInputs:
     max_total_tokens: int | None
     headroom_after_graphs_gib: float | None
     context_len: int | None
+    # Hybrid models: a Mamba model runs at most this many requests (one state slot each); with
+    # the ratio split its slots grow with the KV cache, and a full-pool token's KV bytes are
+    # fewer than the rest memory it takes (the state's share).
+    max_requests: int | None = None
+    slots_follow_pool: bool = False
+    kv_cell_bytes: float | None = None
 
     def what_if(self, mfs: float) -> formula.WhatIf:
         """SGLang's pool at `mfs`, anchored on the logged token count (see formula.what_if)."""
+        result = self._what_if(mfs)
+        if not self.slots_follow_pool and self.kv_cell_bytes is None:
+            return result
+        tokens = max(result.tokens, 0)
+        requests = result.requests_at_context
+        if requests is not None and self.max_requests is not None and self.tokens > 0:
+            requests = min(requests, float(self.max_requests * tokens // self.tokens))
+        kv = result.kv_pool_gib
+        if self.kv_cell_bytes is not None and result.tokens > 0:
+            kv = formula.kv_pool_gib(tokens, self.kv_cell_bytes, self.page_size)
+        return replace(result, requests_at_context=requests, kv_pool_gib=kv)
+
+    def _what_if(self, mfs: float) -> formula.WhatIf:
         return formula.what_if(
             mfs,
             pre_load_free_gib=self.pre_load_free_gib,
@@ -91,6 +111,7 @@ class SizingInputs:
             headroom_after_graphs_gib=self.headroom_after_graphs_gib,
             context_len=self.context_len,
             mem_fraction_static_current=self.mem_fraction_static,
+            max_requests=None if self.slots_follow_pool else self.max_requests,
         )
 
     def mfs_for_requests(self, count: int, length: int) -> float:
@@ -102,6 +123,29 @@ class SizingInputs:
             self.post_load_free_gib,
             self.cell_size_bytes,
             self.page_size,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OverBudget:
+    """The logged pool is larger than SGLang's formula gives with this log's numbers."""
+
+    formula_tokens: int
+    logged_tokens: int
+    extra_gib: float  # the logged pool's excess, at the pool's bytes per token
+
+    @property
+    def extra_tokens(self) -> int:
+        return self.logged_tokens - self.formula_tokens
+
+    def sentence(self) -> str:
+        return (
+            f"the KV cache holds {self.logged_tokens:,} tokens, {self.extra_tokens:,} more than "
+            f"SGLang's own formula gives with these numbers ({self.formula_tokens:,} tokens; "
+            f"{self.extra_gib:.2f} GiB over budget): the pool was sized by another rule (a "
+            "different SGLang version or model rule, --max-total-tokens, a draft's headroom) or "
+            "an input here is a guess that failed (mem_fraction_static, the cell size), so the "
+            "memory left after it is not SGLang's reserve."
         )
 
 
@@ -120,6 +164,18 @@ class SizingExplanation:
     inputs: SizingInputs | None = None
     pre_load_rank: str | None = None  # the rank with the minimum pre-load free (SGLang's input)
     post_load_rank: str | None = None  # the rank with the minimum post-load free
+    # The KV pool holds more than SGLang's own formula allows: its premise (the rest is the
+    # reserve) does not hold, and the reserve finding is not shown (issue 14).
+    over_budget: OverBudget | None = None
+    hybrid: HybridRule | None = None
+
+    @property
+    def spent_title(self) -> str:
+        """The reserve table's title: not "the reserve" when the pool ate into it."""
+        where = self.rank or "single GPU"
+        if self.over_budget is not None:
+            return f"Where the memory after the KV cache went ({where}; not the reserve)"
+        return f"Where the reserve went ({where})"
 
     def rank_words(self) -> str:
         """Which rank each figure comes from, the same words on the formula screen and report.
@@ -225,6 +281,9 @@ def _cell_from_kv_line(startup: Startup) -> CellSize | None:
     if reference is None:
         return None
     kv_gib, tokens = reference.target.kv_gib, reference.target.kv_tokens
+    full = next((p for p in reference.target.pools() if p.kind == "full"), None)
+    if reference.target.hybrid and full is not None:  # the full pool's own bytes per token
+        kv_gib, tokens = full.gib, full.tokens
     if not kv_gib or kv_gib <= 0 or not tokens:
         return None
     return cell_size_inferred(kv_gib, tokens, page_size(startup))
@@ -265,6 +324,13 @@ def rank_sizing(rank: RankStartup, startup: Startup, cell: CellSize | None) -> R
     page = page_size(startup)
     cap = args.max_total_tokens if args else None
     rest = formula.rest_gib(post, pre, mfs)
+    rule = hybrid_rule(rank.target, page, args, sglang_version(startup), rest)
+    if rule is not None:  # a hybrid model: the full pool's share of rest, not rest / cell
+        predicted = hybrid_tokens(rule, rest, page, cap)
+        cell_bytes, source = rule.effective_cell_bytes, f"hybrid {rule.kind} (pool lines)"
+    else:
+        predicted = formula.profiled_tokens(rest, cell.bytes, page, cap)
+        cell_bytes, source = cell.bytes, cell.source
     return RankSizing(
         rank=rank.rank,
         mem_fraction_static=mfs,
@@ -272,11 +338,19 @@ def rank_sizing(rank: RankStartup, startup: Startup, cell: CellSize | None) -> R
         post_load_free_gib=post,
         reserve_gib=formula.reserve_gib(pre, mfs),
         rest_gib=rest,
-        cell_size_bytes=cell.bytes,
-        cell_size_source=cell.source,
-        predicted_tokens=formula.profiled_tokens(rest, cell.bytes, page, cap),
+        cell_size_bytes=cell_bytes,
+        cell_size_source=source,
+        predicted_tokens=predicted,
         actual_tokens=rank.target.kv_tokens,
     )
+
+
+def hybrid_tokens(rule: HybridRule, rest: float, page: int, cap: int | None) -> int:
+    """The full pool's max_total_num_tokens under a hybrid rule: user cap, page alignment."""
+    tokens = rule.kv_tokens(rest)
+    if cap is not None:
+        tokens = min(tokens, cap)
+    return tokens // page * page
 
 
 def usable(*values: float) -> bool:
@@ -415,17 +489,26 @@ def _cell_size_step(cell: CellSize | None) -> Step | None:
     return Step(f"cell size ({cell.source})", cell.explanation, f"{cell.bytes:,.0f} B/token")
 
 
-def _predicted_tokens(budget: _Budget, cell: CellSize | None) -> int | None:
+def _predicted_tokens(
+    budget: _Budget, cell: CellSize | None, rule: HybridRule | None = None
+) -> int | None:
     rest = budget.rest_gib
     if rest is None or cell is None or not usable(cell.bytes, abs(rest) or 1):
         return None
+    if rule is not None:
+        return hybrid_tokens(rule, rest, budget.page, budget.cap)
     return formula.profiled_tokens(rest, cell.bytes, budget.page, budget.cap)
 
 
 def _max_total_tokens_step(
-    budget: _Budget, cell: CellSize, predicted: int, logged: int | None
+    budget: _Budget, cell: CellSize, predicted: int, logged: int | None, rule: HybridRule | None
 ) -> Step:
     arithmetic = f"floor({budget.rest_gib:.2f} GiB × 2^30 / {cell.bytes:,.0f} B)"
+    if rule is not None and rule.kind == "mamba":
+        arithmetic = (
+            f"floor(({budget.rest_gib:.2f} − {rule.logged_state_gib:.2f} state) GiB × 2^30 / "
+            f"{rule.full_cell_bytes:,.0f} B)"
+        )
     if budget.page > 1:
         arithmetic += f", aligned down to page_size {budget.page}"
     if budget.cap:
@@ -436,13 +519,34 @@ def _max_total_tokens_step(
     return Step("max_total_num_tokens", arithmetic, result)
 
 
-def _prediction_note(budget: _Budget, cell: CellSize, predicted: int, logged: int) -> str:
+def _tolerance(budget: _Budget, cell: CellSize, rule: HybridRule | None, logged: int) -> float:
+    """Tokens the 0.01 GiB rounding of the logged figures can move the prediction by."""
     # Logged GiB figures carry ±0.005 each; post and 0.12 × pre move the result together.
     tolerance = (0.005 + 0.005 * (1 - (budget.mfs or 0))) * formula.GIB / cell.bytes + budget.page
+    if rule is not None:
+        # A hybrid's bytes per token come from rounded pool lines (±0.01 GiB over K + V), and a
+        # Mamba state (±0.01 GiB) is taken from rest as logged.
+        tolerance += logged * 0.01 / rule.full_pool_gib if rule.full_pool_gib else 0.0
+        tolerance += 0.01 * formula.GIB / rule.full_cell_bytes
+        if rule.request_slots is not None:  # the padding slot is budgeted from 0.5.19 only
+            per_slot = rule.logged_state_gib / (rule.request_slots + 1)
+            tolerance += per_slot * formula.GIB / rule.full_cell_bytes
+    return tolerance
+
+
+def _prediction_note(
+    budget: _Budget, cell: CellSize, predicted: int, logged: int, rule: HybridRule | None = None
+) -> str:
+    tolerance = _tolerance(budget, cell, rule, logged)
     if abs(predicted - logged) <= tolerance:
+        figures = "free-memory figures"
+        if rule is not None:
+            figures = "free-memory figures and pool sizes" + (
+                " (and the state's whole slots)" if rule.kind == "mamba" else ""
+            )
         return (
             f"prediction is within {abs(predicted - logged):,} tokens of the log: the "
-            "difference is the 0.01 GiB rounding of the logged free-memory figures."
+            f"difference is the 0.01 GiB rounding of the logged {figures}."
         )
     return (
         f"prediction differs from the log by {predicted - logged:+,} tokens, more than "
@@ -536,6 +640,42 @@ def _headroom_note(headroom: float | None) -> str | None:
     )
 
 
+def _hybrid_cell(rule: HybridRule) -> CellSize:
+    """A hybrid model's rest memory per full-pool token, as the formula's cell size."""
+    return CellSize(
+        bytes=rule.effective_cell_bytes,
+        source=f"hybrid {rule.kind}",
+        explanation=f"rest memory per full-pool token of a {rule.kind} hybrid, from its pool lines",
+    )
+
+
+def _hybrid_steps(rule: HybridRule | None) -> list[Step]:
+    return [] if rule is None else [Step(*step) for step in rule.steps]
+
+
+def _hybrid_inputs(inputs: SizingInputs | None, rule: HybridRule | None) -> SizingInputs | None:
+    """A Mamba model's fixed state comes out of post-load free before the KV pool sees it."""
+    if inputs is None or rule is None:
+        return inputs
+    split = rule.kind == "mamba" and rule.effective_cell_bytes != rule.full_cell_bytes
+    return replace(
+        inputs,
+        post_load_free_gib=inputs.post_load_free_gib - rule.fixed_gib,
+        max_requests=rule.request_slots,
+        slots_follow_pool=split,
+        kv_cell_bytes=rule.full_cell_bytes if split else None,
+    )
+
+
+def _over_budget(
+    budget: _Budget, cell: CellSize, rule: HybridRule | None, predicted: int, logged: int
+) -> OverBudget | None:
+    """The logged pool is larger than the formula allows by more than rounding explains."""
+    if logged - predicted <= _tolerance(budget, cell, rule, logged):
+        return None
+    return OverBudget(predicted, logged, (logged - predicted) * cell.bytes / formula.GIB)
+
+
 def explain(
     startup: Startup,
     choice: CellSizeChoice,
@@ -548,23 +688,29 @@ def explain(
     if rank is None:
         return None
     budget = _budget(startup)
-    cell = choice.cell
+    rule = hybrid_rule(rank.target, budget.page, startup.server_args, version, budget.rest_gib)
+    cell = choice.cell if rule is None else _hybrid_cell(rule)
     tokens = rank.target.kv_tokens
-    steps = [*_budget_steps(budget), _cell_size_step(cell)]
-    notes = [f"cell size {choice.note}"]
+    steps = [*_budget_steps(budget), *_hybrid_steps(rule)]
+    steps.append(_cell_size_step(cell) if rule is None else None)
+    notes = [f"cell size {choice.note}"] if rule is None else list(rule.notes)
     if budget.mfs is None:
         notes.append("mem_fraction_static is unknown (no server_args line): reserve not computed.")
-    predicted = _predicted_tokens(budget, cell)
+    predicted = _predicted_tokens(budget, cell, rule)
+    over = None
     if predicted is not None and cell is not None:
-        steps.append(_max_total_tokens_step(budget, cell, predicted, tokens))
+        steps.append(_max_total_tokens_step(budget, cell, predicted, tokens, rule))
         if tokens is not None:
-            notes.append(_prediction_note(budget, cell, predicted, tokens))
-    steps.append(_host_pool_step(startup, rank, cell, budget.page))
+            over = _over_budget(budget, cell, rule, predicted, tokens)
+            notes.append(
+                over.sentence() if over else _prediction_note(budget, cell, predicted, tokens, rule)
+            )
+    steps.append(_host_pool_step(startup, rank, choice.cell, budget.page))
     spent, headroom = _reserve_spent(rank)
     if not startup.finished:  # before ready the latest reading is not "after startup"
         spent = tuple(("free so far" if k == "free after startup" else k, v) for k, v in spent)
         headroom = None
-    inputs = _sizing_inputs(startup, budget, cell, tokens, headroom)
+    inputs = _hybrid_inputs(_sizing_inputs(startup, budget, cell, tokens, headroom), rule)
     if inputs is not None:
         notes.append(_headroom_note(headroom))
     return SizingExplanation(
@@ -583,4 +729,6 @@ def explain(
         inputs=inputs,
         pre_load_rank=budget.pre_rank,
         post_load_rank=budget.post_rank,
+        over_budget=over,
+        hybrid=rule,
     )

@@ -38,6 +38,11 @@ def _model_json(model: ModelMemory) -> dict[str, object]:
         "k_gib": model.k_gib,
         "v_gib": model.v_gib,
         "kv_gib": model.kv_gib,
+        # Every pool of the model (a plain one: one "full"); Mamba state in GiB, null if none.
+        "pools": [
+            {"kind": pool.kind, "tokens": pool.tokens, "gib": pool.gib} for pool in model.pools()
+        ],
+        "mamba_gib": model.mamba_gib,
         "avail_after_pool_gib": model.avail_after_pool_gib,
         "avail_before_graph_gib": model.avail_before_graph_gib,
         "avail_after_graph_gib": model.avail_after_graph_gib,
@@ -311,6 +316,8 @@ def _gpu_json(view: GpuView) -> dict[str, object]:
             "draft_weights_gib": memory.draft_weights_gib,
             "draft_kv_gib": memory.draft_kv_gib,
             "graphs_gib": memory.graphs_gib,
+            "mamba_gib": memory.mamba_gib,
+            "other_caches_gib": memory.other_caches_gib,
             "runtime_gib": _r(memory.runtime_gib),
             "free_gib": _r(memory.free_gib),
             "reserve_gib": _r(memory.reserve_gib),

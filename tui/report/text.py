@@ -180,8 +180,22 @@ def free_label(startup: Startup) -> str:
     return "free after startup" if startup.finished else "free so far"
 
 
+# Hybrid models' state caches: a column only when some rank has them (after the KV cache).
+_HYBRID_COLUMNS = (("mamba", "mamba_gib"), ("other\ncaches", "other_caches_gib"))
+
+
+def _memory_columns(report: Analysis) -> tuple[tuple[str, str], ...]:
+    hybrid = tuple(
+        column
+        for column in _HYBRID_COLUMNS
+        if any(getattr(b, column[1]) is not None for b in report.breakdowns)
+    )
+    return _MEMORY_COLUMNS[:3] + hybrid + _MEMORY_COLUMNS[3:]
+
+
 def _memory_table(report: Analysis) -> Group:
-    titles = [title for title, _ in _MEMORY_COLUMNS]
+    columns = _memory_columns(report)
+    titles = [title for title, _ in columns]
     if not report.startup.finished:
         titles[titles.index("free\nafter\nstartup")] = "free\nso far"
     table = _table("rank", *titles, "host\nKV cache\nGB", gap=1)
@@ -189,12 +203,36 @@ def _memory_table(report: Analysis) -> Group:
     for b in report.breakdowns:
         table.add_row(
             _text(b.rank or "(single)"),
-            *(fmt.number(getattr(b, name)) for _, name in _MEMORY_COLUMNS),
+            *(fmt.number(getattr(b, name)) for _, name in columns),
             fmt.number(hosts.get(b.rank)),
         )
     title = "Memory per rank (GiB, from the log; host KV cache in decimal GB as SGLang logs it)"
     note = _text(OTHER_STARTUP_WORDS.replace("free after startup", free_label(report.startup)))
     return Group(_titled(title, table), note)
+
+
+_POOL_WORDS = {
+    "full": "full-attention KV cache",
+    "swa": "sliding-window (SWA) KV cache",
+    "mamba": "Mamba state",
+    "mamba_intermediate": "Mamba intermediate states (speculative decoding)",
+}
+
+
+def pool_lines(rank: RankStartup) -> str:
+    """A hybrid model's pools, one line each (nothing for a plain model's single pool)."""
+    model = rank.target
+    if not model.hybrid:
+        return ""
+    text = ""
+    for pool in model.pools():
+        what = _POOL_WORDS.get(pool.kind, f"{pool.kind} pool")
+        size = f"{fmt.count(pool.tokens)} tokens, " if pool.tokens is not None else ""
+        if pool.kind == "mamba" and model.mamba_slots is not None:
+            size = f"{fmt.count(model.mamba_slots)} request slots, "
+        derived = " (SWAKVPool total − the other sub-pool)" if pool.inferred else ""
+        text += f"\n  {what}: {size}{fmt.number(pool.gib)} GiB{derived}"
+    return text
 
 
 def _kv_pool(report: Analysis) -> Text:
@@ -206,6 +244,7 @@ def _kv_pool(report: Analysis) -> Text:
     text = f"KV cache: {fmt.count(first.target.kv_tokens)} tokens, {fmt.number(first.target.kv_gib)} GiB per rank"
     if first.target.kv_dtype or report.startup.kv_cache_dtype:
         text += f" ({first.target.kv_dtype or report.startup.kv_cache_dtype})"
+    text += pool_lines(first)
     if cell is not None:
         text += f"\ncell size: {cell.bytes:,.0f} B/token, {cell.source}: {cell.explanation}"
     else:
@@ -248,7 +287,7 @@ def _formula(report: Analysis) -> RenderableType:
         spent = _table("item", "GiB")
         for label, value in e.reserve_spent:
             spent.add_row(label, fmt.number(value))
-        parts.append(_titled(f"Where the reserve went ({e.rank or 'single GPU'})", spent))
+        parts.append(_titled(e.spent_title, spent))
     if e.what_ifs:
         table = _table(
             "mfs",
@@ -371,8 +410,17 @@ def _sources_line(snapshot: Snapshot) -> Text:
     return text
 
 
+def _sum_gib(*values: float | None) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
 def _gpu_table(snapshot: Snapshot) -> Group:
-    table = _table(
+    hybrid = any(
+        g.memory.mamba_gib is not None or g.memory.other_caches_gib is not None
+        for g in snapshot.gpus
+    )
+    headers = [
         "GPU",
         "rank",
         "name",
@@ -389,13 +437,16 @@ def _gpu_table(snapshot: Snapshot) -> Group:
         "util %",
         "temp C",
         "power W",
-    )
+    ]
+    if hybrid:  # the Mamba state and other caches beside the KV pool, after it
+        headers.insert(8, "mamba +\ncaches")
+    table = _table(*headers)
     for view in snapshot.gpus:
         s, m = view.sample, view.memory
         draft = None
         if m.draft_weights_gib is not None or m.draft_kv_gib is not None:
             draft = (m.draft_weights_gib or 0.0) + (m.draft_kv_gib or 0.0)
-        table.add_row(
+        cells: list[RenderableType] = [
             str(s.index),
             _text(" ".join(view.ranks) or "—"),
             _text(s.name if s.status == "ok" else f"{s.name} ({s.status})"),
@@ -412,7 +463,10 @@ def _gpu_table(snapshot: Snapshot) -> Group:
             fmt.count(s.utilization_pct),
             fmt.count(s.temperature_c),
             fmt.number(s.power_w, 0),
-        )
+        ]
+        if hybrid:
+            cells.insert(8, fmt.number(_sum_gib(m.mamba_gib, m.other_caches_gib)))
+        table.add_row(*cells)
     title = (
         f"GPUs (GiB; NVML joined with the log, ranks by {snapshot.rank_mapping}; draft = draft "
         "weights + draft KV; runtime = NVML used − the items; free = NVML free now)"

@@ -75,7 +75,7 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
         )
     if e.reserve_spent:
         table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-        table.add_column(f"Where the reserve went ({e.rank or 'single GPU'})", no_wrap=True)
+        table.add_column(e.spent_title, no_wrap=True)
         table.add_column("GiB", justify="right")
         for name, value in e.reserve_spent:
             table.add_row(name, f"{value:.2f}")

@@ -42,7 +42,16 @@ MEANINGS = {
     "(the report's other startup allocations and what came since)",
     "in use": "used memory when no rank's log explains this GPU",
     "free": "free memory (NVML)",
+    "mamba": "a hybrid model's Mamba/SSM state slots (log: Mamba Cache is allocated)",
+    "other caches": "caches SGLang allocates beside the KV cache (Mamba intermediate states)",
 }
+HYBRID_SEGMENTS = ("mamba", "other caches")
+
+
+def _has_segment(state: ViewState, name: str) -> bool:
+    snapshot = state.snapshot
+    gpus = snapshot.gpus if snapshot is not None else ()
+    return any(name in dict(gpu.memory.segments()) for gpu in gpus)
 
 
 class HelpScreen(ShowsState, ModalScreen[None]):
@@ -88,6 +97,8 @@ class HelpScreen(ShowsState, ModalScreen[None]):
         glyphs.add_column(no_wrap=True, style="bold")
         glyphs.add_column()
         for name, meaning in MEANINGS.items():
+            if name in HYBRID_SEGMENTS and not _has_segment(state, name):
+                continue  # a hybrid model's segments, explained only where one is drawn
             glyphs.add_row(GLYPHS[name] * 3, name, meaning)
         glyphs.add_row(
             RESERVE_MARK,

@@ -142,9 +142,29 @@ class KvCacheAllocated(Event):
 
 @dataclass(frozen=True, slots=True)
 class MambaCacheAllocated(Event):
+    """`Mamba Cache is allocated. ...`: the SSM state slots, before the KV line of the same rank.
+
+    The intermediate caches (speculative decoding) are separate buffers beside the slots.
+    """
+
     max_mamba_cache_size: int | None = None
     conv_state_gib: float | None = None
     ssm_state_gib: float | None = None
+    intermediate_ssm_gib: float | None = None
+    intermediate_conv_gib: float | None = None
+
+    @property
+    def state_gib(self) -> float | None:
+        """conv + ssm state (the slots), None when neither size was logged."""
+        sizes = [v for v in (self.conv_state_gib, self.ssm_state_gib) if v is not None]
+        return round(sum(sizes), 6) if sizes else None
+
+    @property
+    def intermediate_gib(self) -> float | None:
+        sizes = [
+            v for v in (self.intermediate_ssm_gib, self.intermediate_conv_gib) if v is not None
+        ]
+        return round(sum(sizes), 6) if sizes else None
 
 
 @dataclass(frozen=True, slots=True)

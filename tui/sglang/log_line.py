@@ -191,7 +191,9 @@ def _kv_cache(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
 
 _mamba_size = _field(r"max_mamba_cache_size: " + _INT)
 _conv = _field(r"conv_state size: " + _NUM + r" ?GB")
-_ssm = _field(r"ssm_state size: " + _NUM + r" ?GB")
+_ssm = _field(r"(?<!_)ssm_state size: " + _NUM + r" ?GB")
+_inter_ssm = _field(r"intermediate_ssm_state_cache size: " + _NUM + r" ?GB")
+_inter_conv = _field(r"intermediate_conv_window_cache size: " + _NUM + r" ?GB")
 
 
 def _mamba(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
@@ -201,6 +203,8 @@ def _mamba(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
         max_mamba_cache_size=_count(_mamba_size(msg)),
         conv_state_gib=_gib(_conv(msg)),
         ssm_state_gib=_gib(_ssm(msg)),
+        intermediate_ssm_gib=_gib(_inter_ssm(msg)),
+        intermediate_conv_gib=_gib(_inter_conv(msg)),
     )
 
 
@@ -546,6 +550,7 @@ _HANDLERS: tuple[tuple[str, Callable[[ev.LinePrefix, str], ev.Event | None]], ..
     ("Mamba Cache is allocated", _mamba),
     ("SWAKVPool mem usage", _swa),
     ("Use sliding window memory pool", _sliding),
+    ("Use Sliding window memory pool", _sliding),  # 0.5.2
     ("Memory pool end", _pool_end),
     ("Capture ", _capture),
     ("Capturing batches", _capturing),

@@ -70,6 +70,33 @@ class Phase:
 
 
 @dataclass(slots=True)
+class KvPart:
+    """One `KV Cache is allocated` line of a model, as logged; pools() decides its sub-pool."""
+
+    name: str  # "KV Cache", or a label's pool ("Full KV Cache", "SWA KV Cache", 0.5.19+)
+    tokens: int | None
+    gib: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """One memory pool of a model: a KV sub-pool (full, swa, ...) or a state cache (mamba).
+
+    `tokens` is None for state caches (they hold request slots, not tokens). `inferred`: no
+    line of this sub-pool was seen; its GiB is SWAKVPool's total minus the other sub-pool.
+    """
+
+    kind: str
+    tokens: int | None
+    gib: float | None
+    inferred: bool = False
+
+
+FULL, SWA, MAMBA, MAMBA_INTERMEDIATE = "full", "swa", "mamba", "mamba_intermediate"
+KV_POOL_KINDS = (FULL, SWA)
+
+
+@dataclass(slots=True)
 class ModelMemory:
     """What one model (target or draft) of one rank took, from its own log lines."""
 
@@ -94,6 +121,33 @@ class ModelMemory:
     load_ended: bool = False
     load_began_at: datetime | None = None
     pool_began_at: datetime | None = None  # time of the load end / KV line preceding the pool
+    # Hybrid pools (issue 14): every KV line, the SWA summary lines, the Mamba state.
+    kv_parts: list[KvPart] = field(default_factory=list)
+    swa_tokens_logged: int | None = None  # `swa size:` / `swa_layer_tokens=`
+    full_tokens_logged: int | None = None  # `full size:` / `full_layer_tokens=`
+    swa_pool_total_gib: float | None = None  # `SWAKVPool mem usage:` (both sub-pools)
+    mamba_gib: float | None = None  # conv + ssm state of the Mamba slots
+    mamba_slots: int | None = None  # max_mamba_cache_size
+    mamba_intermediate_gib: float | None = None  # speculative intermediate state caches
+
+    @property
+    def sliding_window(self) -> bool:
+        """An SWA hybrid: a sliding-window line, a SWAKVPool line or an `SWA KV Cache` pool."""
+        return (
+            self.swa_tokens_logged is not None
+            or self.swa_pool_total_gib is not None
+            or any(part.name.upper().startswith("SWA ") for part in self.kv_parts)
+            # two unlabelled pools before `Memory pool end`: SWA then full (0.5.2–0.5.14)
+            or sum(part.name == "KV Cache" for part in self.kv_parts) >= 2
+        )
+
+    @property
+    def hybrid(self) -> bool:
+        return self.sliding_window or self.mamba_gib is not None
+
+    def pools(self) -> list[Pool]:
+        """Every pool of this model in a fixed order: full, swa, other KV labels, mamba."""
+        return pools_of(self)
 
     @property
     def avail_before_graph_gib(self) -> float | None:
@@ -123,7 +177,70 @@ class ModelMemory:
             or self.kv_gib is not None
             or self.avail_after_pool_gib is not None
             or bool(self.graphs)
+            or self.mamba_gib is not None
         )
+
+
+def _part_kinds(model: ModelMemory) -> list[str]:
+    """Which sub-pool each KV line is. Labelled lines (0.5.19+) say it; unlabelled ones of an
+    SWA hybrid come SWA first, then full (0.5.2–0.5.14), or match the logged sizes."""
+    kinds = [part.name.removesuffix("KV Cache").strip().lower() for part in model.kv_parts]
+    unlabelled = [i for i, kind in enumerate(kinds) if not kind]
+    for i in unlabelled:
+        kinds[i] = FULL
+    if not model.sliding_window or not unlabelled:
+        return kinds
+    swa, full = model.swa_tokens_logged, model.full_tokens_logged
+    alone_is_swa = swa is not None and swa != full and model.kv_parts[unlabelled[0]].tokens == swa
+    if len(unlabelled) >= 2 or alone_is_swa:
+        kinds[unlabelled[0]] = SWA
+    return kinds
+
+
+def pools_of(model: ModelMemory) -> list[Pool]:
+    by_kind: dict[str, Pool] = {}
+    for part, kind in zip(model.kv_parts, _part_kinds(model), strict=True):
+        old = by_kind.get(kind)
+        if old is None:
+            by_kind[kind] = Pool(kind, part.tokens, part.gib)
+        elif part.gib is not None:
+            by_kind[kind] = Pool(kind, old.tokens, round((old.gib or 0.0) + part.gib, 6))
+    if model.sliding_window:
+        _infer_missing_sub_pool(model, by_kind)
+    if not by_kind and (model.kv_tokens is not None or model.kv_gib is not None):
+        by_kind[FULL] = Pool(FULL, model.kv_tokens, model.kv_gib)
+    order = {FULL: 0, SWA: 1}
+    pools = sorted(by_kind.values(), key=lambda pool: order.get(pool.kind, 2))
+    if model.mamba_gib is not None:
+        pools.append(Pool(MAMBA, None, model.mamba_gib))
+    if model.mamba_intermediate_gib is not None:
+        pools.append(Pool(MAMBA_INTERMEDIATE, None, model.mamba_intermediate_gib))
+    return pools
+
+
+def _infer_missing_sub_pool(model: ModelMemory, by_kind: dict[str, Pool]) -> None:
+    """An excerpt (or a rank) that shows one sub-pool and the SWAKVPool total: the other one is
+    the difference, with its token count from the same line."""
+    total = model.swa_pool_total_gib
+    logged = {FULL: model.full_tokens_logged, SWA: model.swa_tokens_logged}
+    for kind in KV_POOL_KINDS:
+        if kind not in by_kind and logged[kind] is not None:
+            other = [pool.gib for pool in by_kind.values() if pool.gib is not None]
+            gib = round(total - sum(other), 2) if total is not None and other else None
+            if gib is not None and gib < 0:
+                gib = None
+            by_kind[kind] = Pool(kind, logged[kind], gib, inferred=True)
+
+
+def refresh_pools(model: ModelMemory) -> None:
+    """Keep kv_tokens the full pool's tokens (max_total_num_tokens) and kv_gib every KV pool."""
+    pools = [pool for pool in pools_of(model) if pool.kind not in (MAMBA, MAMBA_INTERMEDIATE)]
+    full = next((pool for pool in pools if pool.kind == FULL and pool.tokens), None)
+    if full is not None:
+        model.kv_tokens = full.tokens
+    total = model.swa_pool_total_gib
+    if total is not None and (model.kv_gib is None or total > model.kv_gib + 0.015):
+        model.kv_gib = total
 
 
 @dataclass(slots=True)
@@ -446,7 +563,38 @@ class StartupTracker:
         model.kv_gib = add(model.kv_gib, event.total_gib)
         if event.post_capture and event.avail_gib is not None:
             model.avail_after_pool_gib = event.avail_gib
+        if event.post_capture:
+            model.kv_parts.clear()
+        total = event.total_gib if event.total_gib is None or event.total_gib >= 0 else None
+        model.kv_parts.append(
+            KvPart(event.cache_name, event.tokens, None if total is None else round(total, 6))
+        )
+        refresh_pools(model)
         self._phase(rank, event, "KV cache", which, delta_gib=event.total_gib)
+
+    @staticmethod
+    def _pool_model(rank: RankStartup) -> ModelMemory:
+        """Pool lines before the target's `Memory pool end` are the target's, later the draft's."""
+        return rank.model(TARGET if rank.target.avail_after_pool_gib is None else DRAFT)
+
+    def _on_mamba(self, startup: Startup, event: ev.MambaCacheAllocated) -> None:
+        model = self._pool_model(self._rank(startup, event.prefix))
+        model.mamba_gib = event.state_gib
+        model.mamba_slots = event.max_mamba_cache_size
+        model.mamba_intermediate_gib = event.intermediate_gib
+
+    def _on_swa_pool(self, startup: Startup, event: ev.SwaPoolAllocated) -> None:
+        model = self._pool_model(self._rank(startup, event.prefix))
+        model.swa_pool_total_gib = event.mem_usage_gib
+        model.swa_tokens_logged = event.swa_tokens
+        model.full_tokens_logged = event.full_tokens
+        refresh_pools(model)
+
+    def _on_sliding(self, startup: Startup, event: ev.SlidingWindowPool) -> None:
+        model = self._pool_model(self._rank(startup, event.prefix))
+        model.swa_tokens_logged = event.swa_layer_tokens
+        model.full_tokens_logged = event.full_layer_tokens
+        refresh_pools(model)
 
     def _on_pool_end(self, startup: Startup, event: ev.MemoryPoolEnd) -> None:
         rank = self._rank(startup, event.prefix)
@@ -594,6 +742,9 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.LoadWeightEnd: StartupTracker._on_load_end,
     ev.KvCacheDtype: StartupTracker._on_kv_dtype,
     ev.KvCacheAllocated: StartupTracker._on_kv,
+    ev.MambaCacheAllocated: StartupTracker._on_mamba,
+    ev.SwaPoolAllocated: StartupTracker._on_swa_pool,
+    ev.SlidingWindowPool: StartupTracker._on_sliding,
     ev.MemoryPoolEnd: StartupTracker._on_pool_end,
     ev.GraphCaptureBegin: StartupTracker._on_capture_begin,
     ev.GraphCaptureEnd: StartupTracker._on_capture_end,

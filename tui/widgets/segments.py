@@ -18,6 +18,8 @@ SEGMENTS = (
     "runtime",
     "in use",
     "free",
+    "mamba",
+    "other caches",
 )
 
 

@@ -24,6 +24,8 @@ GLYPHS = {
     "runtime": "▄",
     "in use": "▀",  # not "█": a GPU no rank's log explains has no weights to show
     "free": "·",
+    "mamba": "▜",
+    "other caches": "▟",
 }
 SHORT = {
     "baseline": "base",
@@ -36,6 +38,8 @@ SHORT = {
     "runtime": "runtime",
     "in use": "in use",
     "free": "free",
+    "mamba": "mamba",
+    "other caches": "caches",
 }
 RESERVE_MARK = "│"
 VISIBLE_GIB = 0.05  # smaller than this rounds to nothing even on a 300-column bar
