@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from sglang_http import Deployment, build_exposition, build_server_info
 
 from tui.sglang.log_line import parse_line
+from tui.sglang.story import fold_lines
 from tui.sources.log_stream import LineSplitter
 from tui.sources.metrics import parse_metrics_body, parse_server_info_body
 
@@ -104,6 +105,25 @@ LINE_CASES = [
     _line("access log (not an event)", lambda n: _fill('INFO: 127.0.0.1 - "GET /', "x", n)),
 ]
 
+
+def _log(name: str, build: Callable[[int], str]) -> Case:
+    """A whole log (lines joined by newlines) folded line by line, as a followed log is."""
+    return Case(name, "line", build, lambda text: fold_lines(text.splitlines()))  # type: ignore[arg-type, union-attr]
+
+
+_FAILED = (
+    "[2026-01-10 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+)
+_FRAME = '  File "/sgl/srt/model_executor/model_runner.py", line 207, in initialize\n    self.x()\n'
+_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.06 GiB is free.\n"
+_CHAIN = "\nDuring handling of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n"
+
+LOG_CASES = [
+    _log("huge traceback, many frames", lambda n: _fill(_FAILED, _FRAME, n, _OOM)),
+    _log("huge traceback, long chain", lambda n: _fill(_FAILED, _FRAME + _OOM + _CHAIN, n, _OOM)),
+    _log("huge traceback, many failures", lambda n: _fill("", _FAILED + _FRAME + _OOM, n)),
+]
+
 BODY_CASES = [
     _metrics("/metrics, a real scrape repeated", lambda n: _SCRAPE * max(1, n // len(_SCRAPE))),
     _metrics(
@@ -124,7 +144,7 @@ BODY_CASES = [
     _stream("log stream, bare CR every read", lambda n: (b"y" * 8191 + b"\r") * max(1, n >> 13)),
 ]
 
-CASES = LINE_CASES + BODY_CASES
+CASES = LINE_CASES + LOG_CASES + BODY_CASES
 
 
 def seconds_per_byte(case: Case, size: int, repeats: int = 3, min_batch_s: float = 0.01) -> float:

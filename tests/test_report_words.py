@@ -4,6 +4,7 @@ say the same words for the same figure, from every fixture log and the demo (doc
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -63,7 +64,19 @@ def test_report_uses_one_name_per_quantity(log: Path) -> None:
     assert _retired(screen) == {}, f"{log.name}: retired names on the formula screen"
 
 
-@pytest.mark.parametrize("log", LOGS, ids=[p.stem[:12] for p in LOGS])
+def _has_rank_figures(log: Path) -> bool:
+    """Excerpts of a traceback alone (issue 14's failures) have no memory lines: no formula."""
+    sidecar = log.with_suffix(".json")
+    if not sidecar.is_file():
+        return True
+    ranks = json.loads(sidecar.read_text())["ranks"]
+    return any(v is not None for rank in ranks.values() for v in rank.values())
+
+
+FORMULA_LOGS = [log for log in LOGS if _has_rank_figures(log)]
+
+
+@pytest.mark.parametrize("log", FORMULA_LOGS, ids=[p.stem[:12] for p in FORMULA_LOGS])
 def test_formula_names_its_rank_the_same_everywhere(log: Path) -> None:
     """The report, the formula screen and JSON `formula.rank` name the same rank."""
     analysis = _analysis(log)

@@ -294,7 +294,7 @@ async def test_markup_and_escape_sequences_in_a_log_line_render_literally(tmp_pa
         assert "[link=http://evil]x[/link]" in text
         assert "␛[2J" in text and "␛[31mred" in text
         assert "\x1b" not in text and "\x07" not in text
-        assert "failed: cuda oom" in text.splitlines()[0]
+        assert "failed: out of memory" in text.splitlines()[0]
         assert "→ Lower --mem-fraction-static" in text  # the failure's next step
         svg = app.export_screenshot()
         assert "PWNED" in svg and "\x1b" not in svg

@@ -144,8 +144,11 @@ def _startup_alerts(snapshot: Snapshot, t: Thresholds) -> list[Alert]:
     if startup.state == FAILED:
         failure = startup.failure
         kind = failure.kind.replace("_", " ") if failure is not None else "error"
-        said = f": {_words(failure.message)}" if failure is not None and failure.message else ""
-        return [Alert(CRITICAL, "startup_failed", f"startup failed ({kind}){said}", "server")]
+        said = f": {_words(failure.reported)}" if failure is not None and failure.message else ""
+        what = (
+            "crashed while serving" if failure and failure.phase == "serving" else "startup failed"
+        )
+        return [Alert(CRITICAL, "startup_failed", f"{what} ({kind}){said}", "server")]
     # Its server_args line, else (an excerpt) the first line of it that kvtop read.
     began = startup.started_at or startup.first_time
     if startup.state != STARTING or began is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from tui.model.insights import insights, next_step
+from tui.model.insights import insights, minimum_viable_mfs, next_step
 from tui.model.memory import MemoryBreakdown, memory_breakdown
 from tui.model.sizing import (
     CellSizeChoice,
@@ -34,6 +34,9 @@ class Analysis:
     insights: tuple[str, ...]
     next_step: str | None
     version: tuple[int, ...] | None
+    # A start refused for memory (not_enough_memory / no_memory_for_kv): the mfs at which the KV
+    # cache gets 0 GiB, from SGLang's hint or the log's free-memory readings; else None.
+    minimum_viable_mfs: float | None = None
 
 
 def analyse(
@@ -83,4 +86,12 @@ def analyse(
         insights=tuple(found),
         next_step=next_step(startup.failure, startup) if startup.failure else None,
         version=version,
+        minimum_viable_mfs=_minimum_viable(startup),
     )
+
+
+def _minimum_viable(startup: Startup) -> float | None:
+    failure = startup.failure
+    if failure is None or failure.kind not in ("not_enough_memory", "no_memory_for_kv"):
+        return None
+    return minimum_viable_mfs(failure, startup)

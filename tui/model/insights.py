@@ -3,14 +3,128 @@
 from __future__ import annotations
 
 from tui import fmt
-from tui.model.sizing import SAFE_HEADROOM_GIB, SizingExplanation
-from tui.sglang.events import Failure
+from tui.model.sizing import SAFE_HEADROOM_GIB, SizingExplanation, pre_load_free
+from tui.sglang.events import Failure, OomSizes
+from tui.sglang.failures import SERVING
 from tui.sglang.lifecycle import crash_loop
 from tui.sglang.startup import Startup
 
 # Ranks whose pre-load free memory is this much below the best rank are worth a sentence:
 # SGLang sizes every rank's pool from the minimum, so one busy GPU shrinks all of them.
 IMBALANCE_GIB = 1.0
+
+
+def failure_title(failure: Failure) -> str:
+    """`startup failed in load weights`, or `crashed while serving` once the server was ready."""
+    if failure.phase == SERVING:
+        return "crashed while serving"
+    return f"startup failed in {failure.phase}" if failure.phase else "startup failed"
+
+
+def oom_text(oom: OomSizes | None) -> str | None:
+    """`tried to allocate 0.44 GiB, 0.00 GiB free of 95.00 GiB`: the parts the error gave."""
+    if oom is None or (oom.tried_gib is None and oom.free_gib is None):
+        return None
+    parts = []
+    if oom.tried_gib is not None:
+        parts.append(f"tried to allocate {_size(oom.tried_gib)}")
+    if oom.free_gib is not None:
+        total = f" of {_size(oom.total_gib)}" if oom.total_gib is not None else ""
+        parts.append(f"{_size(oom.free_gib)} free{total}")
+    return ", ".join(parts)
+
+
+def _size(gib: float) -> str:
+    """GiB to two decimals; under 1 GiB in MiB as PyTorch logs it (a few MiB free is not
+    "0.00 GiB")."""
+    return f"{gib * 1024:.2f} MiB" if gib < 1 else f"{gib:.2f} GiB"
+
+
+def minimum_viable_mfs(failure: Failure, startup: Startup) -> float | None:
+    """The mem_fraction_static at which the KV cache gets 0 GiB: SGLang's hint (0.5.14+) or
+    1 − post-load free / pre-load free from the log (the minimum over ranks, as SGLang sizes)."""
+    if failure.min_viable is not None:
+        return failure.min_viable
+    pres = [p for p in (pre_load_free(r) for r in startup.ranks.values()) if p is not None]
+    posts = [
+        r.post_load_free_gib for r in startup.ranks.values() if r.post_load_free_gib is not None
+    ]
+    if not pres or not posts or min(pres) <= 0:
+        return None
+    return round(1 - min(posts) / min(pres), 4)
+
+
+def _oom_step(failure: Failure, mfs_text: str) -> str:
+    """Out of memory: what to change depends on the phase it hit (reference f.1)."""
+    phase = failure.phase or ""
+    if phase.startswith("init "):
+        return (
+            "The GPU was already in use before SGLang loaded anything: find the other process "
+            "(nvidia-smi) or choose free GPUs (CUDA_VISIBLE_DEVICES / --base-gpu-id)."
+        )
+    if phase.startswith("load weights"):
+        return (
+            "The weights do not fit: give the model more GPUs (--tp-size), use a quantized "
+            "checkpoint or --quantization (fp8), or a smaller model; check that no other process "
+            "holds the GPU."
+        )
+    if phase.startswith("memory pool"):
+        return (
+            f"The KV cache did not fit: lower --mem-fraction-static{mfs_text}, or set "
+            "--max-total-tokens; check that no other process took memory since SGLang measured it."
+        )
+    if phase.endswith("graph"):
+        return (
+            f"CUDA-graph capture outgrew the reserve: lower --mem-fraction-static{mfs_text} or "
+            "--cuda-graph-max-bs (or --disable-cuda-graph to confirm)."
+        )
+    if phase in (SERVING, "warmup"):
+        return (
+            "A batch's activations outgrew the reserve: lower --chunked-prefill-size or "
+            f"--max-running-requests, or lower --mem-fraction-static{mfs_text} to leave more room."
+        )
+    return (
+        f"Lower --mem-fraction-static{mfs_text} to leave more room for activations and CUDA "
+        "graphs, or lower --cuda-graph-max-bs / --chunked-prefill-size; check that no other "
+        "process uses the GPU."
+    )
+
+
+def _not_enough_step(failure: Failure, startup: Startup, mfs_text: str) -> str:
+    viable = minimum_viable_mfs(failure, startup)
+    target = (
+        f" above {viable:.3f} (the minimum viable value, where the KV cache gets 0 GiB) plus what "
+        "the KV cache needs"
+        if viable is not None and viable < 1
+        else ""
+    )
+    profiled = (
+        f"the profiled KV capacity was {failure.profiled_tokens:,} tokens, so "
+        if failure.profiled_tokens is not None
+        else ""
+    )
+    return (
+        f"Raise --mem-fraction-static{mfs_text}{target}: {profiled}nothing was left for the KV "
+        "cache after the weights at this value; or give the model more GPUs or a smaller "
+        "quantization."
+    )
+
+
+_FIXED_STEPS = {
+    "host_memory": (
+        "Lower --hicache-ratio or --hicache-size (the host KV cache is allocated once per rank), "
+        "or free host memory."
+    ),
+    "graph_capture": (
+        "Lower --cuda-graph-max-bs or --mem-fraction-static; start once with "
+        "--disable-cuda-graph to confirm the capture is the problem."
+    ),
+    "scheduler_died": (
+        "A scheduler process died without a Python error: exit code -9 is usually the host's OOM "
+        "killer (`dmesg -T | grep -i oom`: lower --hicache-size or add host memory), -11 or -6 a "
+        "crash in native code (NCCL, a kernel); see the lines before it."
+    ),
+}
 
 
 def next_step(failure: Failure, startup: Startup) -> str:
@@ -26,28 +140,38 @@ def next_step(failure: Failure, startup: Startup) -> str:
             "smaller quantization; from 0.5.14 speculative draft weights count against it too."
         )
     if kind == "not_enough_memory":
+        return _not_enough_step(failure, startup, mfs_text)
+    if kind == "out_of_memory":
+        return _oom_step(failure, mfs_text)
+    if kind in _FIXED_STEPS:
+        return _FIXED_STEPS[kind]
+    where = f" ({failure.cause[:120]})" if failure.cause else ""
+    if failure.phase is not None and failure.phase.endswith("graph"):
         return (
-            f"Raise --mem-fraction-static{mfs_text}: after the weights nothing was left for the KV "
-            "cache at this value. Check `kvtop --once` for the minimum viable value."
+            f"The CUDA-graph capture raised an error{where}: start once with --disable-cuda-graph "
+            "to confirm, then report it with the traceback."
         )
-    if kind == "cuda_oom":
+    if failure.phase == SERVING and failure.cause is None:
         return (
-            f"Lower --mem-fraction-static{mfs_text} to leave more room for activations and CUDA "
-            "graphs, or lower --cuda-graph-max-bs / --chunked-prefill-size; check that no other "
-            "process uses the GPU."
+            "The server crashed while serving and the log does not name the cause (the "
+            "traceback's last line): read it (journalctl -u UNIT -n 200) before changing settings."
         )
-    if kind == "host_memory":
+    if failure.phase == SERVING:
         return (
-            "Lower --hicache-ratio or --hicache-size (the host KV cache is allocated once per rank), "
-            "or free host memory."
+            f"The server crashed while serving{where}, not for a memory setting (no out-of-memory "
+            "error): restart it, and report the error with its traceback and, if known, the "
+            "request that triggered it."
         )
-    if kind == "graph_capture":
+    if kind == "warmup" or failure.phase == "warmup":
         return (
-            "Lower --cuda-graph-max-bs or --mem-fraction-static; start once with "
-            "--disable-cuda-graph to confirm the capture is the problem."
+            f"The model loaded but the warmup request failed{where}: check that the server's port "
+            "is reachable (no proxy in between) and read the scheduler's lines above it."
         )
-    if kind == "warmup":
-        return "The model loaded but the warmup request failed: read the error lines above it."
+    if failure.cause is not None:
+        return (
+            f"Fix what the error names ({failure.cause[:160]}), then start again; the lines "
+            "before it in the log say what SGLang was doing."
+        )
     return "Read the traceback that follows this line in the log (journalctl -u UNIT -n 200)."
 
 
@@ -133,9 +257,13 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
     if startup.state == "stopped":
         # Issue 14 §2: a stop is no failure; the report says when and by what line.
         found.append(f"the server was stopped: {(startup.stopped_by or 'a shutdown line')[:200]}")
-    if startup.failure is not None:
+    failure = startup.failure
+    if failure is not None:
+        said = failure.reported[:300]
+        oom = oom_text(failure.oom)
         found.append(
-            f"startup failed: {startup.failure.message[:200]} — {next_step(startup.failure, startup)}"
+            f"{failure_title(failure)}: {said}{f' ({oom})' if oom else ''} — "
+            f"{next_step(failure, startup)}"
         )
     loop = crash_loop(startup)
     if loop is not None:
@@ -148,13 +276,15 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
     found += _imbalance_findings(startup)
     if explanation is None:
         return found
+    # A start that failed has no "free after startup" to speak of (issue 14 §5).
+    started = failure is None or failure.phase == SERVING
     found += [
         finding
         for finding in (
             _over_budget_finding(explanation),
             _state_slots_finding(explanation),
             _reserve_finding(explanation),
-            _higher_mfs_finding(explanation),
+            _higher_mfs_finding(explanation) if started else None,
         )
         if finding is not None
     ]

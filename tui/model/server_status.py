@@ -102,7 +102,12 @@ def server_status(startup: Startup, now: datetime) -> ServerStatus:
     restart_text = loop.text if loop is not None else None
     if startup.state == FAILED:
         kind = startup.failure.kind.replace("_", " ") if startup.failure else "error"
-        return ServerStatus(FAILED, f"failed: {kind}", restarts, None, restart_text)
+        phase = startup.failure.phase if startup.failure else None
+        if phase == "serving":
+            text = f"crashed while serving: {kind}"
+            return ServerStatus(FAILED, text, restarts, None, restart_text)
+        where = f" in {phase}" if phase else ""
+        return ServerStatus(FAILED, f"failed: {kind}{where}", restarts, None, restart_text)
     if startup.state == STOPPED:
         return ServerStatus(STOPPED, stopped_text(startup), restarts, None, restart_text)
     if startup.state == READY:

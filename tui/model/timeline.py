@@ -7,6 +7,7 @@ from datetime import datetime
 
 from tui.model.insights import next_step
 from tui.sglang.events import Failure
+from tui.sglang.failures import SERVING
 from tui.sglang.startup import Phase, Startup
 
 
@@ -72,15 +73,18 @@ def _phase_row(name: str, model: str, members: list[tuple[str, Phase]]) -> _Date
 
 def _failure_row(failure: Failure, startup: Startup) -> _Dated:
     prefix = failure.prefix
+    what = failure.kind.replace("_", " ")
+    if failure.phase:  # "out of memory in decode graph", "scheduler exception while serving"
+        what += " while serving" if failure.phase == SERVING else f" in {failure.phase}"
     row = EventRow(
         time_text=prefix.time_text or "",
         ranks=prefix.rank or "server",
-        what=failure.kind.replace("_", " "),
+        what=what,
         delta_gib=None,
         avail_gib=None,
         duration_s=None,
         failure=True,
-        message=failure.message,
+        message=failure.reported,  # the line and the cause its traceback named, literally
         next_step=next_step(failure, startup),
     )
     return prefix.timestamp or prefix.time_text or "", row

@@ -12,7 +12,7 @@ from tui.model.formula import DraftBudgetRule, WhatIf
 from tui.model.memory import MemoryBreakdown
 from tui.model.model_config import CellSize
 from tui.model.sizing import RankSizing
-from tui.sglang.events import RANK_TAGS, BatchStats, Summary
+from tui.sglang.events import RANK_TAGS, BatchStats, Failure, OomSizes, Summary
 from tui.sglang.lifecycle import crash_loop, phase_in_progress
 from tui.sglang.startup import ModelMemory, RankStartup
 
@@ -72,7 +72,7 @@ def _rank_json(rank: RankStartup) -> dict[str, object]:
         "draft": None if draft is None else _model_json(draft),
         "host_kv_gb": rank.host_kv_gb,
         "host_kv_tokens": rank.host_kv_tokens,
-        "failure": rank.failure.message if rank.failure else None,
+        "failure": rank.failure.shown if rank.failure else None,
         "phases": [
             {
                 "time": p.time_text,
@@ -129,13 +129,26 @@ def _lifecycle_json(report: Analysis) -> dict[str, object]:
     }
 
 
+def _oom_json(failure: Failure | None) -> dict[str, object] | None:
+    """`{"tried_gib", "free_gib", "total_gib"}` of an out-of-memory failure (null: not logged)."""
+    if failure is None or failure.kind != "out_of_memory":
+        return None
+    oom = failure.oom or OomSizes()
+    return {"tried_gib": oom.tried_gib, "free_gib": oom.free_gib, "total_gib": oom.total_gib}
+
+
 def _startup_json(report: Analysis) -> dict[str, object]:
     startup = report.startup
     failure = startup.failure
     return {
         "state": startup.state,
-        "failure": failure.message if failure else None,
+        # The cause a traceback named (its last exception line), else the failure line itself.
+        "failure": failure.shown if failure else None,
         "failure_kind": failure.kind if failure else None,
+        "failure_line": failure.message if failure else None,
+        "failed_phase": failure.phase if failure else None,
+        "oom": _oom_json(failure),
+        "minimum_viable_mfs": report.minimum_viable_mfs,
         "next_step": report.next_step,
         "restarts": startup.restarts,
         "started_at": startup.first_time.isoformat(sep=" ") if startup.first_time else None,

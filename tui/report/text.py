@@ -14,10 +14,13 @@ from tui.model.deployment import Snapshot
 from tui.model.deployment_shape import deployment_shape
 from tui.model.formula import version_text
 from tui.model.identity import mismatch_text
+from tui.model.insights import oom_text
 from tui.model.kv_usage import kv_usage, load_from_batch, load_from_metrics, load_line, source_text
 from tui.model.server_status import stopped_text
 from tui.model.sizing import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
 from tui.sglang.control_chars import make_visible
+from tui.sglang.events import Failure
+from tui.sglang.failures import SERVING
 from tui.sglang.lifecycle import crash_loop, phase_in_progress
 from tui.sglang.startup import STOPPED, RankStartup, Startup
 
@@ -61,6 +64,8 @@ def state_words(startup: Startup) -> str:
     09:12:03 after 2h14m ready`, `ready`, `failed`."""
     if startup.state == STOPPED:
         return stopped_text(startup)
+    if startup.failure is not None and startup.failure.phase == SERVING:
+        return "failed while serving"  # a crash after ready, not a failed start (issue 14 §1)
     step = phase_in_progress(startup)
     if step is None:
         return startup.state
@@ -334,6 +339,26 @@ def _formula(report: Analysis) -> RenderableType:
     return Group(*spaced)
 
 
+def _failure_block(report: Analysis, failure: Failure) -> list[RenderableType]:
+    """What failed (the line and the cause its traceback named, literally), where, what next."""
+    title = "CRASHED while serving" if failure.phase == SERVING else "FAILED"
+    facts = [f"kind: {failure.kind.replace('_', ' ')}"]
+    if failure.phase:
+        facts.append(f"phase: {failure.phase}")
+    oom = oom_text(failure.oom)
+    if oom:
+        facts.append(f"out of memory: {oom}")
+    if failure.profiled_tokens is not None:
+        facts.append(f"profiled KV capacity: {failure.profiled_tokens:,} tokens")
+    if report.minimum_viable_mfs is not None:
+        facts.append(f"minimum viable mem_fraction_static: {report.minimum_viable_mfs:.4f}")
+    return [
+        _text(f"{title}: {failure.reported[:600]}", style="bold red"),
+        _text("  " + " · ".join(facts)),
+        _text(f"next step: {report.next_step}"),
+    ]
+
+
 def render(report: Analysis) -> Group:
     startup = report.startup
     parts: list[RenderableType] = [
@@ -346,11 +371,7 @@ def render(report: Analysis) -> Group:
     if rejected is not None:
         parts += [Text(""), rejected]
     if startup.failure is not None:
-        parts += [
-            Text(""),
-            _text(f"FAILED: {startup.failure.message[:400]}", style="bold red"),
-            _text(f"next step: {report.next_step}"),
-        ]
+        parts += [Text(""), *_failure_block(report, startup.failure)]
     if not report.ranks:
         parts += [
             Text(""),

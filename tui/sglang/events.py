@@ -292,8 +292,23 @@ class ShutdownProgress(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class OomSizes:
+    """An out-of-memory error's numbers in GiB, each None where the message does not give it."""
+
+    tried_gib: float | None = None
+    free_gib: float | None = None
+    total_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Failure(Event):
-    """A line that means the server failed (or is about to): kind says which family."""
+    """A line that means the server failed (or is about to): kind says which family.
+
+    `cause` is the final exception line of the traceback that followed (the tracker fills it in
+    as the traceback's lines arrive), or the line itself when it is such an exception line;
+    `phase` is the startup phase in progress when it failed ("serving" after ready), set by the
+    tracker. `exception_line`: the line is a bare `ExcType: message` line of a traceback.
+    """
 
     kind: str = "error"
     mem_fraction_static: float | None = None
@@ -301,6 +316,58 @@ class Failure(Event):
     min_viable: float | None = None
     requested_gb: float | None = None
     free_gb: float | None = None
+    oom: OomSizes | None = None
+    profiled_tokens: int | None = None  # "larger than the profiled value -N": the profiled N
+    exception_line: bool = False
+    cause: str | None = None
+    phase: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """What to show for it: the cause when a traceback named one, else the line."""
+        return self.cause or self.message
+
+    @property
+    def reported(self) -> str:
+        """The reporting line and its cause as one sentence (`Scheduler hit an exception: X`)."""
+        if self.cause == self.message:
+            return self.message
+        head = self.message
+        cut = head.find("Traceback (most recent call last)")
+        if cut < 0:
+            return self.message if self.cause is None else f"{head} {self.cause}"
+        head = head[:cut].rstrip()
+        if self.cause is None:
+            head = head.removesuffix(":")  # the traceback's last line did not arrive (yet)
+            return f"{head} (the traceback's last line is not in the log)"
+        return f"{head} {self.cause}" if head else self.cause
+
+
+# --- tracebacks: the lines after a failure line, unprefixed (one log record) ---------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TracebackStart(Event):
+    """`Traceback (most recent call last):` on a line of its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class TracebackChained(Event):
+    """`During handling of the above exception...` / `The above exception was the direct cause...`."""
+
+
+@dataclass(frozen=True, slots=True)
+class TracebackFrame(Event):
+    """`  File "...", line N, in NAME`; `entry` when NAME is a process's outermost frame."""
+
+    entry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ExceptionLine(Event):
+    """A bare `ExcType: message` (or `ExcType`) line: a traceback's last line, if one is open."""
+
+    exc_type: str = ""
 
 
 # --- runtime batch lines ------------------------------------------------------------------------

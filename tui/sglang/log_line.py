@@ -259,7 +259,8 @@ def _capture(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     graph = (match.group("graph") or "decode").strip()
     phase = match.group("phase")
     if phase == "failed":
-        return ev.Failure(prefix, msg, kind="graph_capture")
+        # Out of memory when it says so, else graph_capture.
+        return _failure(prefix, msg) or ev.Failure(prefix, msg[:2000], kind="graph_capture")
     if phase == "begin":
         return ev.GraphCaptureBegin(
             prefix, msg, role=role, graph=graph, avail_gib=_gib(_avail(msg))
@@ -571,18 +572,105 @@ _min_viable = _field(r"minimum viable = [^=]*= " + _NUM)
 _host_req = _field(r"Requesting " + _NUM + r" GB")
 _host_free = _field(r"only have " + _NUM + r" GB")
 
+# Out of memory on any backend (reference f.1): PyTorch's caching allocator (CUDA, HIP, NPU,
+# XPU), allocations outside it ("CUDA error: out of memory"), HIP's and Triton's own words.
+# Not the scheduler's logical-pool texts ("Decode out of memory happened" is a retraction).
+_OOM_NEEDLES: tuple[str, ...] = (
+    "CUDA out of memory",
+    "HIP out of memory",
+    "NPU out of memory",
+    "XPU out of memory",
+    "OutOfMemoryError",
+    "CUDA error: out of memory",
+    "HIP error: out of memory",
+    "hipErrorOutOfMemory",
+    "Triton Error [CUDA]: out of memory",
+)
+
 # Failure texts are matched anywhere in a message: they also arrive inside traceback lines that
 # carry no prefix (`RuntimeError: Not enough memory...`, `torch.OutOfMemoryError: CUDA out of...`).
+# Out of memory comes first: graph capture wraps a torch OOM ("Capture cuda graph failed: CUDA
+# out of memory...").
 _FAILURES: tuple[tuple[str, str], ...] = (
+    *((needle, "out_of_memory") for needle in _OOM_NEEDLES),
     ("Loaded weights leave no GPU memory", "no_memory_for_kv"),
     ("Not enough memory. Please try to increase", "not_enough_memory"),
     ("Not enough host memory available", "host_memory"),
-    ("CUDA out of memory", "cuda_oom"),
     ("Capture cuda graph failed", "graph_capture"),
     ("Capture CUDA graph failed", "graph_capture"),
+    ("Capture prefill CUDA graph failed", "graph_capture"),
+    ("Capture CPU graph failed", "graph_capture"),
     ("Scheduler hit an exception", "scheduler_exception"),
+    ("hit an exception: ", "exception"),  # TpModelWorkerClient, DetokenizerManager, ...
     ("Initialization failed. warmup error", "warmup"),
+    ("scheduler is dead", "scheduler_died"),  # `Rank 0 scheduler is dead.` (0.4.6-0.5.8)
+    ("scheduler died during initialization", "scheduler_died"),  # 0.5.10+
 )
+
+# "Tried to allocate 448.00 MiB. GPU 7 has a total capacity of 95.00 GiB of which 3.19 MiB is
+# free." (torch >= 2.1), "(GPU 0; 2.00 GiB total capacity; ...; 0 bytes free; ...)" (older
+# torch, NPU). Whitespace between words may be any run (a terminal's wrapping kept in a paste).
+_SIZE = r"(\d+(?:\.\d+)?)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
+_UNIT_GIB = {"bytes": 1 / (1 << 30), "B": 1 / (1 << 30), "KiB": 1 / (1 << 20), "KB": 1 / (1 << 20)}
+_UNIT_GIB |= {"MiB": 1 / 1024, "MB": 1 / 1024, "GiB": 1.0, "GB": 1.0, "TiB": 1024.0, "TB": 1024.0}
+_OOM_TRIED = re.compile(r"Tried\s+to\s+allocate\s+" + _SIZE)
+_OOM_NEW = re.compile(
+    r"total\s+capac(?:i)?ty\s+of\s+" + _SIZE + r"\s+of\s+which\s+" + _SIZE + r"\s+is\s+free"
+)
+_OOM_OLD_TOTAL = re.compile(_SIZE + r"\s+total\s+capacity")
+_OOM_OLD_FREE = re.compile(r"; " + _SIZE + r"\s+free\b")
+
+
+def _size_gib(match: re.Match[str] | None, at: int = 1) -> float | None:
+    if match is None:
+        return None
+    value = _gib(match.group(at))
+    return None if value is None else round(value * _UNIT_GIB[match.group(at + 1)], 6)
+
+
+def _oom_sizes(msg: str) -> ev.OomSizes:
+    new = _OOM_NEW.search(msg)
+    if new is not None:
+        total, free = _size_gib(new, 1), _size_gib(new, 3)
+    else:
+        total, free = _size_gib(_OOM_OLD_TOTAL.search(msg)), _size_gib(_OOM_OLD_FREE.search(msg))
+    return ev.OomSizes(tried_gib=_size_gib(_OOM_TRIED.search(msg)), free_gib=free, total_gib=total)
+
+
+# A traceback's last line: `torch.OutOfMemoryError: CUDA out of memory...`, `EOFError`. Only at the
+# start of a line without a prefix; log levels (uvicorn's bare `INFO:     ...`) are not types.
+_EXCEPTION_RE = re.compile(r"(?:[A-Za-z_]\w{0,99}\.){0,8}[A-Za-z_]\w{0,99}(?=: |:$|$)")
+# A type logged without a message (`EOFError`, `KeyboardInterrupt`) must look like one.
+_BARE_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit", "Iteration", "Timeout", "Warning")
+_NOT_TYPES = frozenset({"INFO", "WARNING", "WARN", "ERROR", "DEBUG", "CRITICAL", "NOTICE"})
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAINED = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+# A process's outermost frame: an uncaught exception there ended the process (`python -m`,
+# a console script, a multiprocessing child), not one a handler logged and survived.
+_ENTRY_FRAME_RE = re.compile(
+    r'^ {2}File ".*", line \d+, in (?:<module>|_run_module_as_main|_bootstrap)$'
+)
+
+
+# The journal's own header on lines saved with `journalctl -u UNIT > log` (short and short-iso
+# formats): `Dec 01 10:00:00 host python3[1234]: `, `2026-12-01T10:00:00+0000 host sglang[1]: `.
+_JOURNAL_HEADER_RE = re.compile(
+    r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^ ]{0,12})"
+    r" [^ ]{1,255} [^ :\[]{1,255}(?:\[\d{1,10}\])?: "
+)
+
+
+def _exception_type(msg: str) -> str | None:
+    match = _EXCEPTION_RE.match(msg)
+    if match is None or match.group(0) in _NOT_TYPES:
+        return None
+    name = match.group(0)
+    if match.end() == len(msg) and not name.endswith(_BARE_SUFFIXES):
+        return None
+    return name
 
 
 def _failure(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
@@ -597,8 +685,29 @@ def _failure(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
                 min_viable=_number(_min_viable(msg)),
                 requested_gb=_gib(_host_req(msg)),
                 free_gb=_gib(_host_free(msg)),
+                oom=_oom_sizes(msg) if kind == "out_of_memory" else None,
+                exception_line=not prefix.has_prefix and _exception_type(msg) is not None,
             )
     return None
+
+
+def _traceback_part(prefix: ev.LinePrefix, line: str) -> ev.Event | None:
+    """A line of a traceback record: unprefixed; None for any other line."""
+    if prefix.has_prefix:
+        return None
+    if line.startswith('  File "'):
+        return ev.TracebackFrame(prefix, line[:1000], entry=_ENTRY_FRAME_RE.match(line) is not None)
+    msg = line.strip()
+    if msg == _TRACEBACK:
+        return ev.TracebackStart(prefix, msg)
+    if msg in _CHAINED:
+        return ev.TracebackChained(prefix, msg)
+    if line[:1].isspace():
+        return None
+    exc_type = _exception_type(msg)
+    if exc_type is None:
+        return None
+    return ev.ExceptionLine(prefix, msg[:2000], exc_type=exc_type)
 
 
 def normalize(line: str | bytes) -> str:
@@ -670,10 +779,21 @@ def parse_line(line: str | bytes) -> ev.Event | None:
     Never raises on any input: bad bytes, NULs, huge lines and garbage are skipped or cut.
     """
     text = normalize(line)
-    if not text or _ANY_KNOWN.search(text) is None:
+    if not text:
         return None
+    if text[0] != "[" and (header := _JOURNAL_HEADER_RE.match(text)) is not None:
+        text = text[header.end() :]  # `journalctl -u UNIT > log`: a traceback line behind it
+        if not text:
+            return None
+    if _ANY_KNOWN.search(text) is None:
+        # A traceback's own lines: `Traceback (...)`, frames, the final `ExcType: message`.
+        if text[0] == "[" or (_EXCEPTION_RE.match(text) is None and text[0] not in " TD"):
+            return None
+        return _traceback_part(ev.NO_PREFIX, make_visible(text))
     text = make_visible(text)  # no event carries a control character to a screen
     prefix, message = split_prefix(text)
+    if not prefix.has_prefix and message[:1].isspace():
+        return _traceback_part(prefix, message)  # a traceback's source line quoting a failure text
     refused: list[tuple[str, str]] = []
     _refused.items = refused
     try:

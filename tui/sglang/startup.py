@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from tui.sglang import events as ev
 from tui.sglang import lifecycle
+from tui.sglang.failures import (
+    MAX_CAUSE_CHARS,
+    TEARDOWN,
+    OpenTraceback,
+    capacity_failure,
+    counts_as_cause,
+    exception_type,
+    explained,
+    failed_phase,
+    frame_phase,
+    last_phase,
+    launcher_failure,
+    opens_traceback,
+    text_phase,
+)
 from tui.sglang.server_args import ServerArgs
 from tui.sglang.version_hint import UNKNOWN, VersionRange, narrow
 
@@ -312,6 +327,11 @@ class Startup:
     earlier: tuple[lifecycle.StartRecord, ...] = ()
 
     @property
+    def failed_phase(self) -> str | None:
+        """The phase in progress when the start failed ("serving" after ready): failures.py."""
+        return self.failure.phase if self.failure is not None else None
+
+    @property
     def stopping(self) -> bool:
         """A shutdown began (its time may be unknown: a bare KeyboardInterrupt)."""
         return self.stop_how is not None
@@ -347,6 +367,19 @@ def _note_rejected(startup: Startup, event: ev.Event) -> None:
             )
 
 
+def _phase_of(
+    startup: Startup, event: ev.Failure, hint: str | None = None
+) -> tuple[str | None, bool]:
+    """The phase a failure hit, and whether the log's phase lines said so (then a traceback's
+    frames cannot change it). Later failures of a failed start are its echoes: its phase."""
+    if startup.failure is not None:
+        return startup.failure.phase, True
+    phase = failed_phase(startup, event)
+    if phase is not None:
+        return phase, True
+    return text_phase(event.message) or hint or last_phase(startup, event), False
+
+
 def _seconds_between(start: datetime | None, end: datetime | None) -> float | None:
     if start is None or end is None:
         return None
@@ -362,6 +395,7 @@ class StartupTracker:
         self.previous: Startup | None = None
         self.lines_seen = 0
         self.changes = 0  # bumped by every event: lets a live view re-analyse only on change
+        self._traceback: OpenTraceback | None = None  # the traceback being read (failures.py)
 
     # -- entry point ----------------------------------------------------------------------------
     def feed(self, event: ev.Event) -> None:
@@ -708,16 +742,111 @@ class StartupTracker:
         )
 
     def _on_failure(self, startup: Startup, event: ev.Failure) -> None:
+        tb = self._traceback
+        if event.exception_line and tb is not None and tb.startup is startup and tb.awaiting:
+            self._on_exception_line(startup, event)  # the cause of the traceback being read
+            return
+        phase, settled = _phase_of(startup, event)
+        failure = replace(event, phase=phase, cause=event.message if event.exception_line else None)
+        self._record_failure(startup, failure)
+        owned = opens_traceback(failure)
+        self._traceback = OpenTraceback(
+            startup, failure, owned=owned, awaiting=owned, settled=settled
+        )
+
+    def _record_failure(self, startup: Startup, failure: ev.Failure) -> None:
         startup.state = FAILED
         if startup.failure is None:
-            startup.failure = event
+            startup.failure = failure
         if len(startup.failures) < _MAX_FAILURES:
-            startup.failures.append(event)
+            startup.failures.append(failure)
         # Main-process lines carry no rank tag; only tie a failure to a rank that exists or is named.
-        if event.prefix.rank or "" in startup.ranks:
-            rank = self._rank(startup, event.prefix)
+        if failure.prefix.rank or "" in startup.ranks:
+            rank = self._rank(startup, failure.prefix)
             if rank.failure is None:
-                rank.failure = event
+                rank.failure = failure
+
+    @staticmethod
+    def _replace_failure(startup: Startup, old: ev.Failure, new: ev.Failure) -> None:
+        if startup.failure is old:
+            startup.failure = new
+        for i in range(len(startup.failures) - 1, -1, -1):  # at most _MAX_FAILURES
+            if startup.failures[i] is old:
+                startup.failures[i] = new
+                break
+        rank = startup.ranks.get(old.prefix.rank)
+        if rank is not None and rank.failure is old:
+            rank.failure = new
+
+    # -- tracebacks (unprefixed lines after a failure line; failures.py) ------------------------
+    def _on_traceback_start(self, startup: Startup, event: ev.TracebackStart) -> None:
+        tb = self._traceback
+        if tb is not None and tb.startup is startup and tb.awaiting and tb.entry is None:
+            return  # the header right after `... hit an exception:` on a line of its own
+        if tb is not None and tb.startup is startup and not tb.awaiting and tb.chained:
+            tb.awaiting, tb.chained, tb.entry = True, False, None  # the next of a chain
+            return
+        self._open_traceback(startup)
+
+    def _open_traceback(self, startup: Startup, *, entry: bool | None = None) -> OpenTraceback:
+        """A traceback no failure line began: it explains the latest failure when that has no
+        cause yet (`Rank 0 scheduler is dead` then an EOFError traceback), else it stands alone."""
+        tb = self._traceback
+        latest = startup.failures[-1] if startup.failures else None
+        if latest is not None and latest.cause is None and (tb is None or tb.failure is latest):
+            self._traceback = OpenTraceback(startup, latest, owned=False, entry=entry)
+        else:
+            self._traceback = OpenTraceback(startup, None, owned=False, entry=entry, settled=False)
+        return self._traceback
+
+    def _on_traceback_chained(self, startup: Startup, event: ev.TracebackChained) -> None:
+        tb = self._traceback
+        if tb is not None and tb.startup is startup:
+            tb.chained = True
+
+    def _on_traceback_frame(self, startup: Startup, event: ev.TracebackFrame) -> None:
+        tb = self._traceback
+        if tb is None or tb.startup is not startup or not tb.awaiting:
+            # Frames without their header: an excerpt that begins inside a traceback. Its first
+            # frame seen need not be the outermost, so it never counts as an uncaught one.
+            tb = self._open_traceback(startup, entry=False)
+        if tb.entry is None:
+            tb.entry = event.entry
+        if tb.hint is None:
+            tb.hint = frame_phase(event.message)
+
+    def _on_exception_line(self, startup: Startup, event: ev.Failure | ev.ExceptionLine) -> None:
+        tb = self._traceback
+        if tb is None or tb.startup is not startup or not tb.awaiting:
+            return
+        tb.awaiting = False
+        exc_type = exception_type(event)
+        if tb.failure is None:  # a traceback no failure line announced
+            if startup.stopping:
+                return  # a process torn down by the shutdown, not a failure of the server
+            if isinstance(event, ev.Failure):  # a failure text (`RuntimeError: Not enough memory`)
+                self._on_failure_line_alone(startup, event, tb)
+            elif tb.entry and exc_type not in TEARDOWN:  # uncaught: a `raise` in the launcher
+                self._on_failure_line_alone(startup, launcher_failure(event), tb)
+            return
+        if not counts_as_cause(tb, exc_type):
+            return
+        new = explained(tb, event)
+        self._replace_failure(startup, tb.failure, new)
+        tb.failure, tb.has_cause = new, True
+        first = startup.failure
+        if first is not None and first.cause is None and opens_traceback(first):
+            # The first report's traceback never named its cause (cut, or another rank's record
+            # written into it): the start failed with the first cause that is known.
+            startup.failure = new
+
+    def _on_failure_line_alone(
+        self, startup: Startup, event: ev.Failure, tb: OpenTraceback
+    ) -> None:
+        phase, tb.settled = _phase_of(startup, event, tb.hint)
+        failure = replace(event, phase=phase, cause=event.message[:MAX_CAUSE_CHARS])
+        self._record_failure(startup, failure)
+        tb.failure, tb.has_cause = failure, True
 
     def _on_batch(self, startup: Startup, event: ev.BatchStats) -> None:
         startup.latest_batch[event.prefix.rank] = event
@@ -728,6 +857,9 @@ class StartupTracker:
 
     def _on_capped(self, startup: Startup, event: ev.MaxTotalTokensCapped) -> None:
         startup.max_total_tokens_capped = event
+        if event.profiled_tokens is not None and event.profiled_tokens <= 0:
+            # SGLang's profiled KV capacity is not positive: it refuses to start (f.1).
+            self._on_failure(startup, capacity_failure(event))
 
     def _on_unbalanced(self, startup: Startup, event: ev.UnbalancedMemory) -> None:
         if len(startup.unbalanced_warnings) < 20:
@@ -756,6 +888,10 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.ShutdownBegun: StartupTracker._on_shutdown,
     ev.ShutdownProgress: StartupTracker._on_shutdown_progress,
     ev.Failure: StartupTracker._on_failure,
+    ev.TracebackStart: StartupTracker._on_traceback_start,
+    ev.TracebackChained: StartupTracker._on_traceback_chained,
+    ev.TracebackFrame: StartupTracker._on_traceback_frame,
+    ev.ExceptionLine: StartupTracker._on_exception_line,
     ev.BatchStats: StartupTracker._on_batch,
     ev.MaxRunningRequestsReset: StartupTracker._on_reset,
     ev.MaxTotalTokensCapped: StartupTracker._on_capped,
