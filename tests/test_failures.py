@@ -267,7 +267,7 @@ def test_loaded_weights_leave_no_memory_0_5_14() -> None:
     )
     startup = _startup_json([*LOADED, SCHED_FAILED, TRACE, cause])
     assert startup["failure"] == cause
-    assert startup["failure_kind"] == "no_memory_for_kv"
+    assert startup["failure_kind"] == "not_enough_memory"
     assert startup["minimum_viable_mfs"] == pytest.approx(0.9399)
     assert startup["failed_phase"] == "memory pool"
 

@@ -494,7 +494,7 @@ CASES: list[tuple[str, str, type, dict[str, object]]] = [
         + "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88. Raise --mem-fraction-static above 0.911 (minimum viable = 1 - available/pre = 0.9112). If using speculative decoding, draft weights are now counted.",
         ev.Failure,
         {
-            "kind": "no_memory_for_kv",
+            "kind": "not_enough_memory",
             "mem_fraction_static": 0.88,
             "raise_above": 0.911,
             "min_viable": 0.9112,

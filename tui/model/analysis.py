@@ -34,7 +34,7 @@ class Analysis:
     insights: tuple[str, ...]
     next_step: str | None
     version: tuple[int, ...] | None
-    # A start refused for memory (not_enough_memory / no_memory_for_kv): the mfs at which the KV
+    # A start refused for memory (not_enough_memory): the mfs at which the KV
     # cache gets 0 GiB, from SGLang's hint or the log's free-memory readings; else None.
     minimum_viable_mfs: float | None = None
 
@@ -92,6 +92,6 @@ def analyse(
 
 def _minimum_viable(startup: Startup) -> float | None:
     failure = startup.failure
-    if failure is None or failure.kind not in ("not_enough_memory", "no_memory_for_kv"):
+    if failure is None or failure.kind != "not_enough_memory":
         return None
     return minimum_viable_mfs(failure, startup)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tui import fmt
 from tui.model.sizing import SAFE_HEADROOM_GIB, SizingExplanation, pre_load_free
-from tui.sglang.events import Failure, OomSizes
+from tui.sglang.events import NO_MEMORY_FOR_KV, Failure, OomSizes
 from tui.sglang.failures import SERVING
 from tui.sglang.lifecycle import crash_loop
 from tui.sglang.startup import Startup
@@ -133,7 +133,7 @@ def next_step(failure: Failure, startup: Startup) -> str:
     mfs = failure.mem_fraction_static or (args.mem_fraction_static if args else None)
     mfs_text = f" (now {mfs:g})" if mfs is not None else ""
     kind = failure.kind
-    if kind == "no_memory_for_kv":
+    if kind == "not_enough_memory" and NO_MEMORY_FOR_KV in failure.message:
         above = f" above {failure.raise_above:.3f}" if failure.raise_above is not None else ""
         return (
             f"Raise --mem-fraction-static{above}{mfs_text}, or give the model more GPUs or a "

@@ -300,6 +300,11 @@ class OomSizes:
     total_gib: float | None = None
 
 
+# SGLang 0.5.14+'s refusal when the weights leave nothing for the KV cache (kind
+# "not_enough_memory", like the older "Not enough memory" refusal; its words date the version).
+NO_MEMORY_FOR_KV = "Loaded weights leave no GPU memory"
+
+
 @dataclass(frozen=True, slots=True)
 class Failure(Event):
     """A line that means the server failed (or is about to): kind says which family.

@@ -593,7 +593,7 @@ _OOM_NEEDLES: tuple[str, ...] = (
 # out of memory...").
 _FAILURES: tuple[tuple[str, str], ...] = (
     *((needle, "out_of_memory") for needle in _OOM_NEEDLES),
-    ("Loaded weights leave no GPU memory", "no_memory_for_kv"),
+    (ev.NO_MEMORY_FOR_KV, "not_enough_memory"),
     ("Not enough memory. Please try to increase", "not_enough_memory"),
     ("Not enough host memory available", "host_memory"),
     ("Capture cuda graph failed", "graph_capture"),

@@ -116,7 +116,7 @@ def _host_kv(event: ev.HostKvAllocated) -> Evidence | None:
 
 
 def _failure(event: ev.Failure) -> Evidence | None:
-    if event.kind == "no_memory_for_kv":
+    if ev.NO_MEMORY_FOR_KV in event.message:
         return (0, 5, 14), NEWEST, "`Loaded weights leave no GPU memory` failure"
     return None
 
