@@ -166,7 +166,7 @@ mount -t tmpfs tmpfs /run/log
 mount -t tmpfs tmpfs /var/log/journal
 {journald} &
 JPID=$!
-for _ in $(seq 200); do [ -S /run/systemd/journal/stdout ] && break; sleep 0.025; done
+for _ in $(seq 800); do [ -S /run/systemd/journal/stdout ] && break; sleep 0.025; done
 [ -S /run/systemd/journal/stdout ] || {{ echo "journald did not start" >&2; exit 3; }}
 # journald takes _SYSTEMD_UNIT from the writer's cgroup and _SYSTEMD_INVOCATION_ID from this link.
 mkdir -p /run/systemd/units
@@ -260,8 +260,8 @@ READ_BACK = textwrap.dedent(
                 if len(got) >= want:
                     return
 
-        try:
-            await asyncio.wait_for(collect(), timeout=5)
+        try:  # a hang guard: it returns as soon as it has the lines it waits for
+            await asyncio.wait_for(collect(), timeout=20)
         except asyncio.TimeoutError:
             pass
         source.close()

@@ -350,14 +350,14 @@ def test_real_journald_end_to_end() -> None:
 {pj.writer(first)}
 "$PYTHON" {work / "read_back.py"} "$UNIT" {len(first) + len(second)} {ready} > {out} &
 READER=$!
-for _ in $(seq 200); do [ -e {ready} ] && break; sleep 0.025; done
+for _ in $(seq 800); do [ -e {ready} ] && break; sleep 0.025; done
 # As systemd does on a restart: a new invocation id for the unit's next process.
 ln -sfn {invocation(11)} "/run/systemd/units/invocation:$UNIT"
 {pj.writer(second)}
 wait $READER
 cat {out}
 """
-        done = pj.run(script)
+        done = pj.run(script, timeout_s=60.0)
     assert done.returncode == 0, done.stderr
     result = read_back_result(done.stdout)
     assert result["backend"] == "python"
