@@ -167,7 +167,7 @@ def test_startup_failed_is_critical() -> None:
     failed = log_snapshot(FAILED_LOG)
     alerts = evaluate(failed)
     assert alerts[0].level == CRITICAL and alerts[0].kind == "startup_failed"
-    assert "no memory for kv" in alerts[0].text and "mem-fraction-static" in alerts[0].text
+    assert "not enough memory" in alerts[0].text and "mem-fraction-static" in alerts[0].text
 
 
 def test_a_startup_in_progress_too_long() -> None:

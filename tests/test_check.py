@@ -146,7 +146,7 @@ def test_warning_from_a_config_file_given_with_config(home: Path, tmp_path: Path
 def test_critical_when_the_startup_failed(home: Path) -> None:
     code, words, _ = check("--log-file", FAILED_LOG, "--no-gpus", "--no-metrics", config_home=home)
     assert code == 2
-    assert words.startswith("KVTOP CRITICAL - startup failed (no memory for kv)")
+    assert words.startswith("KVTOP CRITICAL - startup failed (not enough memory): ValueError")
 
 
 def test_critical_when_kv_usage_is_over_the_critical_threshold(home: Path) -> None:
