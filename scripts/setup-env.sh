@@ -8,27 +8,44 @@ extras="${1:-}"
 python="${PYTHON:-python3}"
 begun=$SECONDS
 
-if ! command -v "$python" >/dev/null 2>&1; then
-  echo "kvtop setup: $python not found. Install Python 3.10 or newer (apt-get install python3)." >&2
-  exit 1
+# Reinstall only when pyproject.toml changed or more extras are wanted (a no-op install still
+# costs seconds): the stamp holds pyproject.toml's hash and the extras installed with it, and
+# an environment set up for the tests ("test") serves the demo ("") as it is.
+stamp=".venv/.kvtop-installed"
+hash="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+have="$(cat "$stamp" 2>/dev/null || true)"
+install=1
+if [ "${have%% *}" = "$hash" ] && { [ -z "$extras" ] || [ "${have#* }" = "$extras" ]; }; then
+  install=0
 fi
-if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
-  echo "kvtop setup: kvtop needs Python 3.10 or newer; $python is $("$python" -V 2>&1)." >&2
-  exit 1
-fi
+venv=0
+[ -x .venv/bin/python ] || venv=1
 
-# What the build needs, checked by capability rather than by package name:
-# systemd-python compiles against libsystemd (pkg-config, gcc, Python headers); venv needs ensurepip.
-# README.md's "System packages" table lists each package added here (tests/test_setup_scripts.py).
+# On a ready environment none of this runs (the demo starts sooner): only a build needs it.
 missing=()
-command -v gcc >/dev/null 2>&1 || missing+=(gcc)
-command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
-pkg-config --exists libsystemd 2>/dev/null || missing+=(libsystemd-dev)
-"$python" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
-"$python" - <<'PY' 2>/dev/null || missing+=(python3-dev)
+if [ "$venv" = 1 ] || [ "$install" = 1 ]; then
+  if ! command -v "$python" >/dev/null 2>&1; then
+    echo "kvtop setup: $python not found. Install Python 3.10 or newer (apt-get install python3)." >&2
+    exit 1
+  fi
+  if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    echo "kvtop setup: kvtop needs Python 3.10 or newer; $python is $("$python" -V 2>&1)." >&2
+    exit 1
+  fi
+
+  # What the build needs, checked by capability rather than by package name:
+  # systemd-python compiles against libsystemd (pkg-config, gcc, Python headers); venv needs
+  # ensurepip. README.md's "System packages" table lists each package added here
+  # (tests/test_setup_scripts.py checks it).
+  command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+  command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+  pkg-config --exists libsystemd 2>/dev/null || missing+=(libsystemd-dev)
+  "$python" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+  "$python" - <<'PY' 2>/dev/null || missing+=(python3-dev)
 import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))
 PY
+fi
 
 # The tests also use real systemd parts: journal files written by systemd-journal-remote and a
 # private systemd-journald (tests that need them skip, saying why, when they are absent).
@@ -43,19 +60,6 @@ if [ ${#missing[@]} -gt 0 ] && ! { [ "$(id -u)" = 0 ] && command -v apt-get >/de
   echo "Install them first, e.g.: sudo apt-get install -y ${missing[*]}" >&2
   exit 1
 fi
-
-# Reinstall only when pyproject.toml changed or more extras are wanted (a no-op install still
-# costs seconds): the stamp holds pyproject.toml's hash and the extras installed with it, and
-# an environment set up for the tests ("test") serves the demo ("") as it is.
-stamp=".venv/.kvtop-installed"
-hash="$(sha256sum pyproject.toml | cut -d' ' -f1)"
-have="$(cat "$stamp" 2>/dev/null || true)"
-install=1
-if [ "${have%% *}" = "$hash" ] && { [ -z "$extras" ] || [ "${have#* }" = "$extras" ]; }; then
-  install=0
-fi
-venv=0
-[ -x .venv/bin/python ] || venv=1
 
 steps=$(( (${#missing[@]} > 0) + venv + install ))
 step=0
