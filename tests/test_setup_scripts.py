@@ -4,6 +4,7 @@ says what pip is doing (scripts/pip_progress.py) while pip's own output goes to 
 from __future__ import annotations
 
 import os
+import pty
 import re
 import subprocess
 import sys
@@ -69,8 +70,8 @@ def test_progress_follows_a_real_pip_log() -> None:
     assert progress.installed == 19  # ... and kvtop itself
 
 
-def _run_with_pip_replaying(tmp_path: Path, status: int) -> subprocess.CompletedProcess[str]:
-    """pip_progress.py over a `pip` module that replays the real log and exits with STATUS.
+def _fake_pip(tmp_path: Path, status: int) -> dict[str, str]:
+    """An environment whose `python -m pip` replays the real log and exits with STATUS.
 
     A stand-in for pip because the real one needs a package index and 10-60 s; it is found
     first through PYTHONPATH, as `python -m pip` looks it up."""
@@ -83,23 +84,23 @@ def _run_with_pip_replaying(tmp_path: Path, status: int) -> subprocess.Completed
         "print('args:', *sys.argv[1:])\n"
         f"sys.exit({status})\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(fake.parent))
+    return dict(os.environ, PYTHONPATH=str(fake.parent))
+
+
+def _command(tmp_path: Path) -> list[str]:
+    script = str(ROOT / "scripts" / "pip_progress.py")
+    pip_args = ["install", "-e", "."]
+    return [sys.executable, script, str(tmp_path / "pip.log"), "kvtop setup [2/2]", "--", *pip_args]
+
+
+def _run_with_pip_replaying(tmp_path: Path, status: int) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "pip_progress.py"),
-            str(tmp_path / "pip.log"),
-            "kvtop setup [2/2]",
-            "--",
-            "install",
-            "-e",
-            ".",
-        ],
+        _command(tmp_path),
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
         timeout=60,
-        env=env,
+        env=_fake_pip(tmp_path, status),
     )
 
 
@@ -127,3 +128,39 @@ def test_pip_progress_passes_on_a_failure(tmp_path: Path) -> None:
     assert result.returncode == 3
     assert "done" not in result.stderr
     assert (tmp_path / "pip.log").read_text().endswith("args: install -e .\n")
+
+
+def test_pip_progress_in_a_terminal_rewrites_one_line(tmp_path: Path) -> None:
+    """With stderr on a terminal (a real pty) the stage line is rewritten in place and erased
+    at the end, leaving the one "done" line."""
+    controller, terminal = pty.openpty()
+    try:
+        with subprocess.Popen(
+            _command(tmp_path),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=terminal,
+            env=_fake_pip(tmp_path, 0),
+        ) as process:
+            os.close(terminal)
+            out = b""
+            while chunk := _read(controller):
+                out += chunk
+            assert process.wait(timeout=60) == 0
+    finally:
+        os.close(controller)
+    text = out.decode()
+    pieces = text.split("\r\x1b[K")
+    assert len(pieces) >= 3, text  # rewritten at least once, then erased
+    assert "installing 19 packages into .venv" in text
+    assert re.fullmatch(
+        r"kvtop setup \[2/2\]: done, 19 packages installed in \d+ s\r?\n", pieces[-1]
+    )
+
+
+def _read(fd: int) -> bytes:
+    """What the pty gives, b"" once the writer has closed it (Linux raises EIO then)."""
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return b""
