@@ -85,12 +85,38 @@ def _reader(stream, lines: queue.Queue[str | None]) -> None:
     lines.put(None)
 
 
+def _follow(pip: subprocess.Popen[str], log, label: str, progress: Progress) -> None:
+    """Copy pip's output to the log until it ends, saying the stage on stderr as it goes."""
+    tty = sys.stderr.isatty()
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_reader, args=(pip.stdout, lines), daemon=True).start()
+    start = said = time.monotonic()
+    while True:
+        try:
+            line = lines.get(timeout=1.0)
+        except queue.Empty:
+            line = ""
+        if line is None:
+            break
+        log.write(line)
+        changed = progress.feed(line) if line else False
+        now = time.monotonic()
+        if tty:
+            text = f"{label}: {progress.text} · {now - start:.0f} s"
+            sys.stderr.write("\r\x1b[K" + text[: _columns() - 1])
+            sys.stderr.flush()
+        elif changed or now - said >= HEARTBEAT_S:
+            print(f"{label}: {progress.text} · {now - start:.0f} s", file=sys.stderr)
+            said = now
+    if tty:
+        sys.stderr.write("\r\x1b[K")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     log_path, label, pip_args = argv[0], argv[1], argv[3:]
-    tty = sys.stderr.isatty()
     start = time.monotonic()
     env = dict(os.environ, PYTHONUNBUFFERED="1", PIP_PROGRESS_BAR="off")
     progress = Progress()
@@ -103,33 +129,17 @@ def main(argv: list[str]) -> int:
             errors="replace",
             env=env,
         )
-        lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_reader, args=(pip.stdout, lines), daemon=True).start()
-        said = time.monotonic()
-        while True:
-            try:
-                line = lines.get(timeout=1.0)
-            except queue.Empty:
-                line = ""
-            if line is None:
-                break
-            log.write(line)
-            changed = progress.feed(line) if line else False
-            now = time.monotonic()
-            if tty:
-                text = f"{label}: {progress.text} · {now - start:.0f} s"
-                sys.stderr.write("\r\x1b[K" + text[: _columns() - 1])
-                sys.stderr.flush()
-            elif changed or now - said >= HEARTBEAT_S:
-                print(f"{label}: {progress.text} · {now - start:.0f} s", file=sys.stderr)
-                said = now
-        status = pip.wait()
-    elapsed = time.monotonic() - start
-    if tty:
-        sys.stderr.write("\r\x1b[K")
+        try:
+            _follow(pip, log, label, progress)
+            status = pip.wait()
+        except KeyboardInterrupt:  # Ctrl-C reaches pip too (same process group): let it stop
+            pip.wait()
+            print(f"\n{label}: stopped; run it again to finish the install.", file=sys.stderr)
+            return 130
     if status == 0:
         count = progress.installed
         what = _count(count) if count is not None else "nothing new"
+        elapsed = time.monotonic() - start
         print(f"{label}: done, {what} installed in {elapsed:.0f} s", file=sys.stderr)
     return status
 

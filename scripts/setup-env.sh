@@ -85,8 +85,12 @@ if [ "$install" = 1 ]; then
   [ -n "$extras" ] && spec=".[${extras}]"
   say "installing kvtop${extras:+ with [$extras]} and its dependencies into .venv (under a minute the first time; pip's output: .venv/pip-install.log)"
   # pip's chatter goes to the log, summarised on stderr; the log is shown only when pip fails.
-  if ! .venv/bin/python scripts/pip_progress.py .venv/pip-install.log "kvtop setup [$step/$steps]" \
-    -- install -e "$spec"; then
+  status=0
+  .venv/bin/python scripts/pip_progress.py .venv/pip-install.log "kvtop setup [$step/$steps]" \
+    -- install -e "$spec" || status=$?
+  if [ "$status" = 130 ]; then # Ctrl-C: pip_progress said so; no stamp, so the next run redoes it
+    exit 130
+  elif [ "$status" != 0 ]; then
     cat .venv/pip-install.log >&2
     echo "kvtop setup: pip install failed (log above, also in .venv/pip-install.log)." >&2
     exit 1
