@@ -378,6 +378,14 @@ def test_demo_script_without_a_terminal_prints_the_report() -> None:
     assert result.returncode == 0, result.stderr
     assert "no terminal here" in result.stderr
     assert "159,277" in result.stdout
+    # What the scripts say goes to stderr (on a prepared env only the demo's line; a set-up
+    # step, if one was due, says "kvtop setup"); the report alone goes to stdout.
+    said = result.stderr.splitlines()
+    assert said[-1].startswith("kvtop demo: no terminal here"), said
+    assert all(line.startswith(("kvtop setup", "kvtop demo")) for line in said), said
+    assert "kvtop setup" not in result.stdout
+    assert "kvtop demo" not in result.stdout
+    assert "159,277" not in result.stderr
 
 
 def test_no_arguments(command: list[str]) -> None:
