@@ -7,7 +7,8 @@
   (8 ranks side by side fit 80 columns where 12 fields do not);
 - blocks: one block per record, a field a line, when not even two records fit side by side.
 `Hanging` wraps a sentence at word boundaries with a hanging indent.
-A cell is never cut or replaced by "…": if a single word is wider than the whole width it folds.
+A cell is never cut or replaced by "…"; a word wider than the whole line keeps its own line
+(print with crop=False so the console does not cut it either).
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ class FitTable:
             cells = [row[i] for row in self.rows]
             if column.wrap:
                 words = max([_widest_word(c) for c in cells] + [_widest_word(Text(column.name))])
-                total += max(words, min(WRAP_MIN, max(_widest_line(c) for c in cells)))
+                widest = max([cell_len(column.label)] + [_widest_line(c) for c in cells])
+                total += max(words, min(WRAP_MIN, widest))
             else:
                 total += max([header] + [_widest_line(c) for c in cells])
         return total
@@ -209,23 +211,16 @@ class FitTable:
 
 def wrap_offsets(plain: str, width: int, hang: int) -> list[tuple[int, int]]:
     """(start, end) of each line of `plain` wrapped at word boundaries: the first line `width`
-    cells, the others `width - hang`; a word wider than its line is folded."""
+    cells, the others `width - hang`. A word wider than a line (a long path, a URL) gets a line
+    of its own and is never split, so it can still be copied whole."""
     lines: list[tuple[int, int]] = []
     start = 0
-    end = None  # the end of the last word that fits on the current line
+    end = None  # the end of the last word on the current line
     room = width
     for word in _WORD.finditer(plain):
         if end is not None and cell_len(plain[start : word.end()]) > room:
             lines.append((start, end))
-            start, end, room = word.start(), None, max(1, width - hang)
-        while cell_len(plain[start : word.end()]) > room and end is None:
-            cut = start + 1
-            while cell_len(plain[start : cut + 1]) <= room:
-                cut += 1
-            if cut >= word.end():
-                break
-            lines.append((start, cut))
-            start, room = cut, max(1, width - hang)
+            start, room = word.start(), max(1, width - hang)
         end = word.end()
     lines.append((start, end if end is not None else len(plain)))
     return lines
@@ -246,9 +241,9 @@ class Hanging:
             indent = min(lead + self.hang, max(0, width // 2))
             piece = self.text[offset : offset + len(line)]
             for n, (start, end) in enumerate(wrap_offsets(line, width, indent)):
-                out = piece[start:end]
-                out.no_wrap = True
-                yield Text(" " * indent).append_text(out) if n else out
+                out = Text(" " * indent if n else "").append_text(piece[start:end])
+                out.no_wrap, out.overflow = True, "ignore"  # a word wider than the line stays
+                yield out
             offset += len(line) + 1
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

@@ -440,7 +440,7 @@ def render_body(report: Analysis) -> list[RenderableType]:
 
 def print_report(report: Analysis, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False)
-    console.print(render(report))
+    console.print(render(report), crop=False)
 
 
 def _sources_line(snapshot: Snapshot) -> Text:
@@ -604,4 +604,4 @@ def _nvml_rejected(snapshot: Snapshot) -> str | None:
 
 def print_snapshot(snapshot: Snapshot, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False)
-    console.print(render_snapshot(snapshot))
+    console.print(render_snapshot(snapshot), crop=False)  # a long path stays whole
