@@ -102,10 +102,12 @@ class FitTable:
     def _fields(self) -> list[int]:
         return [i for i in range(len(self.columns)) if i not in (self.key, self.aside)]
 
-    def _heading(self, row: list[Text]) -> Text:
+    def _heading(self, row: list[Text], stacked: bool = True) -> Text:
+        """The record's name over its column: "GPU 0"; a rank's tags one a line ("DP0" over
+        "TP0"), so that side by side the columns cannot be misread."""
         key = row[self.key].plain
         prefix = self.key_prefix if key.isdigit() else ""
-        return Text(prefix + key)
+        return Text(prefix + ("\n".join(key.split()) if stacked else key))
 
     def _record_width(self, row: list[Text]) -> int:
         cells = [row[i] for i in self._fields()] + [self._heading(row)]
@@ -174,14 +176,16 @@ class FitTable:
             count = f" (all {len(values)})" if len(values) > 1 else ""
             return [Hanging(Text(f"{label}: ").append_text(values[0]).append(count))]
         return [
-            Hanging(Text(f"{self._heading(row).plain} {label}: ").append_text(row[self.aside]))
+            Hanging(
+                Text(f"{self._heading(row, False).plain} {label}: ").append_text(row[self.aside])
+            )
             for row in self.rows
         ]
 
     def _blocks(self) -> list[RenderableType]:
         lines: list[RenderableType] = []
         for row in self.rows:
-            lines.append(Text(self._heading(row).plain, style="bold"))
+            lines.append(Text(self._heading(row, stacked=False).plain, style="bold"))
             for i, column in enumerate(self.columns):
                 if i == self.key:
                     continue
