@@ -95,3 +95,31 @@ async def test_formula_screen_keeps_every_number(size: tuple[int, int]) -> None:
         assert any(label.search(line) for line in lines), step.label
     for name, value in explanation.reserve_spent:
         assert _row(lines, name, f"{value:.2f}"), (name, value, text)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_gpu_rows_keep_their_numbers(size: tuple[int, int]) -> None:
+    """The overview's GPU rows: used/total, free, util, temperature and power whole for every
+    GPU (the bar gives up its width first)."""
+    snapshot = demo_snapshot()
+    app = make_app(snapshot)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, "the GPU rows", lambda: "95.6" in screen_text(app))
+        lines = screen_text(app).split("\n")
+    for view in snapshot.gpus:
+        s = view.sample
+        numbers = [
+            f"{fmt.gib(s.used_gib)}/{fmt.gib(s.total_gib)}",
+            fmt.gib(view.memory.free_gib),
+            fmt.pct(s.utilization_pct),
+            f"{s.temperature_c}C",
+            f"{s.power_w:.0f}W",
+        ]
+        row = [line for line in lines if _in_order(line.split(), numbers)]
+        assert row, (numbers, lines)
+        assert not CUT.search(row[0])
+
+
+def _in_order(tokens: list[str], wanted: list[str]) -> bool:
+    n = len(wanted)
+    return any(tokens[i : i + n] == wanted for i in range(len(tokens) - n + 1))
