@@ -108,7 +108,9 @@ async def test_enter_opens_gpu_detail_and_escape_returns() -> None:
         assert "load weights" in text and "93.20" in text and "215.0 s" in text
         assert "log TP3" in text and "Load weight end" in text  # where a number comes from
         assert "derived: NVML total − pre-load free" in text
-        assert "41203" in text  # the rank's process
+        body = app.screen.query_one("#detail-body")  # the processes: below the breakdown
+        body.scroll_end(animate=False)
+        await until(pilot, "the processes", lambda: "41203" in screen_text(app))
         await pilot.press("j")  # next GPU without leaving the detail
         assert app.screen.gpu_index == 4
         assert "phase waterfall (TP4)" in screen_text(app)

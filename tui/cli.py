@@ -17,6 +17,10 @@ from tui import __version__
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 # `--once` stopped by a signal before its report (128 + the signal's number, as shells do).
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+# The text report's width: --width, else the terminal's (or $COLUMNS); a pipe without COLUMNS
+# gets 80, what a ticket, an e-mail or a CI log shows without scrolling.
+PIPE_WIDTH = 80
+MIN_WIDTH, MAX_WIDTH = 40, 1000
 MAX_REQUEST_LEN = 100_000_000  # far beyond any model's context; keeps the arithmetic finite
 
 
@@ -34,6 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--json", action="store_true", help="with --once: print JSON (schema kvtop/1)"
+    )
+    parser.add_argument(
+        "--width",
+        metavar="COLUMNS",
+        type=int,
+        help=f"with --once (text): lay the report out for COLUMNS columns ({MIN_WIDTH}-{MAX_WIDTH}; "
+        f"default: the terminal's width, or $COLUMNS, or {PIPE_WIDTH} in a pipe)",
     )
     parser.add_argument(
         "--check",
@@ -227,7 +238,7 @@ def run_once(args: argparse.Namespace) -> int:
         print(f"kvtop: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     try:
-        _write_report(snapshot, as_json=args.json)
+        _write_report(snapshot, as_json=args.json, width=args.width)
         sys.stdout.flush()
     except BrokenPipeError:
         raise
@@ -236,7 +247,26 @@ def run_once(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _write_report(snapshot, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def report_width(requested: int | None) -> int:
+    """The text report's width: `requested` (--width), else the terminal's width (Rich reads
+    $COLUMNS first), else $COLUMNS, else PIPE_WIDTH; never under MIN_WIDTH."""
+    from rich.console import Console
+
+    if requested is not None:
+        return requested
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    if terminal:
+        return max(MIN_WIDTH, Console().width)
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit():
+        return min(MAX_WIDTH, max(MIN_WIDTH, int(columns)))
+    return PIPE_WIDTH
+
+
+def _write_report(snapshot, as_json: bool, width: int | None = None) -> None:  # type: ignore[no-untyped-def]
     from rich.console import Console
 
     from tui.report.json_report import snapshot_json
@@ -254,7 +284,7 @@ def _write_report(snapshot, as_json: bool) -> None:  # type: ignore[no-untyped-d
         file=out,  # type: ignore[arg-type]
         highlight=False,
         soft_wrap=False,
-        width=max(100, Console().width),
+        width=report_width(width),
     )
     try:
         print_snapshot(snapshot, console)
@@ -304,6 +334,14 @@ def _option_problem(args: argparse.Namespace) -> str | None:
     """The first option (or combination) kvtop cannot run with, in words; None when all can."""
     rules = (
         (args.json and not args.once, "--json goes with --once"),
+        (
+            args.width is not None and (args.json or not args.once),
+            "--width goes with --once (the text report)",
+        ),
+        (
+            args.width is not None and not MIN_WIDTH <= args.width <= MAX_WIDTH,
+            f"--width takes columns from {MIN_WIDTH} to {MAX_WIDTH}",
+        ),
         (
             any(not 0 < v < 1 for v in args.what_if),
             "--what-if takes a mem_fraction_static between 0 and 1, e.g. 0.9",

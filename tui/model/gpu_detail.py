@@ -67,9 +67,20 @@ def _clock(phase: Phase) -> str:
 def _logged(rank: RankStartup, name: str, model: str = "target") -> str | None:
     for phase in reversed(rank.phases):
         if phase.name == name and phase.model == model:
-            text = phase.message if len(phase.message) <= 60 else phase.message[:59] + "…"
+            text = quoted(phase.message)
             return f"log {rank.rank} {_clock(phase)}: {text}"
     return None
+
+
+QUOTE_CHARS = 120  # a log line quoted as a number's source, cut after this (the screen wraps)
+
+
+def quoted(message: str, limit: int = QUOTE_CHARS) -> str:
+    """`message` up to `limit` characters, cut at a space so no number or word is split."""
+    if len(message) <= limit:
+        return message
+    cut = message.rfind(" ", 0, limit)
+    return message[: cut if cut > 0 else limit].rstrip(" ,;") + " …"
 
 
 def _graph_source(rank: RankStartup) -> str:

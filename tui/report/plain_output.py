@@ -7,8 +7,8 @@ import codecs
 from typing import TextIO
 
 # The report's own glyphs in ASCII. One character for one wherever a glyph can sit in a table
-# cell (Rich has laid the columns out already: "…" is Rich's own mark for a cut cell); the
-# prose-only signs get two or three. Rich draws its table boxes in ASCII by itself once the
+# cell (Rich has laid the columns out already; the report never cuts a cell, so "…" is only
+# ever a title's or a quoted line's); the prose-only signs get two or three. Rich draws its table boxes in ASCII by itself once the
 # stream's encoding is not UTF.
 GLYPHS = str.maketrans(
     {

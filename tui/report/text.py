@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from rich.console import Console, Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from tui import fmt
@@ -18,6 +17,7 @@ from tui.model.insights import oom_text
 from tui.model.kv_usage import kv_usage, load_from_batch, load_from_metrics, load_line, source_text
 from tui.model.server_status import stopped_text
 from tui.model.sizing import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
+from tui.report.reflow import FitColumn, FitTable, hang
 from tui.sglang.control_chars import make_visible
 from tui.sglang.events import Failure
 from tui.sglang.failures import SERVING
@@ -35,27 +35,44 @@ def _text(value: str, style: str = "") -> Text:
     return Text(_visible(value), style=style)
 
 
-def _table(*columns: str, gap: int = 2) -> Table:
-    """A borderless table; numeric columns (those with a unit or count) right-aligned, no wrapping;
-    `gap` spaces between columns (1 for the widest tables, so their headers fit 100 columns)."""
-    table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, gap - 1, 0, 1))
-    for name in columns:
-        left = name in {
-            "rank",
-            "time",
-            "model",
-            "phase",
-            "step",
-            "arithmetic",
-            "item",
-            "requests",
-            "tokens needed",
-        }
-        table.add_column(name, justify="left" if left else "right", no_wrap=name != "arithmetic")
-    return table
+# Columns of words (left-aligned); all others hold a number with its unit or a count (right).
+_WORD_COLUMNS = {
+    "rank",
+    "time",
+    "model",
+    "phase",
+    "step",
+    "arithmetic",
+    "item",
+    "requests",
+    "tokens needed",
+    "answer",
+    "name",
+}
+# Prose that may wrap at word boundaries inside its column; nothing else ever wraps or is cut.
+_WRAP_COLUMNS = {"arithmetic", "phase", "answer", "tokens needed", "requests"}
 
 
-def _titled(title: str, table: Table) -> Group:
+def _table(*columns: str, gap: int = 2, transpose: bool = True, **fit: object) -> FitTable:
+    """A borderless table that reflows to the console's width (tui.report.reflow): wide while
+    every column fits, else one column per record or one block per record; numeric columns
+    right-aligned and never cut; `gap` spaces between columns."""
+    return FitTable(
+        [
+            FitColumn(
+                name,
+                justify="left" if name in _WORD_COLUMNS else "right",
+                wrap=name in _WRAP_COLUMNS,
+            )
+            for name in columns
+        ],
+        gap=gap,
+        transpose=transpose,
+        **fit,  # type: ignore[arg-type]
+    )
+
+
+def _titled(title: str, table: RenderableType) -> Group:
     return Group(_text(title, style="bold"), table)
 
 
@@ -264,7 +281,9 @@ def _kv_pool(report: Analysis) -> Text:
 
 
 def _phases(rank: RankStartup) -> Group:
-    table = _table("time", "model", "phase", "free after GiB", "moved GiB", "took s")
+    table = _table(
+        "time", "model", "phase", "free after\nGiB", "moved\nGiB", "took s", transpose=False
+    )
     for p in rank.phases:
         if p.name.endswith(" begin"):
             continue
@@ -283,7 +302,7 @@ def _formula(report: Analysis) -> RenderableType:
     e = report.explanation
     if e is None:
         return _text("Formula: nothing to explain yet (no rank lines).")
-    steps = _table("step", "result", "arithmetic")
+    steps = _table("step", "result", "arithmetic", transpose=False)
     for s in e.steps:
         steps.add_row(_text(s.label), _text(s.result), _text(s.arithmetic))
     title = f"SGLang's KV sizing with this log's numbers · {e.rank_words()}"
@@ -298,9 +317,10 @@ def _formula(report: Analysis) -> RenderableType:
             "mfs",
             "tokens",
             "change",
-            "KV cache GiB",
-            f"{free_label(report.startup)} GiB",
-            "requests of context_len",
+            "KV cache\nGiB",
+            f"{free_label(report.startup)}\nGiB".replace(" startup", "\nstartup"),
+            "requests of\ncontext_len",
+            gap=1,
         )
         for w in e.what_ifs:
             change = f"{w.delta_tokens:+,}".replace("-", "−") + (
@@ -322,7 +342,7 @@ def _formula(report: Analysis) -> RenderableType:
             )
         parts.append(_titled("What if mem_fraction_static were…", table))
     if e.reverse:
-        table = _table("requests", "tokens needed", "answer")
+        table = _table("requests", "tokens needed", "answer", transpose=False)
         for s in e.reverse:
             table.add_row(s.label, s.arithmetic, s.result)
         parts.append(_titled("mem_fraction_static needed for…", table))
@@ -359,19 +379,28 @@ def _failure_block(report: Analysis, failure: Failure) -> list[RenderableType]:
     ]
 
 
-def render(report: Analysis) -> Group:
+def render_title(report: Analysis) -> list[RenderableType]:
+    """What the report says first: its title line with the state, the deployment, and the
+    verdict when the start failed (before any source or table)."""
     startup = report.startup
-    parts: list[RenderableType] = [
-        _header(report),
-        *_deployment(report),
-        Text(""),
-        _summary(report),
-    ]
+    parts: list[RenderableType] = [_header(report), *_deployment(report)]
+    if startup.failure is not None:
+        parts += [Text(""), *_failure_block(report, startup.failure)]
+    return parts
+
+
+def render(report: Analysis) -> Group:
+    """The log's report: its title and verdict, then its body (`render_body`)."""
+    return Group(*(hang(part) for part in [*render_title(report), *render_body(report)]))
+
+
+def render_body(report: Analysis) -> list[RenderableType]:
+    """The log's numbers, after the title: summary line, tables, formula, insights."""
+    startup = report.startup
+    parts: list[RenderableType] = [Text(""), _summary(report)]
     rejected = _rejected(report)
     if rejected is not None:
         parts += [Text(""), rejected]
-    if startup.failure is not None:
-        parts += [Text(""), *_failure_block(report, startup.failure)]
     if not report.ranks:
         parts += [
             Text(""),
@@ -380,7 +409,7 @@ def render(report: Analysis) -> Group:
                 "Point --log-file at the server's output (for example `journalctl -u UNIT > log`)."
             ),
         ]
-        return Group(*parts)
+        return parts
     parts += [Text(""), _memory_table(report), Text(""), _kv_pool(report)]
     reference = next(
         (
@@ -406,12 +435,12 @@ def render(report: Analysis) -> Group:
                 f"{load_line(load_from_batch(last))} · {startup.batch_lines:,} batch lines in the log"
             ),
         ]
-    return Group(*parts)
+    return parts
 
 
 def print_report(report: Analysis, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False)
-    console.print(render(report))
+    console.print(render(report), crop=False)
 
 
 def _sources_line(snapshot: Snapshot) -> Text:
@@ -461,7 +490,7 @@ def _gpu_table(snapshot: Snapshot) -> Group:
     ]
     if hybrid:  # the Mamba state and other caches beside the KV pool, after it
         headers.insert(8, "mamba +\ncaches")
-    table = _table(*headers)
+    table = _table(*headers, aside=2, key_prefix="GPU ")
     for view in snapshot.gpus:
         s, m = view.sample, view.memory
         draft = None
@@ -513,7 +542,10 @@ def _kv_source_line(snapshot: Snapshot) -> Text:
 
 
 def render_snapshot(snapshot: Snapshot) -> Group:
-    parts: list[RenderableType] = [_sources_line(snapshot)]
+    """The whole report: title and verdict first, then the sources, the GPUs and the log's
+    numbers; sentences wrap with a hanging indent and tables reflow to the console's width."""
+    parts: list[RenderableType] = [*render_title(snapshot.analysis), Text("")]
+    parts.append(_sources_line(snapshot))
     # Sources about another server: said first, in red where the console has colour.
     parts += [
         _text(f"mismatch: {line}", style="bold red") for line in mismatch_text(snapshot.mismatches)
@@ -544,8 +576,8 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     refused_gpu = _nvml_rejected(snapshot)
     if refused_gpu:
         parts.append(_text("rejected from NVML (not used, shown blank): " + refused_gpu))
-    parts += [Text(""), render(snapshot.analysis)]
-    return Group(*parts)
+    parts += render_body(snapshot.analysis)
+    return Group(*(hang(part) for part in parts))
 
 
 def _scrape_rejected(snapshot: Snapshot) -> list[str]:
@@ -572,4 +604,4 @@ def _nvml_rejected(snapshot: Snapshot) -> str | None:
 
 def print_snapshot(snapshot: Snapshot, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False)
-    console.print(render_snapshot(snapshot))
+    console.print(render_snapshot(snapshot), crop=False)  # a long path stays whole

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.padding import Padding
 from rich.table import Table
@@ -41,11 +42,16 @@ class Steps:
             yield table
             return
         for step in self.steps:
-            head = Table.grid(expand=True)
-            head.add_column(ratio=1)
-            head.add_column(justify="right")
-            head.add_row(Text(step.label, style="bold"), step.result)
-            yield head
+            if cell_len(step.label) + 1 + cell_len(step.result) > options.max_width:
+                # No room for both on one line: the result under its label, never cut.
+                yield Text(step.label, style="bold")
+                yield Padding(Text(step.result, overflow="fold"), (0, 0, 0, 2))
+            else:
+                head = Table.grid(expand=True)
+                head.add_column(ratio=1)
+                head.add_column(justify="right", no_wrap=True)
+                head.add_row(Text(step.label, style="bold"), step.result)
+                yield head
             yield Padding(Text(step.arithmetic), (0, 0, 0, 2))
 
 

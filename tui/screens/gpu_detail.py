@@ -47,10 +47,18 @@ def history_width(width: int) -> int:
     return max(MIN_HISTORY, width - HISTORY_LABEL - HISTORY_AFTER)
 
 
-def _table(*columns: tuple[str, str]) -> Table:
+def _table(*columns: tuple[str, str], gives: str | None = None) -> Table:
+    """A borderless table whose columns never wrap except `gives`, the one prose column that
+    wraps (or cuts its own text) when the screen is narrow, so that no number is cut."""
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for name, justify in columns:
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        table.add_column(
+            name,
+            justify=justify,  # type: ignore[arg-type]
+            no_wrap=name != gives,
+            ratio=1 if name == gives else None,
+            overflow="fold",
+        )
     return table
 
 
@@ -204,9 +212,10 @@ class GpuDetailScreen(ShowsState, Screen[None]):
 
     @staticmethod
     def _sources(detail: GpuDetail) -> Group:
-        table = _table(("item", "left"), ("GiB", "right"), ("where the number comes from", "left"))
-        for row in detail.breakdown:
-            table.add_row(row.item, fmt.gib(row.gib, 2), Text(row.source))
+        source = "where the number comes from"
+        table = _table(("item", "left"), ("GiB", "right"), (source, "left"), gives=source)
+        for row in detail.breakdown:  # the source wraps at words: its numbers stay whole
+            table.add_row(row.item, fmt.gib(row.gib, 2), Text(row.source, overflow="fold"))
         return Group(Text("breakdown", style="bold"), table)
 
     @staticmethod
@@ -220,6 +229,7 @@ class GpuDetailScreen(ShowsState, Screen[None]):
             ("whose", "left"),
             ("used GiB", "right"),
             ("command", "left"),
+            gives="command",
         )
         for p in procs:
             whose = "other process" if p.other else (p.rank or "server")
