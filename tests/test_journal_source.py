@@ -368,6 +368,33 @@ cat {out}
     assert result["restarts_seen"] == 1
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_directory_removed_before_following_is_said(tmp_path: Path, backend: str) -> None:
+    """The directory goes after the latest start was read and before following began (the
+    generator is held at its last line of the first read): the status says so all the same."""
+    directory = tmp_path / "journal"
+    build_two_runs(directory)
+    source = JournalSource("sglang-kimi", directory=str(directory), backend=backend)
+    lines = source.lines()
+    got = [(await asyncio.wait_for(lines.__anext__(), WAIT)).text for _ in RUN2]
+    assert got == RUN2
+    shutil.rmtree(directory)  # before the generator is asked for more
+    following = asyncio.ensure_future(lines.__anext__())
+
+    async def said() -> None:
+        while "was removed" not in (source.status or ""):
+            assert not following.done(), "the source ended or yielded with the directory gone"
+            await asyncio.sleep(0.01)
+
+    try:
+        await asyncio.wait_for(said(), WAIT)
+    finally:
+        source.close()
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        await lines.aclose()
+
+
 def cut_in_half(path: Path) -> int:
     """Cut a journal file in the middle (a disk that filled, a copy that stopped)."""
     size = path.stat().st_size

@@ -797,8 +797,10 @@ class JournalSource:
     async def _journal_dirs_back(self) -> bool:
         """Wait while the journal directory is removed (said in the status); False once closed."""
         removed = False
-        while not self._closed and await asyncio.to_thread(gone_roots, self._roots):
-            removed = True
+        while not self._closed and (gone := await asyncio.to_thread(gone_roots, self._roots)):
+            # Said here too: the directory may go between the first read and following, before
+            # journalctl -f ever ran (a removal it would have noticed).
+            removed, self.status = True, removed_sentence(self.unit, gone)
             await self._sleep(RETRY_S)
         if removed and not self._closed:
             self.status = None
