@@ -56,11 +56,21 @@ LAYERS = (
         (*PURE, "tui.view_state", "tui.widgets", "tui.screens.base"),
     ),
     Layer("terminal driver", ("tui.quiet_driver",), ()),
+    # The palette's Screenshot: writes the SVG the app exports (no Textual of its own).
+    Layer("screenshot file", ("tui.screenshot",), (), NO_UI),
     # The app runs on any SnapshotFeed: it knows neither the session nor the sources.
     Layer(
         "app",
         ("tui.app",),
-        (*PURE, "tui.view_state", "tui.widgets", "tui.screens", "tui.quiet_driver"),
+        (
+            *PURE,
+            "tui.view_state",
+            "tui.widgets",
+            "tui.screens",
+            "tui.quiet_driver",
+            "tui.config",  # the palette's Save theme to config
+            "tui.screenshot",
+        ),
     ),
     Layer("command line", ("tui.cli", "tui.__main__"), ("tui",)),
     Layer("package", ("tui", "tui.data"), (), NO_UI, exact=True),

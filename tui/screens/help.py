@@ -17,18 +17,61 @@ from tui.view_state import ViewState
 from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK
 
 KEYS = (
-    ("q", "quit"),
+    ("q / ctrl+q", "quit"),
     ("? / F1", "this help"),
     ("↑ ↓ / j k", "select a GPU (in GPU detail: the next or previous GPU)"),
+    ("PgUp / PgDn", "move the selection 8 GPUs up / down"),
+    ("Home / End", "select the first / the last GPU"),
+    (
+        "o",
+        "sort the GPUs: by index, free (least first), used (most first), temperature (hottest "
+        "first); the header marks the column with ▲ or ▼",
+    ),
     ("Enter", "GPU detail: phase waterfall, where each number comes from, processes, history"),
     ("Esc", "back"),
     ("f", "the formula: SGLang's KV sizing with live numbers, what-if and reverse questions"),
-    ("+ / -", "slower / faster refresh"),
+    (
+        "Tab",
+        "in the formula: the next field (its value selected: typing replaces it; 300k = "
+        "300,000 tokens); ↑ ↓ ±0.01 mem_fraction_static; PgUp / PgDn scroll the formula",
+    ),
+    ("+ / = / -", "slower / slower / faster refresh"),
     ("space", "pause the display (sources keep running, history keeps recording)"),
     ("c", "compact (one line per GPU, fewer panels) / full"),
     ("d", "dismiss the advisory note (ranks mapped by order): it stays listed here, under notes"),
-    ("ctrl+p", "command palette: every action by name"),
+    (
+        "ctrl+p",
+        "command palette: every action by name; Theme, Save theme to config (config.toml), "
+        "Screenshot (an SVG file, its path shown)",
+    ),
+    (
+        "mouse",
+        "click a GPU row: select it; double click: its GPU detail. Shift+drag selects text for "
+        "the terminal's copy (iTerm2: ⌥ Option+drag)",
+    ),
 )
+# How the help writes Textual's key names (tests check that every binding is listed).
+KEY_LABELS = {
+    "question_mark": "?",
+    "f1": "F1",
+    "down": "↓",
+    "up": "↑",
+    "pagedown": "PgDn",
+    "pageup": "PgUp",
+    "home": "Home",
+    "end": "End",
+    "enter": "Enter",
+    "escape": "Esc",
+    "plus": "+",
+    "equals_sign": "=",
+    "minus": "-",
+}
+
+
+def key_label(key: str) -> str:
+    return KEY_LABELS.get(key, key)
+
+
 MEANINGS = {
     "baseline": "in use before SGLang loaded anything (CUDA context, NCCL, other processes)",
     "other processes": "processes on the GPU that are not the server's, started after it "
