@@ -167,7 +167,7 @@ async def test_palette_offers_only_entries_that_work() -> None:
         assert "Maximize" not in titles and titles.count("Keys") == 1
         await _run_command(pilot, "Keys")  # kvtop's key list, not Textual's summary
         await until(pilot, "the help", lambda: isinstance(app.screen, HelpScreen))
-        assert "PgUp / PgDn" in screen_text(app)
+        assert "PgUp PgDn Home End" in screen_text(app)
 
 
 async def test_palette_screenshot_writes_an_svg_and_says_where(
@@ -302,9 +302,8 @@ async def test_the_help_shows_the_paging_keys(size: tuple[int, int]) -> None:
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         await pilot.press("question_mark")
-        await until(pilot, "the help", lambda: "PgUp / PgDn" in screen_text(app))
-        text = screen_text(app)
-        assert "Home / End" in text and "move the selection 8 GPUs" in text
+        await until(pilot, "the help", lambda: "PgUp PgDn Home End" in screen_text(app))
+        assert "select 8 GPUs up / down, the first / the last GPU" in screen_text(app)
 
 
 # -- mouse -------------------------------------------------------------------------------------

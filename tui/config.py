@@ -7,13 +7,11 @@ traceback; a missing default file is no file at all.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -304,23 +302,10 @@ def save_theme(
 
 
 def _write_whole(target: Path, text: str) -> None:
+    from tui.saved_files import replace_whole
+
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        mode = target.stat().st_mode & 0o7777 if target.exists() else None
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".config.toml.")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-            if mode is None:
-                umask = os.umask(0)
-                os.umask(umask)
-                mode = 0o666 & ~umask
-            os.chmod(temporary, mode)
-            os.replace(temporary, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        replace_whole(target, text)
     except OSError as exc:
         why = (exc.strerror or str(exc)).lower()
         raise ConfigError(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Protocol
+
+from tui.saved_files import create_new, temporary_directory
 
 
 class CanExport(Protocol):
@@ -28,7 +29,7 @@ def save_svg(app: CanExport, directory: str | None = None, now: float | None = N
     """Write the SVG in `directory` (default: the current directory, else the temporary
     directory when that one is not writable, e.g. / under systemd or a read-only home)."""
     name = screenshot_name(now)
-    places = [directory] if directory else [os.getcwd(), tempfile.gettempdir()]
+    places = [directory] if directory else [os.getcwd(), temporary_directory()]
     svg = app.export_screenshot()
     errors = []
     for place in places:
@@ -36,8 +37,7 @@ def save_svg(app: CanExport, directory: str | None = None, now: float | None = N
             named = name if attempt == 1 else name.replace(".svg", f"-{attempt}.svg")
             path = os.path.abspath(os.path.join(place, named))
             try:
-                with open(path, "x", encoding="utf-8") as handle:  # never overwrite a file
-                    handle.write(svg)
+                create_new(path, svg)  # never over a file
             except FileExistsError:
                 continue  # two in the same second: kvtop-…-2.svg
             except OSError as exc:
