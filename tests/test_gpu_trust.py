@@ -289,6 +289,7 @@ async def test_advisory_note_is_dismissed_and_kept_in_help(state: Path, procs) -
         app.feed.push(snapshot)  # a new refresh does not bring it back
         await pilot.press("question_mark")
         await until(pilot, "help", lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("end")  # the notes close the help, after every key: scroll to them
         await until(
             pilot,
             "the dismissed advisory listed in help",

@@ -47,7 +47,7 @@ LAYERS = (
         NO_UI,
     ),
     # The config file: pure reading; Textual only to check a theme's name.
-    Layer("config file", ("tui.config",), (*PURE, "tui.server_url"), ("rich",)),
+    Layer("config file", ("tui.config",), (*PURE, "tui.server_url", "tui.saved_files"), ("rich",)),
     Layer("widgets", ("tui.widgets",), (*PURE, "tui.view_state", "tui.widgets")),
     # Screens import the interface to the app (tui.screens.base), never the app or each other.
     Layer(
@@ -56,11 +56,23 @@ LAYERS = (
         (*PURE, "tui.view_state", "tui.widgets", "tui.screens.base"),
     ),
     Layer("terminal driver", ("tui.quiet_driver",), ()),
+    # The palette's Screenshot: the SVG the app exports, written by tui.saved_files.
+    Layer("screenshot file", ("tui.screenshot",), ("tui.saved_files",), NO_UI),
+    # The only module that writes files, when the operator asks (tests/test_read_only.py).
+    Layer("saved files", ("tui.saved_files",), (), NO_UI),
     # The app runs on any SnapshotFeed: it knows neither the session nor the sources.
     Layer(
         "app",
         ("tui.app",),
-        (*PURE, "tui.view_state", "tui.widgets", "tui.screens", "tui.quiet_driver"),
+        (
+            *PURE,
+            "tui.view_state",
+            "tui.widgets",
+            "tui.screens",
+            "tui.quiet_driver",
+            "tui.config",  # the palette's Save theme to config
+            "tui.screenshot",
+        ),
     ),
     Layer("command line", ("tui.cli", "tui.__main__"), ("tui",)),
     Layer("package", ("tui", "tui.data"), (), NO_UI, exact=True),

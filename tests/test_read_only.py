@@ -440,13 +440,29 @@ def scan(source: str, rel: str) -> list[str]:
     return found
 
 
+# The one module that writes files, each on the operator's request in the live view (the
+# palette's Screenshot and Save theme to config); docs/reliability.md says which.
+_ASKED_WRITES = "tui/saved_files.py"
+
+
 def test_static_scan_of_the_sources() -> None:
     files = sorted((ROOT / "tui").rglob("*.py"))
     assert len(files) > 30
     found = []
     for path in files:
         found += scan(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
-    assert found == []
+    assert [f for f in found if not f.startswith(_ASKED_WRITES + ":")] == []
+    # Even there: files only (no signal, process, socket or request).
+    asked = {f.split(": ", 1)[1] for f in found if f.startswith(_ASKED_WRITES + ":")}
+    assert asked <= {
+        "open() for writing (or a mode that is not a constant)",
+        ".mkdir()",
+        "tempfile.mkstemp()",
+        "tempfile.gettempdir()",
+        "os.chmod()",
+        "os.replace()",
+        "os.unlink()",
+    }
 
 
 def test_static_scan_catches_each_kind() -> None:

@@ -163,7 +163,7 @@ async def test_formula_typed_values_and_reverse_questions() -> None:
         screen.query_one("#tokens").value = ""
         await pilot.press(*"300k")
         answer = str(screen.query_one("#tokens-answer").render())
-        assert re.search(r"307,200 tokens in the KV cache: mem_fraction_static 0\.\d{3}", answer)
+        assert re.search(r"300,000 tokens in the KV cache: mem_fraction_static 0\.\d{3}", answer)
         screen.query_one("#requests").value = "4"
         screen.query_one("#length").value = ""
         screen.query_one("#length").focus()

@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
 from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
 from tui.model.deployment import Snapshot
+from tui.model.gpu_order import next_order
 from tui.screens.base import OpenGpuDetail, RequestLength, SelectGpu, ShowsState
 from tui.screens.overview import OverviewScreen
 from tui.view_state import ViewState, kv_facts, next_interval, status_facts
@@ -78,8 +79,10 @@ class KvtopApp(App[int]):
         host_name: str | None = None,
         theme: str | None = None,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
+        config_path: str | None = None,
     ) -> None:
         super().__init__()
+        self.config_path = config_path  # --config; None: the default file (Save theme writes it)
         if theme is not None:  # the config file's, checked against Textual's names (tui/config.py)
             self.theme = theme
         self.feed = feed
@@ -231,6 +234,30 @@ class KvtopApp(App[int]):
             self.state.dismissed_notes |= kinds
             self.show_state()
 
+    def action_gpu_order(self) -> None:
+        """o: the next GPU order (index, free, used, temperature); the selection stays."""
+        self.state.gpu_order = next_order(self.state.gpu_order)
+        self.show_state()
+
+    def action_save_screenshot(self) -> None:
+        """The screen as an SVG file named for the time, in the current directory (else the
+        temporary one); the toast says where (works over SSH: no browser, no Downloads)."""
+        from tui.screenshot import save_svg
+
+        saved = save_svg(self)
+        self.notify(saved.sentence, severity="information" if saved.path else "error", timeout=15)
+
+    def action_save_theme(self) -> None:
+        """Write `theme = "…"` into the config file, keeping its other keys and comments."""
+        from tui.config import ConfigError, save_theme
+
+        try:
+            path = save_theme(self.theme, self.config_path)
+        except ConfigError as exc:
+            self.notify(str(exc), severity="error", timeout=20)
+            return
+        self.notify(f'theme = "{self.theme}" saved in {path}', timeout=10)
+
     def action_toggle_compact(self) -> None:
         self.state.compact = not self.compact
         self.show_state()
@@ -254,7 +281,24 @@ class KvtopApp(App[int]):
             self.show_state()
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own entries are replaced: its Keys shows Textual's default key summary,
+        # and its Screenshot goes to a Downloads folder through the browser delivery.
+        yield SystemCommand(
+            "Theme", "Change the colours (Save theme keeps it)", self.action_change_theme
+        )
+        yield SystemCommand(
+            "Save theme to config", "Write theme = … into config.toml", self.action_save_theme
+        )
+        yield SystemCommand(
+            "Screenshot",
+            "Save this screen as an SVG file (the path is shown)",
+            self._screenshot_later,
+        )
+        yield SystemCommand("Keys", "kvtop's keys (the help view)", self.action_help)
+        yield SystemCommand(
+            "Sort GPUs", "Next order: index, free, used, temperature (o)", self.action_gpu_order
+        )
+        yield SystemCommand("Quit", "Quit kvtop (q)", self.action_quit)
         yield SystemCommand("GPU detail", "Drill into the selected GPU", self._detail_command)
         yield SystemCommand("Formula", "SGLang's KV sizing with live numbers", self.action_formula)
         yield SystemCommand("Help", "Keys, glyphs and sources", self.action_help)
@@ -273,6 +317,10 @@ class KvtopApp(App[int]):
         yield SystemCommand(
             "Faster refresh", "Shorter refresh interval (-)", lambda: self.action_interval(-1)
         )
+
+    def _screenshot_later(self) -> None:
+        # After the palette has closed, so the picture is of kvtop's screen, not the palette.
+        self.set_timer(0.1, self.action_save_screenshot)
 
     def _detail_command(self) -> None:
         while len(self.screen_stack) > 1:

@@ -204,6 +204,7 @@ def run_live(args: argparse.Namespace) -> int:
         request_len=args.request_len,
         compact=True if args.compact else None,
         theme=args.theme,
+        config_path=args.config,
         thresholds=args.thresholds,
     )
     result = app.run()

@@ -7,6 +7,7 @@ traceback; a missing default file is no file at all.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -239,3 +240,75 @@ def parse_config(text: str, name: str = "config.toml") -> Config:
         theme=_theme(where, data["theme"]) if "theme" in data else None,
         thresholds=_thresholds(where, data.get("thresholds", {})),
     )
+
+
+# -- saving the theme (the palette's "Save theme to config") ---------------------------------
+_STRING_VALUE = re.compile(
+    r"""^(?P<head>[^=]*=\s*)(?P<value>"(?:[^"\\\n]|\\.)*"|'[^'\n]*')(?P<tail>.*)$"""
+)
+
+
+def with_theme(text: str, theme: str) -> str:
+    """`text` (a config file) with `theme = "…"` set: the existing line's value replaced (its
+    comment kept), else a new line before the first table (top-level keys must come first)."""
+    line = f"theme = {json.dumps(theme)}"
+    lines = text.splitlines(keepends=True)
+    number = line_of(text, "theme")
+    if number is not None:
+        old = lines[number - 1]
+        match = _STRING_VALUE.match(old.rstrip("\r\n"))
+        if match is None:
+            raise ConfigError(
+                f"line {number} sets theme in a way kvtop cannot rewrite; write "
+                f"{line} there yourself"
+            )
+        ending = old[len(old.rstrip("\r\n")) :]
+        lines[number - 1] = match["head"] + json.dumps(theme) + match["tail"] + ending
+        return "".join(lines)
+    first_table = next((i for i, raw in enumerate(lines) if _HEADER.match(raw)), None)
+    if first_table is None:
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        return "".join([*lines, line + "\n"])
+    at = first_table
+    while at > 0 and not lines[at - 1].strip():
+        at -= 1  # after the last top-level line, before the blank lines that set the table off
+    return "".join([*lines[:at], line + "\n", *lines[at:]])
+
+
+def save_theme(
+    theme: str, path: str | None = None, environ: Mapping[str, str] = os.environ
+) -> Path:
+    """Set `theme` in the config file (`--config PATH`, else the default one, created with its
+    directory when missing); every other key and comment stays. Written whole or not at all
+    (a temporary file renamed over it); a symlinked file is written where the link points.
+    ConfigError: a sentence with what to do."""
+    file = Path(path) if path is not None else default_path(environ)
+    target = Path(os.path.realpath(file))
+    try:
+        text = target.read_text(encoding="utf-8") if target.exists() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot read {file} to save the theme: {why.lower()}") from None
+    try:
+        parse_config(text, str(file))  # never rewrite a file that is already wrong
+        new = with_theme(text, theme)
+        if parse_config(new, str(file)).theme != theme:
+            raise ConfigError(f"{file}: theme {theme!r} could not be saved")
+    except ConfigError as exc:
+        raise ConfigError(f"theme not saved: {exc} (fix the file, then save again)") from None
+    _write_whole(target, new)
+    return file
+
+
+def _write_whole(target: Path, text: str) -> None:
+    from tui.saved_files import replace_whole
+
+    try:
+        replace_whole(target, text)
+    except OSError as exc:
+        why = (exc.strerror or str(exc)).lower()
+        raise ConfigError(
+            f"cannot write {target}: {why}; check that directory's permissions, or give a "
+            "writable file with --config PATH"
+        ) from None

@@ -22,6 +22,7 @@ from tui.model.deployment import DEGRADED, GpuView, Snapshot, SourceHealth
 from tui.model.deployment import OK as SOURCE_OK
 from tui.model.formula import format_version
 from tui.model.freshness import is_fresh, stale_after_s, stale_age_s
+from tui.model.gpu_order import sorted_gpus
 from tui.model.history import History, Series
 from tui.model.kv_usage import KvUsage, kv_usage, source_text
 from tui.model.server_status import (
@@ -91,6 +92,8 @@ class ViewState:
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     # Kinds of advisory notes the operator dismissed (d): shown in the help view only.
     dismissed_notes: frozenset[str] = frozenset()
+    # The overview's GPU order (o cycles it; tui/model/gpu_order.py): "index", "free", ...
+    gpu_order: str = "index"
 
     @property
     def compact_now(self) -> bool:
@@ -101,8 +104,12 @@ class ViewState:
     def selected_position(self) -> int:
         """Where the selected GPU is in the snapshot's list; a GPU that left the list leaves the
         selection on the nearest one before it (0 without GPUs)."""
+        return position_of(self.shown_gpus(), self.selected_gpu)
+
+    def shown_gpus(self) -> tuple[GpuView, ...]:
+        """The snapshot's GPUs in the overview's order (the selection stays on its GPU)."""
         gpus = self.snapshot.gpus if self.snapshot is not None else ()
-        return position_of(gpus, self.selected_gpu)
+        return gpus if self.gpu_order == "index" else sorted_gpus(gpus, self.gpu_order)
 
     def selected_view(self) -> GpuView | None:
         """The selected GPU in the snapshot on screen, if it is there."""
@@ -130,7 +137,7 @@ def position_of(gpus: tuple[GpuView, ...], index: int | None) -> int:
 
 def step_selection(state: ViewState, step: int) -> int | None:
     """The NVML index `step` GPUs away from the selected one, clamped to the list."""
-    gpus = state.snapshot.gpus if state.snapshot is not None else ()
+    gpus = state.shown_gpus()
     if not gpus:
         return None
     position = max(0, min(len(gpus) - 1, state.selected_position() + step))

@@ -303,6 +303,11 @@ def what_if(
     else:
         rest_new = rest_gib(post_load_free_gib, pre_load_free_gib, mem_fraction_static_new)
     tokens = profiled_tokens(rest_new, cell_size_bytes, page_size, max_total_tokens)
+    formula_rest = rest_gib(post_load_free_gib, pre_load_free_gib, mem_fraction_static_new)
+    if formula_rest <= 0:
+        # At or under the minimum viable value SGLang stops ("Not enough memory", ≥0.5.14 "Loaded
+        # weights leave no GPU memory for the KV cache"), whatever the anchor's rounding gives.
+        tokens = min(tokens, profiled_tokens(formula_rest, cell_size_bytes, page_size))
     pool_tokens = max(tokens, 0)
     delta_tokens = pool_tokens - current_tokens
     delta_kv = delta_tokens * cell_size_bytes / GIB

@@ -95,6 +95,14 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
     return Group(*parts)  # type: ignore[arg-type]
 
 
+def _put(field: Input, text: str) -> None:
+    """A value kvtop sets (the start value, ↑/↓): selected while the field has focus, so what
+    is typed next replaces it (Textual selects only on focus, and the value came later)."""
+    field.value = text
+    if field.has_focus:
+        field.select_all()
+
+
 def _say(widget: Static, text: str | Text, warn: bool = False) -> None:
     """Answers are literal text; a warning is styled by the stylesheet (.answer.-warn)."""
     widget.update(Text(text) if isinstance(text, str) else text)
@@ -165,10 +173,10 @@ class FormulaScreen(ShowsState, ModalScreen[None]):
         if inputs is not None:
             if self.mfs is None:
                 self.mfs = tuning.clamp_mfs(inputs.mem_fraction_static + 0.02)
-                self.query_one("#mfs", Input).value = f"{self.mfs:.2f}"
+                _put(self.query_one("#mfs", Input), f"{self.mfs:.2f}")
             length = self.query_one("#length", Input)
             if not length.value:
-                length.value = str(inputs.context_len or state.request_len or 32768)
+                _put(length, str(inputs.context_len or state.request_len or 32768))
         self._answer_all()
 
     # -- questions ------------------------------------------------------------------------------
@@ -188,7 +196,7 @@ class FormulaScreen(ShowsState, ModalScreen[None]):
             return
         base = self.mfs if self.mfs is not None else inputs.mem_fraction_static
         self.mfs = tuning.clamp_mfs(base + steps * tuning.MFS_STEP)
-        self.query_one("#mfs", Input).value = f"{self.mfs:.2f}"
+        _put(self.query_one("#mfs", Input), f"{self.mfs:.2f}")
         self._answer_what_if()
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -220,14 +228,15 @@ class FormulaScreen(ShowsState, ModalScreen[None]):
         view = tuning.what_if_at(inputs, self.mfs)
         w = view.result
         text = Text()
-        if not w.would_start:
+        if not view.starts:
             _say(out, view.warning or "", warn=True)
             return
         change = f"{w.delta_tokens:+,} tokens".replace("-", "−")
         if w.delta_pct is not None:
             change += f" ({fmt.change_pct(w.delta_pct)})"
         text.append(
-            f"{self.mfs:.2f} → {w.tokens:,} tokens ({change}), KV cache {w.kv_pool_gib:.2f} GiB"
+            f"{tuning.mfs_text(self.mfs)} → {w.tokens:,} tokens ({change}), "
+            f"KV cache {w.kv_pool_gib:.2f} GiB"
         )
         text.append(f", reserve {w.reserve_gib:.2f} GiB")
         if w.requests_at_context is not None and inputs.context_len:

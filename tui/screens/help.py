@@ -17,18 +17,43 @@ from tui.view_state import ViewState
 from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK
 
 KEYS = (
-    ("q", "quit"),
+    ("q / ctrl+q", "quit"),
     ("? / F1", "this help"),
     ("↑ ↓ / j k", "select a GPU (in GPU detail: the next or previous GPU)"),
+    ("PgUp PgDn Home End", "select 8 GPUs up / down, the first / the last GPU"),
+    ("o", "sort the GPUs: by index, free, used, temperature (the header marks it ▲ or ▼)"),
     ("Enter", "GPU detail: phase waterfall, where each number comes from, processes, history"),
     ("Esc", "back"),
     ("f", "the formula: SGLang's KV sizing with live numbers, what-if and reverse questions"),
-    ("+ / -", "slower / faster refresh"),
+    ("+ / = / -", "slower / slower / faster refresh"),
     ("space", "pause the display (sources keep running, history keeps recording)"),
     ("c", "compact (one line per GPU, fewer panels) / full"),
     ("d", "dismiss the advisory note (ranks mapped by order): it stays listed here, under notes"),
-    ("ctrl+p", "command palette: every action by name"),
+    ("ctrl+p", "command palette: every action by name (Theme, Save theme to config, Screenshot)"),
+    ("click", "a GPU row selects it, a double click opens it; Shift+drag selects text to copy"),
 )
+# How the help writes Textual's key names (tests check that every binding is listed).
+KEY_LABELS = {
+    "question_mark": "?",
+    "f1": "F1",
+    "down": "↓",
+    "up": "↑",
+    "pagedown": "PgDn",
+    "pageup": "PgUp",
+    "home": "Home",
+    "end": "End",
+    "enter": "Enter",
+    "escape": "Esc",
+    "plus": "+",
+    "equals_sign": "=",
+    "minus": "-",
+}
+
+
+def key_label(key: str) -> str:
+    return KEY_LABELS.get(key, key)
+
+
 MEANINGS = {
     "baseline": "in use before SGLang loaded anything (CUDA context, NCCL, other processes)",
     "other processes": "processes on the GPU that are not the server's, started after it "

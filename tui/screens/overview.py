@@ -30,6 +30,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         Binding("home", "move(-100000)", show=False),
         Binding("end", "move(100000)", show=False),
         Binding("enter", "detail", "GPU detail"),
+        Binding("o", "app.gpu_order", "sort"),
     ]
 
     def __init__(self) -> None:
@@ -57,6 +58,14 @@ class OverviewScreen(ShowsState, Screen[None]):
 
     def on_mount(self) -> None:
         self._shown_on_mount()
+        self.app.theme_changed_signal.subscribe(self, self._restyled)
+
+    def _restyled(self, _theme: object) -> None:
+        """A new theme: the panels rebuild their text (it carries the old colours) now, not at
+        the next reading, which may never come (paused, a still log); the events too."""
+        self._analysis_shown = None
+        if self.view_state is not None:
+            self.show(self.view_state)
 
     # -- actions --------------------------------------------------------------------------------
     def action_move(self, step: int) -> None:
@@ -68,6 +77,13 @@ class OverviewScreen(ShowsState, Screen[None]):
 
     def action_detail(self) -> None:
         self.post_message(OpenGpuDetail())
+
+    def on_gpu_row_clicked(self, message: GpuRow.Clicked) -> None:
+        """Mouse: a click selects the row's GPU, a double click opens its detail (as Enter)."""
+        message.stop()
+        self.post_message(SelectGpu(message.gpu_index))
+        if message.clicks >= 2:
+            self.post_message(OpenGpuDetail())
 
     def _mark_selection(self, position: int) -> None:
         # The hand-made cursor: cheaper than a ListView's (figures in widgets/gpu_rows.py).
@@ -110,12 +126,13 @@ class OverviewScreen(ShowsState, Screen[None]):
             mismatches=mismatch_text(snapshot.mismatches),
             max_lines=max(2, state.rows // 4 - 1) if state.rows else 6,
         )
-        gpus = snapshot.gpus
+        gpus = state.shown_gpus()  # in the chosen order (o); the selection is by NVML index
         self._sync_rows(len(gpus))
         selected = state.selected_position()
         self._mark_selection(selected)
         header = self.query_one(GpuHeader)
         header.total_gib = next((g.sample.total_gib for g in gpus if not g.lost), None)
+        header.order = state.gpu_order
         alerts = gpu_alerts(snapshot, state.thresholds)
         for row, gpu in zip(self._rows, gpus, strict=False):
             row.show(gpu, alerts.get(gpu.sample.index))

@@ -6,6 +6,8 @@ from typing import ClassVar
 
 from rich.style import Style
 from rich.text import Text
+from textual import events
+from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
@@ -14,6 +16,7 @@ from tui.model.alerts import GLYPHS as ALERT_GLYPHS
 from tui.model.alerts import OK
 from tui.model.deployment import GpuView
 from tui.model.gpu_alerts import GpuAlert
+from tui.model.gpu_order import order_named
 from tui.widgets.segments import ALERT_CLASSES, SEGMENT_CLASSES, MemoryWidget
 from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK, SHORT, render_bar
 
@@ -52,20 +55,38 @@ def _rank_label(ranks: tuple[str, ...]) -> str:
     return f"{ranks[0]}+{len(ranks) - 1}"
 
 
+def _titles(order: str) -> dict[str, str]:
+    """Column titles, the sorted column's with its arrow (shortened to keep the columns)."""
+    titles = {"index": "GPU rank", "used": "used/total", "free": "free", "temperature": "temp"}
+    sort = order_named(order)
+    marked = {"index": "GPU▲ rank", "temperature": "tmp"}.get(sort.key, titles[sort.key])
+    titles[sort.key] = marked if sort.key == "index" else marked + sort.arrow
+    return titles
+
+
 class GpuHeader(MemoryWidget):
-    """Column titles; the memory column names the card size."""
+    """Column titles; the memory column names the card size; the sorted column has ▲ or ▼."""
 
     DEFAULT_CSS = "GpuHeader { height: 1; }"
     total_gib: reactive[float | None] = reactive(None)
+    order: reactive[str] = reactive("index")
 
     def render(self) -> Text:
         width = self.size.width
         bar = bar_width(width)
         total = f"memory ({fmt.gib(self.total_gib)} GiB)" if self.total_gib else "memory"
+        titles = _titles(self.order)
         text = Text(no_wrap=True, overflow="crop")
-        text.append(f"  {'GPU':<3} {'rank':<5}".ljust(LEFT_CELLS))
+        # Sorted by index, "GPU▲" starts one cell left so that "rank" stays over the ranks.
+        index_title = titles["index"]
+        text.append(
+            (f" {index_title} " if "▲" in index_title else f"  {index_title}").ljust(LEFT_CELLS)
+        )
         text.append(total[:bar].ljust(bar))
-        text.append(f" {'used/total':>11} {'free':>6} {'util':>4} {'temp':>4} {'power':>5}  ")
+        text.append(
+            f" {titles['used']:>11} {titles['free']:>6} {'util':>4} "
+            f"{titles['temperature']:>4} {'power':>5}  "
+        )
         return text
 
 
@@ -118,6 +139,20 @@ class GpuRow(MemoryWidget):
         super().notify_style_update()
         # Selected or not, or a new theme: the cached text and strip carry the old styles.
         self._strip, self._shown = None, None
+
+    class Clicked(Message):
+        """A row was clicked: its GPU's NVML index, and 2 for a double click."""
+
+        def __init__(self, gpu_index: int, clicks: int) -> None:
+            super().__init__()
+            self.gpu_index, self.clicks = gpu_index, clicks
+
+    def on_click(self, event: events.Click) -> None:
+        """The screen turns a click into a selection, a double click into GPU detail."""
+        if self._view is None:
+            return
+        event.stop()
+        self.post_message(self.Clicked(self._view.sample.index, event.chain))
 
     def render_line(self, y: int) -> Strip:
         """Textual's line API: the row's one line as segments, kept until the GPU or the width
