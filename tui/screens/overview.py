@@ -148,4 +148,4 @@ class OverviewScreen(ShowsState, Screen[None]):
         # The session re-analyses only when the log changed: same object, same events.
         if analysis is not self._analysis_shown:
             self._analysis_shown = analysis
-            self.query_one(EventsPanel).show(recent_events(analysis.startup, 30), 30)
+            self.query_one(EventsPanel).show(recent_events(analysis.startup, 500), 500)

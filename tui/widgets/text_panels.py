@@ -13,6 +13,7 @@ from rich.text import Text
 
 from tui import fmt
 from tui.model.deployment import OK, HostMemory, SourceHealth
+from tui.model.event_view import event_words
 from tui.model.kv_usage import KvUsage
 from tui.model.notes import Note
 from tui.model.timeline import EventRow
@@ -142,48 +143,51 @@ class InsightsPanel(StyledWidget):
         self._key = None  # rebuild on the next show(): the grid carries the old styles
 
 
-def _event_line(row: EventRow) -> Text:
-    text = Text(no_wrap=True, overflow="ellipsis")
-    clock = row.time_text[-8:] if row.time_text else "--:--:--"
-    text.append(f"{clock} {row.ranks:<7} ")
-    text.append(row.what)
-    if row.delta_gib is not None:
-        # The phase took memory: free memory went down by that much.
-        sign = "−" if row.delta_gib >= 0 else "+"
-        text.append(f"  {sign}{abs(row.delta_gib):.2f} GiB")
-    if row.avail_gib is not None:
-        text.append(f" → {row.avail_gib:.2f} GiB free")
-    if row.duration_s is not None:
-        text.append(f" in {row.duration_s:.1f} s")
-    return text
-
-
 class EventsPanel(TextPanel):
-    """Newest first: phases across ranks with the memory they moved; failures with a next step."""
+    """Newest first: phases across ranks with the memory they moved; failures with a next step.
+    As many rows as its height holds, then "+N more (e: all events)"."""
 
-    def show(self, rows: Sequence[EventRow], limit: int) -> None:
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self._rows: tuple[EventRow, ...] = ()
+        self._folded = 0
+
+    def show(self, rows: Sequence[EventRow], limit: int, folded: int = 0) -> None:
         shown = tuple(rows[:limit])
-        self.set_content(shown, lambda: self._build(shown))
+        self._rows, self._folded = shown, folded + max(0, len(rows) - limit)
+        self.set_content((shown, folded), lambda: self._build(shown, 0))
 
-    def _build(self, rows: Sequence[EventRow]) -> Text:
+    def render(self) -> Text:
+        height = self.size.height
+        return self._build(self._rows, height) if height and self._rows else self._text
+
+    def _build(self, rows: Sequence[EventRow], height: int) -> Text:
+        """The rows that fit in `height` lines (0: all), and a line counting the rest."""
+        blocks = [self._row_lines(row) for row in rows]
+        kept, used = len(blocks), sum(len(b) for b in blocks)
+        if height and used > height:
+            kept, used = 0, 1  # the "+N more" line
+            while kept < len(blocks) and used + len(blocks[kept]) <= height:
+                used += len(blocks[kept])
+                kept += 1
+        lines = [line for block in blocks[:kept] for line in block]
+        if kept < len(blocks):
+            lines.append(Text(f"+{len(blocks) - kept} more (e: all events)", self.style_of("dim")))
         text = Text(no_wrap=True, overflow="ellipsis")
-        for i, row in enumerate(rows):
+        for i, line in enumerate(lines):
             text.append("events    " if i == 0 else "          ", self.style_of("label"))
-            if row.failure:
-                line = Text(no_wrap=True, overflow="ellipsis")
-                line.append(
-                    f"{row.time_text[-8:]} {row.ranks:<7} {row.what}: ", self.style_of("bad")
-                )
-                line.append(row.message, self.style_of("bad"))
-                text.append_text(line)
-                if row.next_step:
-                    text.append("\n          ")
-                    text.append("→ " + row.next_step, self.style_of("warn"))
-            else:
-                text.append_text(_event_line(row))
-            if i < len(rows) - 1:
+            text.append_text(line)
+            if i < len(lines) - 1:
                 text.append("\n")
         return text
+
+    def _row_lines(self, row: EventRow) -> list[Text]:
+        if not row.failure:
+            return [Text(event_words(row), no_wrap=True, overflow="ellipsis")]
+        lines = [Text(event_words(row), self.style_of("bad"), no_wrap=True, overflow="ellipsis")]
+        if row.next_step:
+            lines.append(Text("→ " + row.next_step, self.style_of("warn")))
+        return lines
 
 
 class NoticesPanel(TextPanel):
