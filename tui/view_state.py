@@ -242,6 +242,7 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
 SOURCE_NAMES = {"nvml": "NVML", "log": "log", "journal": "journal", "metrics": "metrics"}
 SOURCE_SHORT = {"nvml": "NV", "log": "log", "journal": "jrnl", "metrics": "met"}
 MARK_STATES = (SOURCE_OK, DEGRADED)  # any other state is drawn off
+INTERVAL = 7  # the refresh interval: dropped after shortening, before the DEMO badge
 
 Piece = tuple[str, str]  # (text, style: "" plain, "bold", "state-<kind>", "mark-<state>", ...)
 
@@ -289,7 +290,8 @@ def _slots(facts: StatusFacts) -> list[_Slot]:
         slots.append(_Slot(True, WANTED, ((" DEMO ", "demo"),), ((" DEMO ", "demo"),)))
     if facts.paused:
         slots.append(_Slot(True, MUST, ((" PAUSED ", "paused"),), ((" PAUSED ", "paused"),)))
-    slots.append(_Slot(True, AMBIENT, ((f"↻{facts.interval_s:g}s", ""),), ()))
+    interval = ((f"↻{facts.interval_s:g}s", ""),)
+    slots.append(_Slot(True, INTERVAL, interval, interval))
     ages = facts.source_ages or (None,) * len(facts.sources)
     for health, age in zip(facts.sources, ages, strict=False):
         state = health.state if health.state in MARK_STATES else "off"
@@ -329,7 +331,7 @@ def header_layout(facts: StatusFacts, width: int) -> HeaderLayout:
     slots = _slots(facts)
     shown = [True] * len(slots)
     short = False
-    steps: list[int | None] = [ORIGIN, AMBIENT, EXTRA, None, WANTED]
+    steps: list[int | None] = [ORIGIN, AMBIENT, EXTRA, None, INTERVAL, WANTED]
     left, right = _joined(slots, shown, short)
     for step in steps:
         if _cells(left) + _cells(right) <= width:

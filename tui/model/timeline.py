@@ -30,8 +30,10 @@ class EventRow:
     @property
     def noise(self) -> bool:
         """A phase that moved nothing worth a row: −0.00 GiB in 0.0 s (folded, counted)."""
-        if self.failure or (self.delta_gib is None and self.duration_s is None):
-            return False
+        if self.failure or self.avail_gib is not None:
+            return False  # a failure, or a phase that says what was left free
+        if self.delta_gib is None and self.duration_s is None:
+            return False  # a milestone without numbers (host KV cache)
         return abs(self.delta_gib or 0.0) < NOISE_GIB and (self.duration_s or 0.0) < NOISE_S
 
 

@@ -70,7 +70,7 @@ class EventsScreen(ShowsState, Screen[None]):
         self.saved_to: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield StatusLine(id="status")
+        yield StatusLine(id="status", second_line=True)
         yield Static(id="events-bar")
         yield LinesView(id="events-lines")
         yield Input(id="events-search", placeholder="search (Enter: find, Esc: cancel)")

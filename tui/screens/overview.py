@@ -45,7 +45,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         return self.view_state.selected_position() if self.view_state is not None else 0
 
     def compose(self) -> ComposeResult:
-        yield StatusLine(id="status")
+        yield StatusLine(id="status", second_line=True)
         yield NoticesPanel(id="notices", classes="panel")
         yield GpuHeader(id="gpu-header", classes="memory")
         yield VerticalScroll(id="gpu-list", can_focus=False)

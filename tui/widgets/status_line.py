@@ -43,6 +43,10 @@ class StatusLine(StyledWidget):
     # A reactive repaints the line when the facts change, and only then (compared by value).
     facts: reactive[StatusFacts | None] = reactive(None, layout=True)
 
+    def __init__(self, *, second_line: bool = False, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.second_line = second_line  # the screen can spare a row for what did not fit
+
     def show(self, facts: StatusFacts) -> None:
         self.facts = facts
 
@@ -51,7 +55,9 @@ class StatusLine(StyledWidget):
 
     def _two_lines(self, layout: HeaderLayout | None) -> bool:
         rows = self.app.size.height if self.is_attached else 0
-        return layout is not None and bool(layout.moved) and rows >= SECOND_LINE_FROM_ROWS
+        if not self.second_line or layout is None or not layout.moved:
+            return False
+        return rows >= SECOND_LINE_FROM_ROWS
 
     def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
         return 2 if self._two_lines(self._layout(width)) else 1
