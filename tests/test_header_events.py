@@ -347,3 +347,23 @@ def test_raw_line_ring_is_bounded() -> None:
 def test_save_dir_prefers_xdg_state_home(tmp_path: Path) -> None:
     assert save_dir({"XDG_STATE_HOME": str(tmp_path)}, "/cwd") == tmp_path / "kvtop"
     assert save_dir({"HOME": str(tmp_path / "nohome")}, "/cwd") == Path("/cwd")
+
+
+async def test_overview_uses_spare_rows_for_the_log_tail(tmp_path: Path) -> None:
+    """Every event shown and rows left: the log's latest lines under them (literally); where
+    the events are cut (the demo's eight GPUs at 120x40), none."""
+    lines = STORY_LOG.read_text().splitlines()
+    session = _session(tmp_path, lines)
+    last = lines[-1].rstrip()
+    app = _app(session)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await until(pilot, "the log tail", lambda: re.search(r"(?m)^log {7}\S", screen_text(app)))
+        text = screen_text(app)
+        assert "more (e: all events)" not in text
+        assert last[:150] in text
+    with utc():
+        app = make_app(demo_snapshot())  # eight GPUs: the events are cut at 120x40
+        app.feed.raw_lines = session.raw_lines  # type: ignore[attr-defined]
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, "+N more", lambda: "more (e: all events)" in screen_text(app))
+            assert not re.search(r"(?m)^log {7}\S", screen_text(app))

@@ -17,8 +17,10 @@ from tui.model.event_view import event_words
 from tui.model.kv_usage import KvUsage
 from tui.model.notes import Note
 from tui.model.timeline import EventRow
+from tui.sglang.control_chars import make_visible
 from tui.widgets.segments import StyledWidget
 
+LOG_TAIL_FROM_LINES = 3  # the events panel shows the log's tail when this many lines are spare
 PANEL_CLASSES = {"panel--label", "panel--dim", "panel--bad", "panel--warn", "panel--good"}
 
 
@@ -145,17 +147,21 @@ class InsightsPanel(StyledWidget):
 
 class EventsPanel(TextPanel):
     """Newest first: phases across ranks with the memory they moved; failures with a next step.
-    As many rows as its height holds, then "+N more (e: all events)"."""
+    As many rows as its height holds, then "+N more (e: all events)"; when every event fits
+    and room is left, the log's latest lines under them (l: the whole raw log)."""
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**kwargs)  # type: ignore[arg-type]
         self._rows: tuple[EventRow, ...] = ()
-        self._folded = 0
+        self._tail: tuple[str, ...] = ()
 
-    def show(self, rows: Sequence[EventRow], limit: int, folded: int = 0) -> None:
-        shown = tuple(rows[:limit])
-        self._rows, self._folded = shown, folded + max(0, len(rows) - limit)
-        self.set_content((shown, folded), lambda: self._build(shown, 0))
+    def show(self, rows: Sequence[EventRow], limit: int, tail: Sequence[str] = ()) -> None:
+        shown, tail = tuple(rows[:limit]), tuple(tail)
+        if tail != self._tail:
+            self._tail = tail
+            self.refresh()
+        self._rows = shown
+        self.set_content(shown, lambda: self._build(shown, 0))
 
     def render(self) -> Text:
         height = self.size.height
@@ -170,12 +176,22 @@ class EventsPanel(TextPanel):
             while kept < len(blocks) and used + len(blocks[kept]) <= height:
                 used += len(blocks[kept])
                 kept += 1
-        lines = [line for block in blocks[:kept] for line in block]
+        lines = [
+            ("events    " if i == 0 else "", line)
+            for i, line in enumerate(line for block in blocks[:kept] for line in block)
+        ]
         if kept < len(blocks):
-            lines.append(Text(f"+{len(blocks) - kept} more (e: all events)", self.style_of("dim")))
+            more = f"+{len(blocks) - kept} more (e: all events)"
+            lines.append(("", Text(more, self.style_of("dim"))))
+        spare = height - len(lines) - 1  # a blank line between events and the log
+        if height and kept == len(blocks) and spare >= LOG_TAIL_FROM_LINES and self._tail:
+            lines.append(("", Text()))
+            for i, raw in enumerate(self._tail[-spare:]):
+                line = Text(make_visible(raw), self.style_of("dim"), no_wrap=True)
+                lines.append(("log       " if i == 0 else "", line))
         text = Text(no_wrap=True, overflow="ellipsis")
-        for i, line in enumerate(lines):
-            text.append("events    " if i == 0 else "          ", self.style_of("label"))
+        for i, (label, line) in enumerate(lines):
+            text.append(label or " " * 10, self.style_of("label"))
             text.append_text(line)
             if i < len(lines) - 1:
                 text.append("\n")
