@@ -145,6 +145,18 @@ class InsightsPanel(StyledWidget):
         self._key = None  # rebuild on the next show(): the grid carries the old styles
 
 
+def _blocks_that_fit(heights: Sequence[int], height: int) -> int:
+    """How many blocks (a row and its next step) fit in `height` lines (0: all), keeping one
+    line for "+N more" when some do not."""
+    if not height or sum(heights) <= height:
+        return len(heights)
+    kept, used = 0, 1
+    while kept < len(heights) and used + heights[kept] <= height:
+        used += heights[kept]
+        kept += 1
+    return kept
+
+
 class EventsPanel(TextPanel):
     """Newest first: phases across ranks with the memory they moved; failures with a next step.
     As many rows as its height holds, then "+N more (e: all events)"; when every event fits
@@ -168,27 +180,17 @@ class EventsPanel(TextPanel):
         return self._build(self._rows, height) if height and self._rows else self._text
 
     def _build(self, rows: Sequence[EventRow], height: int) -> Text:
-        """The rows that fit in `height` lines (0: all), and a line counting the rest."""
+        """The rows that fit in `height` lines (0: all), a line counting the rest, and the
+        log's tail in the rows left over."""
         blocks = [self._row_lines(row) for row in rows]
-        kept, used = len(blocks), sum(len(b) for b in blocks)
-        if height and used > height:
-            kept, used = 0, 1  # the "+N more" line
-            while kept < len(blocks) and used + len(blocks[kept]) <= height:
-                used += len(blocks[kept])
-                kept += 1
-        lines = [
-            ("events    " if i == 0 else "", line)
-            for i, line in enumerate(line for block in blocks[:kept] for line in block)
-        ]
+        kept = _blocks_that_fit([len(b) for b in blocks], height)
+        flat = [line for block in blocks[:kept] for line in block]
+        lines = [("events    " if i == 0 else "", line) for i, line in enumerate(flat)]
         if kept < len(blocks):
             more = f"+{len(blocks) - kept} more (e: all events)"
             lines.append(("", Text(more, self.style_of("dim"))))
-        spare = height - len(lines) - 1  # a blank line between events and the log
-        if height and kept == len(blocks) and spare >= LOG_TAIL_FROM_LINES and self._tail:
-            lines.append(("", Text()))
-            for i, raw in enumerate(self._tail[-spare:]):
-                line = Text(make_visible(raw), self.style_of("dim"), no_wrap=True)
-                lines.append(("log       " if i == 0 else "", line))
+        elif height:
+            lines += self._tail_lines(height - len(lines) - 1)  # a blank line between
         text = Text(no_wrap=True, overflow="ellipsis")
         for i, (label, line) in enumerate(lines):
             text.append(label or " " * 10, self.style_of("label"))
@@ -196,6 +198,15 @@ class EventsPanel(TextPanel):
             if i < len(lines) - 1:
                 text.append("\n")
         return text
+
+    def _tail_lines(self, spare: int) -> list[tuple[str, Text]]:
+        if spare < LOG_TAIL_FROM_LINES or not self._tail:
+            return []
+        lines = [("", Text())]
+        for i, raw in enumerate(self._tail[-spare:]):
+            line = Text(make_visible(raw), self.style_of("dim"), no_wrap=True)
+            lines.append(("log       " if i == 0 else "", line))
+        return lines
 
     def _row_lines(self, row: EventRow) -> list[Text]:
         if not row.failure:
