@@ -274,6 +274,8 @@ async def test_events_pane_scroll_search_filter_save_copy(
         await until(pilot, "matches", lambda: '"graph": 1/3 matches' in screen_text(app))
         found = matches(view.lines, "graph")
         assert view.current == found[0] and view.query_text == "graph"
+        drawn = view._text(found[0])  # the match highlighted, its line marked as current
+        assert any(span.end - span.start == len("graph") for span in drawn.spans)
         await pilot.press("n")
         await until(pilot, "next match", lambda: '"graph": 2/3 matches' in screen_text(app))
         await pilot.press("N", "N")
