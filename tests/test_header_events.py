@@ -369,3 +369,26 @@ async def test_overview_uses_spare_rows_for_the_log_tail(tmp_path: Path) -> None
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, "+N more", lambda: "more (e: all events)" in screen_text(app))
             assert not re.search(r"(?m)^log {7}\S", screen_text(app))
+
+
+def test_a_long_state_is_cut_before_the_facts_after_it() -> None:
+    from tui.model.server_status import MUST, HeaderItem
+
+    items = tuple(
+        HeaderItem(t, s, MUST)
+        for t, s in (
+            ("Kimi-K2.5",) * 2,
+            ("TP8",) * 2,
+            ("mfs 0.88",) * 2,
+            ("EAGLE3",) * 2,
+            ("HiCache", "HiC"),
+        )
+    )
+    state = "starting: cuda graph since 2026-02-27 09:02:14 (3m05s)"
+    facts = _facts(state=state, state_kind="starting", paused=False, fact_items=items)
+    layout = header_layout(facts, 80)
+    first = "".join(t for t, _ in layout.left + layout.right)
+    assert len(first) <= 80
+    assert first.startswith(" starting: cuda graph") and "…" in first
+    for value in ("Kimi-K2.5", "TP8", "mfs 0.88", "EAGLE3", "HiC"):
+        assert value in first, (value, first)

@@ -327,7 +327,8 @@ def header_layout(facts: StatusFacts, width: int) -> HeaderLayout:
     """Drop items by priority, not from the right: host and log source first, then the kvtop
     name, interval and shape words, then the SGLang version; then shorten (model name, `HiC`,
     source names); then the DEMO badge. State, model, TP/DP/EP, mfs, the speculative and HiCache
-    flags and the source markers stay (tests/test_header_priority.py checks 80 columns)."""
+    flags and the source markers stay; a state too long for what is left is cut last
+    (tests/test_header_events.py checks 80 to 200 columns)."""
     slots = _slots(facts)
     shown = [True] * len(slots)
     short = False
@@ -341,8 +342,26 @@ def header_layout(facts: StatusFacts, width: int) -> HeaderLayout:
         else:
             shown = [v and s.priority != step for s, v in zip(slots, shown, strict=True)]
         left, right = _joined(slots, shown, short)
+    over = _cells(left) + _cells(right) - width
+    if over > 0:  # a long state (starting: … since …): cut its words, not the facts after it
+        slots = [_cut_state(s, over) for s in slots]
+        left, right = _joined(slots, shown, short)
     moved = (_plain(s) for s, v in zip(slots, shown, strict=True) if not v)
     return HeaderLayout(left, right, tuple(m for m in moved if m not in ("", "kvtop")))
+
+
+STATE_MIN_CHARS = 16  # a state is never cut shorter than this ("starting: load w…")
+
+
+def _cut_state(slot: _Slot, over: int) -> _Slot:
+    text, style = slot.full[0]
+    if not style.startswith("state-"):
+        return slot
+    keep = max(STATE_MIN_CHARS, len(text) - over - 1)
+    if keep >= len(text):
+        return slot
+    piece = ((text[:keep] + "…", style),)
+    return _Slot(slot.right, slot.priority, piece, piece)
 
 
 def _plain(slot: _Slot) -> str:

@@ -130,7 +130,7 @@ def server_status(startup: Startup, now: datetime) -> ServerStatus:
 MUST = 0  # state and uptime, model, TP/DP/EP, mfs, speculative/HiCache flags, source markers
 WANTED = 3  # the DEMO badge
 EXTRA = 4  # SGLang version
-AMBIENT = 5  # the kvtop name, the refresh interval, the deployment's shape words
+AMBIENT = 5  # the kvtop name, the deployment's shape words
 ORIGIN = 6  # host and log source
 
 
