@@ -307,11 +307,14 @@ def _cells(pieces: tuple[Piece, ...]) -> int:
     return sum(len(text) for text, _ in pieces)
 
 
-def _joined(slots: list[_Slot], shown: list[bool], short: bool) -> tuple[tuple[Piece, ...], ...]:
+def _joined(
+    slots: list[_Slot], shown: list[bool], short: frozenset[bool]
+) -> tuple[tuple[Piece, ...], ...]:
+    """The line's left and right pieces; `short` holds the sides (right: True) drawn short."""
     left: list[Piece] = [(" ", "")]
     right: list[Piece] = []
     for slot, visible in zip(slots, shown, strict=True):
-        pieces = slot.short if short else slot.full
+        pieces = slot.short if slot.right in short else slot.full
         if not visible or not pieces:
             continue
         if slot.right:
@@ -325,20 +328,21 @@ def _joined(slots: list[_Slot], shown: list[bool], short: bool) -> tuple[tuple[P
 
 def header_layout(facts: StatusFacts, width: int) -> HeaderLayout:
     """Drop items by priority, not from the right: host and log source first, then the kvtop
-    name, interval and shape words, then the SGLang version; then shorten (model name, `HiC`,
-    source names); then the DEMO badge. State, model, TP/DP/EP, mfs, the speculative and HiCache
+    name and shape words, then the SGLang version; then shorten the facts (model name, `HiC`),
+    drop the interval, shorten the source names (`●NV`, `●met`); then the DEMO badge. State, model, TP/DP/EP, mfs, the speculative and HiCache
     flags and the source markers stay; a state too long for what is left is cut last
     (tests/test_header_events.py checks 80 to 200 columns)."""
     slots = _slots(facts)
     shown = [True] * len(slots)
-    short = False
-    steps: list[int | None] = [ORIGIN, AMBIENT, EXTRA, None, INTERVAL, WANTED]
+    short: frozenset[bool] = frozenset()
+    # Drop a priority, or shorten a side: the facts (False), then the source names (True).
+    steps: list[int | bool] = [ORIGIN, AMBIENT, EXTRA, False, INTERVAL, True, WANTED]
     left, right = _joined(slots, shown, short)
     for step in steps:
         if _cells(left) + _cells(right) <= width:
             break
-        if step is None:
-            short = True
+        if isinstance(step, bool):
+            short = short | {step}
         else:
             shown = [v and s.priority != step for s, v in zip(slots, shown, strict=True)]
         left, right = _joined(slots, shown, short)
