@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -190,8 +191,7 @@ class EventsScreen(ShowsState, Screen[None]):
     def action_save(self) -> None:
         path = save_path(self.mode, datetime.now(), os.environ, os.getcwd())
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(self.view_text(), encoding="utf-8")
+            path = _save_new_file(path, self.view_text())
         except OSError as exc:
             self.notify(
                 f"Could not save to {path} ({exc.strerror or exc}). Set XDG_STATE_HOME to a "
@@ -210,3 +210,19 @@ class EventsScreen(ShowsState, Screen[None]):
             f"Copied {len(self.lines)} lines to the clipboard (OSC 52). If nothing arrives, "
             "the terminal does not allow it: s saves to a file."
         )
+
+
+def _save_new_file(path: Path, text: str) -> Path:
+    """The one file kvtop writes, and only when the operator presses s: a new file (never one
+    that exists: `-2`, `-3`... is added to the name), in a directory made if missing
+    (docs/reliability.md, "No files")."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 100):
+        candidate = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
+        try:
+            with candidate.open("x", encoding="utf-8") as out:
+                out.write(text)
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(f"{path} and 98 more names exist already")
