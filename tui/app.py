@@ -227,7 +227,18 @@ class KvtopApp(App[int]):
 
         if isinstance(self.screen, EventsScreen):
             return
-        self.push_screen(self._with_state(EventsScreen(mode, self.raw_log_lines)))
+        screen = EventsScreen(mode, self.raw_log_lines, self.save_view)
+        self.push_screen(self._with_state(screen))
+
+    def save_view(self, kind: str, text: str) -> tuple[str | None, str]:
+        """The events pane's `s`: a new file with the lines shown, and the sentence saying
+        where (or why not)."""
+        from datetime import datetime
+
+        from tui.view_file import save_view
+
+        saved = save_view(kind, text, datetime.now(), os.environ, os.getcwd())
+        return saved.path, saved.sentence
 
     def raw_log_lines(self) -> tuple[str, ...]:
         """The latest log lines as written, when the feed keeps them (the session does)."""

@@ -7,10 +7,7 @@ operator's choices (mode, filters, query) and draws them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from datetime import datetime
-from pathlib import Path
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -29,7 +26,6 @@ from tui.model.event_view import (
     next_match,
     phases_of,
     ranks_of,
-    save_path,
 )
 from tui.model.timeline import Timeline, timeline
 from tui.screens.base import ShowsState
@@ -58,8 +54,14 @@ class EventsScreen(ShowsState, Screen[None]):
         Binding("y", "copy", "copy"),
     ]
 
-    def __init__(self, mode: str, raw_lines: Callable[[], Sequence[str]]) -> None:
+    def __init__(
+        self,
+        mode: str,
+        raw_lines: Callable[[], Sequence[str]],
+        save: Callable[[str, str], tuple[str | None, str]],
+    ) -> None:
         super().__init__()
+        self._save = save  # (kind, text) -> (path or None, the sentence to show)
         self.mode = mode if mode in (EVENTS, LOG) else EVENTS
         self._raw = raw_lines
         self.filters = Filters()
@@ -189,19 +191,13 @@ class EventsScreen(ShowsState, Screen[None]):
         return "\n".join(line.text for line in self.lines) + "\n"
 
     def action_save(self) -> None:
-        path = save_path(self.mode, datetime.now(), os.environ, os.getcwd())
-        try:
-            path = _save_new_file(path, self.view_text())
-        except OSError as exc:
-            self.notify(
-                f"Could not save to {path} ({exc.strerror or exc}). Set XDG_STATE_HOME to a "
-                "writable directory, or start kvtop in one.",
-                severity="error",
-                timeout=15,
-            )
+        """The lines shown to a new file (the app writes it: tui/view_file.py)."""
+        path, sentence = self._save(self.mode, self.view_text())
+        if path is None:
+            self.notify(sentence, severity="error", timeout=15)
             return
-        self.saved_to = str(path)
-        self.notify(f"Saved {len(self.lines)} lines to {path}", timeout=15)
+        self.saved_to = path
+        self.notify(sentence, timeout=15)
         self._bar()
 
     def action_copy(self) -> None:
@@ -210,19 +206,3 @@ class EventsScreen(ShowsState, Screen[None]):
             f"Copied {len(self.lines)} lines to the clipboard (OSC 52). If nothing arrives, "
             "the terminal does not allow it: s saves to a file."
         )
-
-
-def _save_new_file(path: Path, text: str) -> Path:
-    """The one file kvtop writes, and only when the operator presses s: a new file (never one
-    that exists: `-2`, `-3`... is added to the name), in a directory made if missing
-    (docs/reliability.md, "No files")."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 100):
-        candidate = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
-        try:
-            with candidate.open("x", encoding="utf-8") as out:
-                out.write(text)
-        except FileExistsError:
-            continue
-        return candidate
-    raise FileExistsError(f"{path} and 98 more names exist already")
