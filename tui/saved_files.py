@@ -46,4 +46,4 @@ def replace_whole(target: Path, text: str) -> None:
 
 def make_directory(path: str) -> None:
     """The directory a saved file goes in, with its parents, if missing (OSError)."""
-    os.makedirs(path, exist_ok=True)
+    Path(path).mkdir(parents=True, exist_ok=True)
