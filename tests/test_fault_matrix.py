@@ -927,7 +927,7 @@ JOURNAL_ROWS.append(
         "log",
         lambda host: None,
         journal_more,
-        lambda text, snap: "●journal" in text and re.search(r"· ready", text) is not None,
+        lambda text, snap: "●journal" in text and re.search(r"(?m)(^ |· )ready", text) is not None,
         r"· ready",
         "the latest run is found by its invocation id without reading the million older "
         "entries (3 ms vs 3 ms for 10,000: bench_journal_seek); the screen is ready at once",

@@ -58,6 +58,8 @@ LAYERS = (
     Layer("terminal driver", ("tui.quiet_driver",), ()),
     # The palette's Screenshot: the SVG the app exports, written by tui.saved_files.
     Layer("screenshot file", ("tui.screenshot",), ("tui.saved_files",), NO_UI),
+    # The events pane's saved view: the file named by the model, written by tui.saved_files.
+    Layer("saved view", ("tui.view_file",), (*PURE, "tui.saved_files"), NO_UI),
     # The only module that writes files, when the operator asks (tests/test_read_only.py).
     Layer("saved files", ("tui.saved_files",), (), NO_UI),
     # The app runs on any SnapshotFeed: it knows neither the session nor the sources.
@@ -72,6 +74,7 @@ LAYERS = (
             "tui.quiet_driver",
             "tui.config",  # the palette's Save theme to config
             "tui.screenshot",
+            "tui.view_file",  # the events pane's s
         ),
     ),
     Layer("command line", ("tui.cli", "tui.__main__"), ("tui",)),

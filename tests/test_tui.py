@@ -52,7 +52,7 @@ async def test_overview_shows_every_gpu_with_rank_bar_and_figures() -> None:
         rows = [line for line in text.splitlines() if re.search(r"^\W*\d\s+TP\d", line)]
         assert [re.search(r"TP\d", r).group() for r in rows] == [f"TP{i}" for i in range(8)]
         assert all("█" in r and "▓" in r and "│" in r and "95.6" in r for r in rows)
-        first = text.splitlines()[0]
+        first = "\n".join(text.splitlines()[:2])  # the status line: two lines at this size
         assert (
             "gpu-host" in first and "ready 1m00s" in first and "SGLang 0.5.3–0.5.8" in first
         )  # the log's range, as a range
@@ -60,7 +60,11 @@ async def test_overview_shows_every_gpu_with_rank_bar_and_figures() -> None:
         assert "159,277 tokens" in text and "fits 0.61 × 262,144" in text
         assert "44.77 GB per rank × 8 = 358.16 GB" in text
         assert "93.17 × (1 − 0.88) = 11.18" in text  # the reserve insight, from the model
-        assert "load weights  −71.57 GiB → 21.60 GiB free in 215.0 s" in text
+        # The events that do not fit are counted; the events pane (e) has them all.
+        assert re.search(r"\+\d+ more \(e: all events\)", text)
+        await pilot.press("e")
+        await until(pilot, "the events pane", lambda: "newest first" in screen_text(app))
+        assert "load weights  −71.57 GiB → 21.60 GiB free in 215.0 s" in screen_text(app)
 
 
 async def test_eight_gpus_fit_on_80x24_in_compact() -> None:
@@ -193,20 +197,20 @@ async def test_pause_freezes_the_display_and_resume_catches_up() -> None:
     app = make_app(first)
     async with app.run_test(size=BIG) as pilot:
         await pilot.pause()
-        before = screen_text(app).splitlines()[2]
+        before = screen_text(app).splitlines()[3]  # GPU 0 (under a two-line status line)
         await pilot.press("space")
         assert "PAUSED" in screen_text(app).splitlines()[0]
         app.feed.push(later)  # type: ignore[attr-defined]
         await until(pilot, "the new snapshot collected", lambda: app.state.latest is later)
         await pilot.pause()  # every repaint it could cause has run
-        assert screen_text(app).splitlines()[2] == before  # still collected, not shown
+        assert screen_text(app).splitlines()[3] == before  # still collected, not shown
         await pilot.press("space")
         await until(
             pilot,
             "the display to catch up after resuming",
             lambda: (
                 "PAUSED" not in screen_text(app).splitlines()[0]
-                and screen_text(app).splitlines()[2] != before
+                and screen_text(app).splitlines()[3] != before
             ),
         )
 

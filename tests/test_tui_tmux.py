@@ -35,7 +35,7 @@ pytestmark = [
 
 # An overview row: `▶ 0   TP0  ▚███▓▓▒…   88.2/95.6    7.3  35%  45C  300W`.
 GPU_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+TP(?P<rank>\d+)\s.*?\d+\.\d/\d+\.\d")
-READY = re.compile(r"·\s+ready\b")  # not "not ready yet" while starting
+READY = re.compile(r"(^\s*|·\s+)ready\b")  # not "not ready yet" while starting
 
 
 @pytest.fixture(scope="module")
@@ -339,3 +339,27 @@ def test_stock_driver_fallback_runs_kvtop(why: str, tmux: Tmux, tmp_path: Path) 
     pid, woke = _input_wakes_in_2s(tmux, "stock", command, pid_file)
     assert woke >= 10, f"the input thread woke {woke} times in 2 s: not the stock driver's"
     _keys_escape_and_quit(tmux, "stock", pid)
+
+
+def test_header_at_80x24_keeps_model_parallelism_mfs_flags_and_markers(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    """Issue 16 §2: the real `kvtop --demo` at 80×24; the status line drops host, source and
+    version, never the state, model, TP, mfs, EAGLE3/HiCache or the source markers."""
+    status = tmp_path / "status"
+    tmux.new_session("head", kvtop_command(*DEMO, status_file=status), width=80, height=24)
+
+    def header_complete(screen: str) -> bool:
+        first = screen.splitlines()[0] if screen else ""
+        return status_line_ready(screen) and all(
+            value in first for value in ("Kimi-K2.5", "TP8", "mfs 0.88", "EAGLE3", "●log")
+        )
+
+    screen = tmux.wait_for("head", "the status line with the server ready", header_complete)
+    first = screen.splitlines()[0]
+    assert re.search(r"\bready \d+(s|m\d\ds)\b", first), first
+    assert re.search(r"\bHiC(ache)?\b", first), first
+    assert re.search(r"●NV(ML)?\b", first) and re.search(r"[●◐]met(rics)?\b", first), first
+    assert len(first.rstrip()) <= 80
+    tmux.send("head", "q")
+    assert wait_for_file(status, "exit status") == "0"

@@ -60,6 +60,8 @@ class KvtopApp(App[int]):
         Binding("q", "quit", "quit"),
         Binding("question_mark,f1", "help", "help"),
         Binding("f", "formula", "formula"),
+        Binding("e", "events('events')", "events"),
+        Binding("l", "events('log')", "log", show=False),
         Binding("c", "toggle_compact", "compact"),
         Binding("space", "toggle_pause", "pause"),
         Binding("d", "dismiss_notes", "dismiss note", show=False),
@@ -218,6 +220,30 @@ class KvtopApp(App[int]):
         if isinstance(self.screen, FormulaScreen):
             return
         self.push_screen(self._with_state(FormulaScreen(self.state.selected_rank())))
+
+    def action_events(self, mode: str) -> None:
+        """The events pane (e) or the raw log (l): scroll, search, filter, save, copy."""
+        from tui.screens.events import EventsScreen
+
+        if isinstance(self.screen, EventsScreen):
+            return
+        screen = EventsScreen(mode, self.raw_log_lines, self.save_view)
+        self.push_screen(self._with_state(screen))
+
+    def save_view(self, kind: str, text: str) -> tuple[str | None, str]:
+        """The events pane's `s`: a new file with the lines shown, and the sentence saying
+        where (or why not)."""
+        from datetime import datetime
+
+        from tui.view_file import save_view
+
+        saved = save_view(kind, text, datetime.now(), os.environ, os.getcwd())
+        return saved.path, saved.sentence
+
+    def raw_log_lines(self) -> tuple[str, ...]:
+        """The latest log lines as written, when the feed keeps them (the session does)."""
+        ring = getattr(self.feed, "raw_lines", None)
+        return ring.lines() if ring is not None else ()
 
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen

@@ -42,3 +42,8 @@ def replace_whole(target: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def make_directory(path: str) -> None:
+    """The directory a saved file goes in, with its parents, if missing (OSError)."""
+    Path(path).mkdir(parents=True, exist_ok=True)

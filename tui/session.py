@@ -28,6 +28,7 @@ from tui.model.process_owner import ProcessInfo
 from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
 from tui.server_url import is_loopback, url_problem
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition
+from tui.sglang.raw_lines import RawLines
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
 from tui.sources.gpu_processes import info_of_pid, pids_visible, rank_of_pid, user_of_pid
@@ -159,6 +160,8 @@ class Session:
 
     options: Options
     tracker: StartupTracker = field(default_factory=StartupTracker)
+    # The latest log lines as written (bounded): the events pane's raw log view.
+    raw_lines: RawLines = field(default_factory=RawLines)
     nvml: NvmlSource | None = None
     metrics_source: MetricsSource | None = None
     log_health: SourceHealth = field(
@@ -206,7 +209,7 @@ class Session:
         assert scenario is not None
         lines = scenario.due_lines()
         if lines:
-            fold_lines(lines, self.tracker)
+            fold_lines(lines, self.tracker, self.raw_lines)
         self.log_health = SourceHealth("log", OK, "demo: the embedded story log, replayed")
         self.latest_nvml = scenario.nvml_reading(self.tracker.current)
         self._log_at = self._nvml_at = time.monotonic()
@@ -236,7 +239,7 @@ class Session:
     def _fold_file(self, path: str) -> None:
         try:
             with log_lines(path) as lines:
-                fold_lines(lines, self.tracker)
+                fold_lines(lines, self.tracker, self.raw_lines)
         except LogUnreadable as exc:
             self.log_health = SourceHealth("log", OFF, str(exc))
             raise
@@ -443,7 +446,7 @@ class Session:
         if latest:
             await self._fold_earlier_runs(source, latest[0])
         lines = [line.text for line in latest]
-        fold_lines(lines, self.tracker)
+        fold_lines(lines, self.tracker, self.raw_lines)
         if lines or not source.status:
             self._log_at = time.monotonic()
         self.log_health = SourceHealth(
@@ -454,7 +457,7 @@ class Session:
         """The unit's runs before its latest are restarts, as the live view counts those it
         sees start; each one is a start of its own, whatever its first lines are."""
         for run in await source.read_earlier(first):
-            fold_lines([line.text for line in run], self.tracker)
+            fold_lines([line.text for line in run], self.tracker, self.raw_lines)
             self.tracker.begin_new_start()
 
     # -- live -------------------------------------------------------------------------------------
@@ -539,14 +542,14 @@ class Session:
                     if run is not None and line.invocation_id not in (None, run):
                         self.tracker.begin_new_start()  # a new invocation is a new start
                     run = line.invocation_id or run
-                    fold_lines([line.text], self.tracker)
+                    fold_lines([line.text], self.tracker, self.raw_lines)
                 return
             if not opts.log_file:
                 return
             follower = self._follower = LogFollower(opts.log_file, lane=lane)
             self.log_health = SourceHealth("log", OK)
             async for line in follower.lines():
-                fold_lines([line], self.tracker)
+                fold_lines([line], self.tracker, self.raw_lines)
         finally:
             lane.leave()  # ended (stdin closed, no log): the ticks no longer wait for it
 

@@ -26,7 +26,13 @@ from tui.model.gpu_order import sorted_gpus
 from tui.model.history import History, Series
 from tui.model.kv_usage import KvUsage, kv_usage, source_text
 from tui.model.server_status import (
-    deployment_facts,
+    AMBIENT,
+    EXTRA,
+    MUST,
+    ORIGIN,
+    WANTED,
+    HeaderItem,
+    deployment_items,
     duration_text,
     header_state,
     server_status,
@@ -53,6 +59,8 @@ class StatusFacts:
     level: str = OK
     # Beside each source's marker: its age once older than three refresh intervals ("3m05s").
     source_ages: tuple[str | None, ...] = ()
+    # `facts` with their short forms and priorities: what a narrow status line keeps.
+    fact_items: tuple[HeaderItem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,19 +192,22 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
     """The status line from the snapshot on screen: host, source, version, server state."""
     snapshot = state.snapshot
     left = (state.host_name, state.source_label)
-    after: list[str] = []
+    after: list[HeaderItem] = []
     kind, text, level = "waiting", "waiting for the first readings", OK
     sources: tuple[SourceHealth, ...] = ()
     if snapshot is not None:
         startup = snapshot.analysis.startup
         info = snapshot.server_info
+        version = None
         if info is not None and info.version:
-            after.append(f"SGLang {info.version}")
+            version = f"SGLang {info.version}"
         elif snapshot.analysis.version is not None:
-            after.append(f"SGLang {format_version(snapshot.analysis.version, startup.version)}")
+            version = f"SGLang {format_version(snapshot.analysis.version, startup.version)}"
         elif startup.version.known:
-            after.append(f"SGLang {startup.version.text()}")
-        after.extend(deployment_facts(startup))
+            version = f"SGLang {startup.version.text()}"
+        if version is not None:
+            after.append(HeaderItem(version, version, EXTRA))
+        after.extend(deployment_items(startup))
         status = server_status(startup, datetime.fromtimestamp(clock()))
         sources = tuple(snapshot.sources)
         header = header_state(
@@ -214,7 +225,8 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
     ages = (stale_age_s(s, state.interval_s) for s in sources)
     return StatusFacts(
         left=left,
-        facts=tuple(after),
+        facts=tuple(item.text for item in after),
+        fact_items=tuple(after),
         state=text,
         state_kind=kind,
         sources=sources,
@@ -224,3 +236,143 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
         level=level,
         source_ages=tuple(None if age is None else duration_text(age) for age in ages),
     )
+
+
+# -- the status line's layout: what survives a narrow terminal ------------------------------------
+SOURCE_NAMES = {"nvml": "NVML", "log": "log", "journal": "journal", "metrics": "metrics"}
+SOURCE_SHORT = {"nvml": "NV", "log": "log", "journal": "jrnl", "metrics": "met"}
+MARK_STATES = (SOURCE_OK, DEGRADED)  # any other state is drawn off
+INTERVAL = 7  # the refresh interval: dropped after shortening, before the DEMO badge
+
+Piece = tuple[str, str]  # (text, style: "" plain, "bold", "state-<kind>", "mark-<state>", ...)
+
+
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    right: bool  # drawn at the right end (badges, interval, source markers)
+    priority: int
+    full: tuple[Piece, ...]
+    short: tuple[Piece, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderLayout:
+    """The status line laid out for a width: the first line's left and right pieces, and the
+    items that did not fit (a second line when the screen has room, else the help)."""
+
+    left: tuple[Piece, ...]
+    right: tuple[Piece, ...]
+    moved: tuple[str, ...]
+
+    @property
+    def second_line(self) -> str:
+        return " · ".join(self.moved)
+
+
+def _text_slot(text: str, priority: int, short: str | None = None, style: str = "") -> _Slot:
+    return _Slot(False, priority, ((text, style),), ((short or text, style),))
+
+
+def _state_style(facts: StatusFacts) -> str:
+    kind = facts.state_kind if facts.state_kind in ("ready", "failed") else "starting"
+    if facts.level in ("warning", "critical"):
+        kind = facts.level  # never green while a source is down, disagrees or a GPU is lost
+    return f"state-{kind}"
+
+
+def _slots(facts: StatusFacts) -> list[_Slot]:
+    slots = [_text_slot("kvtop", AMBIENT, style="bold")]
+    slots += [_text_slot(part, ORIGIN) for part in facts.left if part]
+    slots.append(_text_slot(facts.state, MUST, style=_state_style(facts)))
+    items = facts.fact_items or tuple(HeaderItem(f, f, MUST) for f in facts.facts)
+    slots += [_text_slot(i.text, i.priority, i.short) for i in items]
+    if facts.demo:
+        slots.append(_Slot(True, WANTED, ((" DEMO ", "demo"),), ((" DEMO ", "demo"),)))
+    if facts.paused:
+        slots.append(_Slot(True, MUST, ((" PAUSED ", "paused"),), ((" PAUSED ", "paused"),)))
+    interval = ((f"↻{facts.interval_s:g}s", ""),)
+    slots.append(_Slot(True, INTERVAL, interval, interval))
+    ages = facts.source_ages or (None,) * len(facts.sources)
+    for health, age in zip(facts.sources, ages, strict=False):
+        state = health.state if health.state in MARK_STATES else "off"
+        mark = ("●" if state == SOURCE_OK else "◐" if state == DEGRADED else "○", f"mark-{state}")
+        name = SOURCE_NAMES.get(health.name, health.name)
+        full = (mark, (name, ""), *(((f" {age}", "age"),) if age else ()))
+        short = (mark, (SOURCE_SHORT.get(health.name, name), ""))
+        slots.append(_Slot(True, MUST, full, short))
+    return slots
+
+
+def _cells(pieces: tuple[Piece, ...]) -> int:
+    return sum(len(text) for text, _ in pieces)
+
+
+def _joined(
+    slots: list[_Slot], shown: list[bool], short: frozenset[bool]
+) -> tuple[tuple[Piece, ...], ...]:
+    """The line's left and right pieces; `short` holds the sides (right: True) drawn short."""
+    left: list[Piece] = [(" ", "")]
+    right: list[Piece] = []
+    for slot, visible in zip(slots, shown, strict=True):
+        pieces = slot.short if slot.right in short else slot.full
+        if not visible or not pieces:
+            continue
+        if slot.right:
+            right += [(" ", ""), *pieces]
+        else:
+            left += [*((" · ", ""),) * (len(left) > 1), *pieces]
+    if right:
+        right.append((" ", ""))
+    return tuple(left), tuple(right)
+
+
+def header_layout(facts: StatusFacts, width: int) -> HeaderLayout:
+    """Drop items by priority, not from the right: host and log source first, then the kvtop
+    name and shape words, then the SGLang version; then shorten the facts (model name, `HiC`),
+    drop the interval, shorten the source names (`●NV`, `●met`); then the DEMO badge. State, model, TP/DP/EP, mfs, the speculative and HiCache
+    flags and the source markers stay; a state too long for what is left is cut last
+    (tests/test_header_events.py checks 80 to 200 columns)."""
+    slots = _slots(facts)
+    shown = [True] * len(slots)
+    short: frozenset[bool] = frozenset()
+    # Drop a priority, or shorten a side: the facts (False), then the source names (True).
+    steps: list[int | bool] = [ORIGIN, AMBIENT, EXTRA, False, INTERVAL, True, WANTED]
+    left, right = _joined(slots, shown, short)
+    for step in steps:
+        if _cells(left) + _cells(right) <= width:
+            break
+        if isinstance(step, bool):
+            short = short | {step}
+        else:
+            shown = [v and s.priority != step for s, v in zip(slots, shown, strict=True)]
+        left, right = _joined(slots, shown, short)
+    over = _cells(left) + _cells(right) - width
+    if over > 0:  # a long state (starting: … since …): cut its words, not the facts after it
+        slots = [_cut_state(s, over) for s in slots]
+        left, right = _joined(slots, shown, short)
+    moved = (_plain(s) for s, v in zip(slots, shown, strict=True) if not v)
+    return HeaderLayout(left, right, tuple(m for m in moved if m not in ("", "kvtop")))
+
+
+STATE_MIN_CHARS = 16  # a state is never cut shorter than this ("starting: load w…")
+
+
+def _cut_state(slot: _Slot, over: int) -> _Slot:
+    text, style = slot.full[0]
+    if not style.startswith("state-"):
+        return slot
+    keep = max(STATE_MIN_CHARS, len(text) - over - 1)
+    if keep >= len(text):
+        return slot
+    piece = ((text[:keep] + "…", style),)
+    return _Slot(slot.right, slot.priority, piece, piece)
+
+
+def _plain(slot: _Slot) -> str:
+    return "".join(text for text, _ in slot.full).strip()
+
+
+def header_words(facts: StatusFacts) -> str:
+    """Every item of the status line, whole: the help's sources view."""
+    slots = [s for s in _slots(facts) if not s.right or s.priority != MUST]
+    return " · ".join(_plain(s) for s in slots if s.full)

@@ -125,25 +125,60 @@ def server_status(startup: Startup, now: datetime) -> ServerStatus:
     return ServerStatus("starting", text, restarts, None, restart_text)
 
 
-def deployment_facts(startup: Startup) -> list[str]:
-    """Model, parallelism, mem_fraction_static, speculative and host cache, short."""
+# How much a header item matters: lower survives longer on a narrow status line
+# (tui/view_state.header_layout); the rest moves to a second line or the help's sources view.
+MUST = 0  # state and uptime, model, TP/DP/EP, mfs, speculative/HiCache flags, source markers
+WANTED = 3  # the DEMO badge
+EXTRA = 4  # SGLang version
+AMBIENT = 5  # the kvtop name, the deployment's shape words
+ORIGIN = 6  # host and log source
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderItem:
+    """One item of the status line: its text, a shorter form for narrow screens, how much it
+    matters (MUST .. ORIGIN)."""
+
+    text: str
+    short: str
+    priority: int
+
+
+MODEL_SHORT_CHARS = 14
+
+
+def short_model(name: str) -> str:
+    """`Meta-Llama-3.1-405B…` for a long model name (the help shows it whole)."""
+    return name if len(name) <= MODEL_SHORT_CHARS else name[: MODEL_SHORT_CHARS - 1] + "…"
+
+
+def deployment_items(startup: Startup) -> list[HeaderItem]:
+    """Model, parallelism, mem_fraction_static, speculative and host cache, with short forms."""
     args = startup.server_args
     if args is None:
-        return ["no server_args line: mem_fraction_static unknown"]
-    facts: list[str] = []
+        return [HeaderItem("no server_args line: mem_fraction_static unknown", "mfs ?", MUST)]
+    items: list[HeaderItem] = []
     if args.model_path:
-        facts.append(make_visible(args.model_path.rstrip("/").rsplit("/", 1)[-1]))
+        model = make_visible(args.model_path.rstrip("/").rsplit("/", 1)[-1])
+        items.append(HeaderItem(model, short_model(model), MUST))
     for name, value in (("TP", args.tp_size), ("DP", args.dp_size), ("EP", args.ep_size)):
         if value and (value > 1 or name == "TP"):
-            facts.append(f"{name}{value}")
+            items.append(HeaderItem(f"{name}{value}", f"{name}{value}", MUST))
     if args.mem_fraction_static is not None:
-        facts.append(f"mfs {args.mem_fraction_static:g}")
+        mfs = f"mfs {args.mem_fraction_static:g}"
+        items.append(HeaderItem(mfs, mfs, MUST))
     if args.speculative_algorithm:
-        facts.append(make_visible(str(args.speculative_algorithm)))
+        spec = make_visible(str(args.speculative_algorithm))
+        items.append(HeaderItem(spec, spec[:8], MUST))
     if args.enable_hierarchical_cache:
-        facts.append("HiCache")
-    facts.extend(_shape_facts(startup))
-    return facts
+        items.append(HeaderItem("HiCache", "HiC", MUST))
+    items.extend(HeaderItem(words, words, AMBIENT) for words in _shape_facts(startup))
+    return items
+
+
+def deployment_facts(startup: Startup) -> list[str]:
+    """Model, parallelism, mem_fraction_static, speculative and host cache, short."""
+    return [item.text for item in deployment_items(startup)]
 
 
 def _shape_facts(startup: Startup) -> list[str]:

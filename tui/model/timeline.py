@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from tui.model.insights import next_step
 from tui.sglang.events import Failure
 from tui.sglang.failures import SERVING
 from tui.sglang.startup import Phase, Startup
+
+NOISE_GIB = 0.005  # shown as 0.00 GiB
+NOISE_S = 0.05  # shown as 0.0 s
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +25,16 @@ class EventRow:
     failure: bool = False
     message: str = ""  # the log line's text, shown literally
     next_step: str | None = None
+    rank_set: tuple[str, ...] = ()  # every rank the row stands for (the events pane's filter)
+
+    @property
+    def noise(self) -> bool:
+        """A phase that moved nothing worth a row: −0.00 GiB in 0.0 s (folded, counted)."""
+        if self.failure or self.avail_gib is not None:
+            return False  # a failure, or a phase that says what was left free
+        if self.delta_gib is None and self.duration_s is None:
+            return False  # a milestone without numbers (host KV cache)
+        return abs(self.delta_gib or 0.0) < NOISE_GIB and (self.duration_s or 0.0) < NOISE_S
 
 
 def _ranks_label(ranks: list[str]) -> str:
@@ -53,6 +66,11 @@ def _phase_groups(startup: Startup) -> dict[tuple[str, str], list[tuple[str, Pha
     return groups
 
 
+def _log_order(startup: Startup) -> dict[int, int]:
+    """id(phase) -> its place in its rank's log: the order of phases logged in one second."""
+    return {id(p): i for rank in startup.ranks.values() for i, p in enumerate(rank.phases)}
+
+
 def _phase_row(name: str, model: str, members: list[tuple[str, Phase]]) -> _Dated:
     """One phase of one model across its ranks: the most memory it took, the least left free."""
     latest = max(members, key=lambda m: (m[1].timestamp or datetime.min, m[0]))[1]
@@ -67,6 +85,7 @@ def _phase_row(name: str, model: str, members: list[tuple[str, Phase]]) -> _Date
         avail_gib=min(avails) if avails else None,
         duration_s=max(durations) if durations else None,
         message=latest.message,
+        rank_set=tuple(sorted({r for r, _ in members})),
     )
     return latest.timestamp or latest.time_text or "", row
 
@@ -103,16 +122,52 @@ def _ready_row(ready_at: datetime) -> _Dated:
     return ready_at, row
 
 
-def _newest_first(item: _Dated) -> tuple[int, str]:
-    when = item[0]
+# Within one second: phases in their log order, then failures in theirs, then the ready line
+# (a failure ends a phase; ready comes after everything else).
+_Sequenced = tuple[tuple[int, str, int, int], EventRow]
+
+
+def _when_key(when: datetime | str) -> tuple[int, str]:
     return (1, when.isoformat()) if isinstance(when, datetime) else (0, str(when))
 
 
-def recent_events(startup: Startup, limit: int = 50) -> list[EventRow]:
-    """Newest first. One row per phase of one model across the ranks that logged it."""
-    rows = [_phase_row(name, model, m) for (name, model), m in _phase_groups(startup).items()]
-    rows += [_failure_row(failure, startup) for failure in startup.failures]
+def _sequenced(startup: Startup) -> list[_Sequenced]:
+    """Every row with its (timestamp, sequence) sort key."""
+    order = _log_order(startup)
+    keyed: list[_Sequenced] = []
+    for (name, model), members in _phase_groups(startup).items():
+        when, row = _phase_row(name, model, members)
+        seq = max(order.get(id(p), 0) for _, p in members)
+        keyed.append(((*_when_key(when), 0, seq), row))
+    for i, failure in enumerate(startup.failures):
+        when, row = _failure_row(failure, startup)
+        if not row.rank_set and failure.prefix.rank:
+            row = replace(row, rank_set=(failure.prefix.rank,))
+        keyed.append(((*_when_key(when), 1, i), row))
     if startup.ready_at is not None:
-        rows.append(_ready_row(startup.ready_at))
-    rows.sort(key=_newest_first, reverse=True)
-    return [row for _, row in rows[:limit]]
+        when, row = _ready_row(startup.ready_at)
+        keyed.append(((*_when_key(when), 2, 0), row))
+    return keyed
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """The events, newest first, with the noise rows (nothing moved) folded and counted."""
+
+    rows: tuple[EventRow, ...]
+    folded: tuple[EventRow, ...] = ()
+
+
+def timeline(startup: Startup, *, fold_noise: bool = True) -> Timeline:
+    """Newest first by (timestamp, sequence): rows logged in the same second keep their log
+    order, reversed. One row per phase of one model across the ranks that logged it."""
+    keyed = sorted(_sequenced(startup), key=lambda item: item[0], reverse=True)
+    rows = tuple(row for _, row in keyed)
+    if not fold_noise:
+        return Timeline(rows)
+    return Timeline(tuple(r for r in rows if not r.noise), tuple(r for r in rows if r.noise))
+
+
+def recent_events(startup: Startup, limit: int = 50) -> list[EventRow]:
+    """Newest first, noise rows folded (see `timeline`)."""
+    return list(timeline(startup).rows[:limit])

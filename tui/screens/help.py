@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from tui.model.identity import mismatch_text
 from tui.screens.base import ShowsState
-from tui.view_state import ViewState
+from tui.view_state import ViewState, header_words
 from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK
 
 KEYS = (
@@ -26,6 +26,11 @@ KEYS = (
     ("Esc", "back"),
     ("f", "the formula: SGLang's KV sizing with live numbers, what-if and reverse questions"),
     ("+ / = / -", "slower / slower / faster refresh"),
+    (
+        "e / l",
+        "events pane / raw log (tracebacks included, literally): ↑ ↓ PgUp PgDn Home End, "
+        "/ search (n N), r rank, p phase, x failures only, s save to a file, y copy (OSC 52)",
+    ),
     ("space", "pause the display (sources keep running, history keeps recording)"),
     ("c", "compact (one line per GPU, fewer panels) / full"),
     ("d", "dismiss the advisory note (ranks mapped by order): it stays listed here, under notes"),
@@ -139,6 +144,8 @@ class HelpScreen(ShowsState, ModalScreen[None]):
             sources.add_row(health.name, health.state, Text(health.detail or ""))
         if snapshot is not None and snapshot.server is not None:
             sources.add_row("server", "", Text(snapshot.server.sentence()))
+        if state.status is not None:  # what a narrow status line left out, whole
+            sources.add_row("header", "", Text(header_words(state.status)))
         return Group(*self._top(keys, glyphs, sources), *self._notes(state), Text("\nEsc closes."))
 
     @staticmethod

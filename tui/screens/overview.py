@@ -20,6 +20,8 @@ from tui.widgets.kv_panel import KvPanel
 from tui.widgets.status_line import StatusLine
 from tui.widgets.text_panels import EventsPanel, HostKvLane, InsightsPanel, NoticesPanel
 
+LOG_TAIL_LINES = 60  # at most this many of the log's latest lines under the events
+
 
 class OverviewScreen(ShowsState, Screen[None]):
     BINDINGS = [  # noqa: RUF012 - Textual's convention
@@ -38,6 +40,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         self._rows: list[GpuRow] = []
         self._marked = -1  # the row drawn as selected
         self._analysis_shown: object = None
+        self._tail_shown: tuple[str, ...] = ()
 
     @property
     def selected(self) -> int:
@@ -45,7 +48,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         return self.view_state.selected_position() if self.view_state is not None else 0
 
     def compose(self) -> ComposeResult:
-        yield StatusLine(id="status")
+        yield StatusLine(id="status", second_line=True)
         yield NoticesPanel(id="notices", classes="panel")
         yield GpuHeader(id="gpu-header", classes="memory")
         yield VerticalScroll(id="gpu-list", can_focus=False)
@@ -146,6 +149,8 @@ class OverviewScreen(ShowsState, Screen[None]):
         self.query_one(HostKvLane).show(per_rank, snapshot.host_kv_total_gb, snapshot.host, usage)
         self.query_one(InsightsPanel).show(analysis.insights, 1 if compact else 4)
         # The session re-analyses only when the log changed: same object, same events.
-        if analysis is not self._analysis_shown:
-            self._analysis_shown = analysis
-            self.query_one(EventsPanel).show(recent_events(analysis.startup, 30), 30)
+        raw = getattr(self.app, "raw_log_lines", None)  # the log's tail, where room is left
+        tail = raw()[-LOG_TAIL_LINES:] if raw is not None and not compact else ()
+        if analysis is not self._analysis_shown or tail != self._tail_shown:
+            self._analysis_shown, self._tail_shown = analysis, tail
+            self.query_one(EventsPanel).show(recent_events(analysis.startup, 500), 500, tail)

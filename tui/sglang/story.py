@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from tui.sglang.log_line import parse_line
+from tui.sglang.raw_lines import RawLines
 from tui.sglang.startup import StartupTracker
 
 # A long-running server writes almost nothing but batch lines. Only the latest per rank matters
@@ -19,9 +20,12 @@ def _is_batch(line: str) -> bool:
 
 
 def fold_lines(
-    lines: Iterable[str | bytes], tracker: StartupTracker | None = None
+    lines: Iterable[str | bytes],
+    tracker: StartupTracker | None = None,
+    raw: RawLines | None = None,
 ) -> StartupTracker:
-    """Parse every line in order; returns the tracker (a new one unless given)."""
+    """Parse every line in order; returns the tracker (a new one unless given). `raw` keeps
+    the latest lines as written (the events pane's log view)."""
     tracker = tracker or StartupTracker()
     pending: deque[str] = deque(maxlen=_BATCH_TAIL)
     skipped = 0
@@ -37,8 +41,11 @@ def fold_lines(
         skipped = 0
 
     count = 0
+    # Only the ring's worth of lines is kept raw: a C-level append per line, processed once.
+    tail: deque[str | bytes] = deque(maxlen=raw.max_lines if raw is not None else 0)
     for line in lines:
         count += 1
+        tail.append(line)
         if isinstance(line, str) and _is_batch(line):
             if len(pending) == _BATCH_TAIL:
                 skipped += 1
@@ -52,5 +59,8 @@ def fold_lines(
         tracker.feed(event)
     if pending:
         flush()
+    if raw is not None:
+        raw.extend(tail)
+        raw.seen += count - len(tail)
     tracker.lines_seen += count
     return tracker

@@ -18,7 +18,7 @@ from tui.model.deployment import GpuView
 from tui.model.gpu_alerts import GpuAlert
 from tui.model.gpu_order import order_named
 from tui.widgets.segments import ALERT_CLASSES, SEGMENT_CLASSES, MemoryWidget
-from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK, SHORT, render_bar
+from tui.widgets.stacked_bar import GLYPHS, RESERVE_MARK, SHORT, render_bar, wrap_items
 
 LEFT_CELLS = 11  # "▶ 0   TP0  "
 RIGHT_CELLS = 37  # "  88.2/95.6    7.4  61%  55C  400W ▲" (the glyph: the row's alert)
@@ -255,26 +255,34 @@ class MemoryLegend(MemoryWidget):
             text.append("lost: NVML gives no numbers for it, so none are shown")
             return text
         segments = bar_segments(view)
+        # Whole items, wrapped between items (never `│` on one line and its words on the next).
+        width = self.size.width
         if self._compact:  # one line: glyphs and GiB only (? explains the glyphs)
-            text.no_wrap, text.overflow = True, "ellipsis"
-            text.append(f"  GPU {view.sample.index} GiB:", self.label_style())
-            for name, value in segments:
-                text.append(" ")
-                text.append(GLYPHS.get(name, "▀"), self.segment_style(name))
-                text.append(fmt.gib(value))
+            lead = Text(f"  GPU {view.sample.index} GiB: ", self.label_style())
+            items = [self._item(name, fmt.gib(value)) for name, value in segments]
             if memory.reserve_gib is not None:
-                text.append(" ")
-                text.append(RESERVE_MARK, self.reserve_style())
-                text.append(f"reserve {fmt.gib(memory.reserve_gib)}")
-            return text
-        text.append(f"  GPU {view.sample.index}: ", self.label_style())
-        for name, value in segments:
-            text.append(GLYPHS.get(name, "▀"), self.segment_style(name))
-            text.append(f" {SHORT.get(name, name)} {fmt.gib(value)}  ")
+                items.append(self._reserve_item(f"reserve {fmt.gib(memory.reserve_gib)}"))
+            return wrap_items(items, width, lead=lead, gap=1, lines=1)
+        lead = Text(f"  GPU {view.sample.index}: ", self.label_style())
+        items = [
+            self._item(name, f" {SHORT.get(name, name)} {fmt.gib(value)}")
+            for name, value in segments
+        ]
         if memory.reserve_starts_at_gib is not None:
-            text.append(RESERVE_MARK, self.reserve_style())
-            text.append(
-                f" reserve {fmt.gib(memory.reserve_gib)} from {fmt.gib(memory.reserve_starts_at_gib)}  "
+            items.append(
+                self._reserve_item(
+                    f" reserve {fmt.gib(memory.reserve_gib)} from {fmt.gib(memory.reserve_starts_at_gib)}"
+                )
             )
-        text.append("(GiB)")
-        return text
+        items.append(Text("(GiB)"))
+        return wrap_items(items, width, lead=lead)
+
+    def _item(self, name: str, words: str) -> Text:
+        item = Text(GLYPHS.get(name, "▀"), self.segment_style(name))
+        item.append(words)
+        return item
+
+    def _reserve_item(self, words: str) -> Text:
+        item = Text(RESERVE_MARK, self.reserve_style())
+        item.append(words)
+        return item

@@ -103,3 +103,29 @@ def cell_at(segments: Sequence[tuple[str, float]], cells: Sequence[int], gib: fl
         start_gib += value
         start_cell += count
     return start_cell
+
+
+def wrap_items(
+    items: Sequence[Text], width: int, *, lead: Text | None = None, gap: int = 2, lines: int = 0
+) -> Text:
+    """`lead` then the items, each whole: a line breaks between items, never inside one
+    (continuation lines indented under the first item). `width` 0: one line. `lines` > 0 keeps
+    that many lines and ends the last with `…` when items were left out."""
+    lead = lead or Text()
+    indent = lead.cell_len
+    rows: list[Text] = [lead.copy()]
+    for item in items:
+        row = rows[-1]
+        started = row.cell_len > indent  # an item is on this line already
+        if width > 0 and started and row.cell_len + gap + item.cell_len > width:
+            rows.append(Text(" " * indent))
+            row, started = rows[-1], False
+        if started:
+            row.append(" " * gap)
+        row.append_text(item)
+    if lines and len(rows) > lines:
+        rows = rows[:lines]
+        rows[-1].append(" …")
+    text = Text("\n").join(rows)
+    text.no_wrap, text.overflow = True, "ellipsis"
+    return text

@@ -1,8 +1,12 @@
-"""The top line: host, log source, SGLang version, model, state and one marker per source.
+"""The top line: state, model, parallelism, mfs, flags and one marker per source; host, log
+source, SGLang version and the rest when there is room.
 
-The state's words and level come formed (tui/model/server_status.header_state): a warning or
-critical state is drawn in its colour; a source whose last good reading is older than three
-refresh intervals shows its age beside its marker (`◐metrics 3m05s`)."""
+What stays on a narrow line is decided in tui/view_state.header_layout (by priority, not from
+the right); this widget only draws it: one line, or two when the screen is tall enough and
+something did not fit (the help lists everything). The state's words and level come formed
+(tui/model/server_status.header_state): a warning or critical state is drawn in its colour; a
+source whose last good reading is older than three refresh intervals shows its age beside its
+marker (`◐metrics 3m05s`)."""
 
 from __future__ import annotations
 
@@ -12,15 +16,15 @@ from rich.text import Text
 from textual.reactive import reactive
 
 from tui.model.deployment import DEGRADED, OK
-from tui.view_state import StatusFacts
+from tui.view_state import HeaderLayout, Piece, StatusFacts, header_layout
 from tui.widgets.segments import StyledWidget
 
 MARKS = {OK: "●", DEGRADED: "◐"}  # anything else (off): ○ — readable without colour
-SOURCE_NAMES = {"nvml": "NVML", "log": "log", "journal": "journal", "metrics": "metrics"}
+SECOND_LINE_FROM_ROWS = 30  # a terminal this tall gives the status line a second line
 
 
 class StatusLine(StyledWidget):
-    DEFAULT_CSS = "StatusLine { height: 1; }"
+    DEFAULT_CSS = "StatusLine { height: auto; }"
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "status--ok",
         "status--degraded",
@@ -33,51 +37,57 @@ class StatusLine(StyledWidget):
         "status--warning",
         "status--critical",
         "status--age",
+        "status--more",
     }
 
     # A reactive repaints the line when the facts change, and only then (compared by value).
-    facts: reactive[StatusFacts | None] = reactive(None)
+    facts: reactive[StatusFacts | None] = reactive(None, layout=True)
+
+    def __init__(self, *, second_line: bool = False, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.second_line = second_line  # the screen can spare a row for what did not fit
 
     def show(self, facts: StatusFacts) -> None:
         self.facts = facts
 
+    def _layout(self, width: int) -> HeaderLayout | None:
+        return None if self.facts is None else header_layout(self.facts, width)
+
+    def _two_lines(self, layout: HeaderLayout | None) -> bool:
+        rows = self.app.size.height if self.is_attached else 0
+        if not self.second_line or layout is None or not layout.moved:
+            return False
+        return rows >= SECOND_LINE_FROM_ROWS
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
+        return 2 if self._two_lines(self._layout(width)) else 1
+
     def _style(self, name: str):
-        return self.component_style(name)
+        if not name:
+            return ""
+        if name == "bold":
+            return "bold"
+        kind = name.split("-", 1)[1] if "-" in name else name
+        return self.component_style(f"status--{kind}")
+
+    def _text(self, pieces: tuple[Piece, ...]) -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for words, style in pieces:
+            text.append(words, self._style(style))
+        return text
 
     def render(self) -> Text:
-        facts = self.facts
-        if facts is None:
+        layout = self._layout(self.size.width)
+        if layout is None:
             return Text(" kvtop · reading sources…")
-        right = Text(no_wrap=True)
-        if facts.demo:
-            right.append(" DEMO ", self._style("status--demo"))
-            right.append(" ")
-        if facts.paused:
-            right.append(" PAUSED ", self._style("status--paused"))
-            right.append(" ")
-        right.append(f"↻{facts.interval_s:g}s")
-        ages = facts.source_ages or (None,) * len(facts.sources)
-        for health, age in zip(facts.sources, ages, strict=False):
-            state = health.state if health.state in MARKS else "off"
-            right.append(" ")
-            right.append(MARKS.get(health.state, "○"), self._style(f"status--{state}"))
-            right.append(SOURCE_NAMES.get(health.name, health.name))
-            if age is not None:
-                right.append(f" {age}", self._style("status--age"))
-        right.append(" ")
-        left = Text(no_wrap=True, overflow="ellipsis")
-        left.append(" kvtop", "bold")
-        for part in facts.left:
-            left.append(" · ")
-            left.append(part)
-        left.append(" · ")
-        kind = facts.state_kind if facts.state_kind in ("ready", "failed") else "starting"
-        if facts.level in ("warning", "critical"):
-            kind = facts.level  # never green while a source is down, disagrees or a GPU is lost
-        left.append(facts.state, self._style(f"status--{kind}"))
-        for part in facts.facts:
-            left.append(" · ")
-            left.append(part)
+        right = self._text(layout.right)
+        left = self._text(layout.left)
         room = max(0, self.size.width - right.cell_len)
         left.truncate(room, overflow="ellipsis", pad=True)
-        return left + right
+        line = left + right
+        if self._two_lines(layout):
+            more = Text(" " + layout.second_line, self._style("more"), no_wrap=True)
+            more.truncate(self.size.width, overflow="ellipsis")
+            line.append("\n")
+            line.append_text(more)
+        return line

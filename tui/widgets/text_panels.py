@@ -13,11 +13,14 @@ from rich.text import Text
 
 from tui import fmt
 from tui.model.deployment import OK, HostMemory, SourceHealth
+from tui.model.event_view import event_words
 from tui.model.kv_usage import KvUsage
 from tui.model.notes import Note
 from tui.model.timeline import EventRow
+from tui.sglang.control_chars import make_visible
 from tui.widgets.segments import StyledWidget
 
+LOG_TAIL_FROM_LINES = 3  # the events panel shows the log's tail when this many lines are spare
 PANEL_CLASSES = {"panel--label", "panel--dim", "panel--bad", "panel--warn", "panel--good"}
 
 
@@ -142,48 +145,76 @@ class InsightsPanel(StyledWidget):
         self._key = None  # rebuild on the next show(): the grid carries the old styles
 
 
-def _event_line(row: EventRow) -> Text:
-    text = Text(no_wrap=True, overflow="ellipsis")
-    clock = row.time_text[-8:] if row.time_text else "--:--:--"
-    text.append(f"{clock} {row.ranks:<7} ")
-    text.append(row.what)
-    if row.delta_gib is not None:
-        # The phase took memory: free memory went down by that much.
-        sign = "−" if row.delta_gib >= 0 else "+"
-        text.append(f"  {sign}{abs(row.delta_gib):.2f} GiB")
-    if row.avail_gib is not None:
-        text.append(f" → {row.avail_gib:.2f} GiB free")
-    if row.duration_s is not None:
-        text.append(f" in {row.duration_s:.1f} s")
-    return text
+def _blocks_that_fit(heights: Sequence[int], height: int) -> int:
+    """How many blocks (a row and its next step) fit in `height` lines (0: all), keeping one
+    line for "+N more" when some do not."""
+    if not height or sum(heights) <= height:
+        return len(heights)
+    kept, used = 0, 1
+    while kept < len(heights) and used + heights[kept] <= height:
+        used += heights[kept]
+        kept += 1
+    return kept
 
 
 class EventsPanel(TextPanel):
-    """Newest first: phases across ranks with the memory they moved; failures with a next step."""
+    """Newest first: phases across ranks with the memory they moved; failures with a next step.
+    As many rows as its height holds, then "+N more (e: all events)"; when every event fits
+    and room is left, the log's latest lines under them (l: the whole raw log)."""
 
-    def show(self, rows: Sequence[EventRow], limit: int) -> None:
-        shown = tuple(rows[:limit])
-        self.set_content(shown, lambda: self._build(shown))
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._rows: tuple[EventRow, ...] = ()
+        self._tail: tuple[str, ...] = ()
 
-    def _build(self, rows: Sequence[EventRow]) -> Text:
+    def show(self, rows: Sequence[EventRow], limit: int, tail: Sequence[str] = ()) -> None:
+        shown, tail = tuple(rows[:limit]), tuple(tail)
+        if tail != self._tail:
+            self._tail = tail
+            self.refresh()
+        self._rows = shown
+        self.set_content(shown, lambda: self._build(shown, 0))
+
+    def render(self) -> Text:
+        height = self.size.height
+        return self._build(self._rows, height) if height and self._rows else self._text
+
+    def _build(self, rows: Sequence[EventRow], height: int) -> Text:
+        """The rows that fit in `height` lines (0: all), a line counting the rest, and the
+        log's tail in the rows left over."""
+        blocks = [self._row_lines(row) for row in rows]
+        kept = _blocks_that_fit([len(b) for b in blocks], height)
+        flat = [line for block in blocks[:kept] for line in block]
+        lines = [("events    " if i == 0 else "", line) for i, line in enumerate(flat)]
+        if kept < len(blocks):
+            more = f"+{len(blocks) - kept} more (e: all events)"
+            lines.append(("", Text(more, self.style_of("dim"))))
+        elif height:
+            lines += self._tail_lines(height - len(lines) - 1)  # a blank line between
         text = Text(no_wrap=True, overflow="ellipsis")
-        for i, row in enumerate(rows):
-            text.append("events    " if i == 0 else "          ", self.style_of("label"))
-            if row.failure:
-                line = Text(no_wrap=True, overflow="ellipsis")
-                line.append(
-                    f"{row.time_text[-8:]} {row.ranks:<7} {row.what}: ", self.style_of("bad")
-                )
-                line.append(row.message, self.style_of("bad"))
-                text.append_text(line)
-                if row.next_step:
-                    text.append("\n          ")
-                    text.append("→ " + row.next_step, self.style_of("warn"))
-            else:
-                text.append_text(_event_line(row))
-            if i < len(rows) - 1:
+        for i, (label, line) in enumerate(lines):
+            text.append(label or " " * 10, self.style_of("label"))
+            text.append_text(line)
+            if i < len(lines) - 1:
                 text.append("\n")
         return text
+
+    def _tail_lines(self, spare: int) -> list[tuple[str, Text]]:
+        if spare < LOG_TAIL_FROM_LINES or not self._tail:
+            return []
+        lines = [("", Text())]
+        for i, raw in enumerate(self._tail[-spare:]):
+            line = Text(make_visible(raw), self.style_of("dim"), no_wrap=True)
+            lines.append(("log       " if i == 0 else "", line))
+        return lines
+
+    def _row_lines(self, row: EventRow) -> list[Text]:
+        if not row.failure:
+            return [Text(event_words(row), no_wrap=True, overflow="ellipsis")]
+        lines = [Text(event_words(row), self.style_of("bad"), no_wrap=True, overflow="ellipsis")]
+        if row.next_step:
+            lines.append(Text("→ " + row.next_step, self.style_of("warn")))
+        return lines
 
 
 class NoticesPanel(TextPanel):
