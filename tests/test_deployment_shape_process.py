@@ -10,7 +10,6 @@ format, then the real excerpt 61 (issue 4978, node 0 of that deployment).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REAL_LOGS
-from fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, write_state
+from fake_nvml import build_fake_nvml, eight_gpus, gcc_path, kvtop_once, write_state
 from test_deployment_shape import args_line
 
 KVTOP = Path(sys.executable).with_name("kvtop")
@@ -45,18 +44,7 @@ def _log(tmp_path: Path) -> Path:
 
 
 def once(lib_dir: Path, state: Path, log: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, LD_LIBRARY_PATH=str(lib_dir), COLUMNS="200", **{STATE_ENV: str(state)})
-    result = subprocess.run(
-        [str(KVTOP), "--once", "--log-file", str(log), "--no-metrics", *extra],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
-    return result
+    return kvtop_once(lib_dir, state, log, *extra)
 
 
 def test_once_two_node_log_on_eight_gpus(lib_dir: Path, tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from LD_LIBRARY_PATH, the story log, and real processes this test starts as GPU 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -16,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, write_state
+from fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, kvtop_once, write_state
 from tmux_tools import SGR, Tmux, foreground_colours, is_grey, private_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,18 +58,7 @@ def ranks(pids: dict[str, int]) -> list[tuple[int, int, int | None]]:
 
 
 def once(lib_dir: Path, state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, LD_LIBRARY_PATH=str(lib_dir), COLUMNS="220", **{STATE_ENV: str(state)})
-    result = subprocess.run(
-        [str(KVTOP), "--once", "--log-file", str(STORY_LOG), "--no-metrics", *extra],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
-    return result
+    return kvtop_once(lib_dir, state, STORY_LOG, *extra, columns=220)
 
 
 def flat(text: str) -> str:

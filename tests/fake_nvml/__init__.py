@@ -7,6 +7,7 @@ from .build import (
     build_fake_nvml,
     eight_gpus,
     gcc_path,
+    kvtop_once,
     write_state,
 )
 
@@ -17,5 +18,6 @@ __all__ = [
     "build_fake_nvml",
     "eight_gpus",
     "gcc_path",
+    "kvtop_once",
     "write_state",
 ]

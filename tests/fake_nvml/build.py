@@ -12,6 +12,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -125,3 +126,25 @@ def eight_gpus(**overrides: object) -> dict[int, dict[str, object]]:
         fields.update(overrides)
         gpus[i] = fields
     return gpus
+
+
+def kvtop_once(
+    lib_dir: Path, state: Path, log: Path, *extra: str, columns: int = 200
+) -> subprocess.CompletedProcess[str]:
+    """The installed `kvtop --once --log-file LOG --no-metrics` on the fake NVML in `lib_dir`
+    with the GPUs of `state`; it must succeed without a traceback."""
+    kvtop = Path(sys.executable).with_name("kvtop")
+    env = dict(
+        os.environ, LD_LIBRARY_PATH=str(lib_dir), COLUMNS=str(columns), **{STATE_ENV: str(state)}
+    )
+    result = subprocess.run(
+        [str(kvtop), "--once", "--log-file", str(log), "--no-metrics", *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    return result
