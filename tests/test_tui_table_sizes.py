@@ -12,6 +12,7 @@ from tui_support import demo_snapshot, make_app, screen_text, until, utc
 
 from tui import fmt
 from tui.model.gpu_detail import gpu_detail
+from tui.model.kv_usage import kv_usage
 from tui.screens.formula import FormulaScreen
 from tui.screens.gpu_detail import GpuDetailScreen
 
@@ -123,3 +124,30 @@ async def test_gpu_rows_keep_their_numbers(size: tuple[int, int]) -> None:
 def _in_order(tokens: list[str], wanted: list[str]) -> bool:
     n = len(wanted)
     return any(tokens[i : i + n] == wanted for i in range(len(tokens) - n + 1))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_host_kv_lane_keeps_its_numbers(size: tuple[int, int]) -> None:
+    """The host KV lane wraps between words under its label: its per-rank and total GB, host RAM
+    and the host pool's use (percent and tokens) stay whole at every size (at 80 columns it was
+    cut to `32…`)."""
+    snapshot = demo_snapshot()
+    app = make_app(snapshot)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, "the host KV lane", lambda: "host KV" in screen_text(app))
+        lines = screen_text(app).split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("host KV"))
+    lane = [lines[start]]
+    lane += [line for line in lines[start + 1 : start + 3] if line.startswith(" " * 10)]
+    words = " ".join(" ".join(lane).split())
+    usage = kv_usage(snapshot)
+    host = snapshot.host
+    assert host is not None and usage.host_usage_pct is not None
+    for number in (
+        "44.77 GB per rank × 8 = 358.16 GB",
+        f"host RAM {host.used_gb:,.0f} / {host.total_gb:,.0f} GB used",
+        f"{fmt.pct(usage.host_usage_pct)} in use ({usage.host_used_tokens:,} / "
+        f"{usage.host_total_tokens:,} tokens)",
+    ):
+        assert number in words, (number, lane)
+    assert not CUT.search(words)

@@ -67,7 +67,10 @@ class TextPanel(StyledWidget):
 
 
 class HostKvLane(TextPanel):
-    """Hierarchical cache: the host pool per rank and in total, host RAM, pool usage."""
+    """Hierarchical cache: the host pool per rank and in total, host RAM, pool usage. Its line
+    wraps between words under its label (a narrow screen keeps every number whole)."""
+
+    _fixed_lines = False
 
     def show(
         self,
@@ -88,9 +91,8 @@ class HostKvLane(TextPanel):
     ) -> Text:
         if not per_rank:
             return Text()
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()
         # Host memory in decimal GB, the unit SGLang logs the host KV cache in (not GiB).
-        text.append("host KV   ", self.style_of("label"))
         low, high = min(per_rank), max(per_rank)
         each = f"{low:,.2f} GB" if low == high else f"{low:,.2f}–{high:,.2f} GB"
         text.append(f"{each} per rank × {len(per_rank)} = {fmt.gib(total_gb, 2)} GB")
@@ -104,6 +106,15 @@ class HostKvLane(TextPanel):
                 f"{usage.host_total_tokens:,} tokens)"
             )
         return text
+
+    def render(self) -> Table | Text:
+        if not self._text.plain:
+            return self._text
+        grid = Table.grid()
+        grid.add_column(width=10, no_wrap=True)
+        grid.add_column(ratio=1)
+        grid.add_row(Text("host KV", self.style_of("label")), self._text)
+        return grid
 
 
 class InsightsPanel(StyledWidget):
