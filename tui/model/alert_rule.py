@@ -21,7 +21,7 @@ from tui.model.alerts import (
 )
 from tui.model.deployment import OFF, GpuView, Snapshot, SourceHealth
 from tui.model.identity import mismatch_text
-from tui.model.kv_usage import KvUsage, kv_usage
+from tui.model.kv_usage import kv_now
 from tui.model.server_status import duration_text, stopped_text
 from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import FAILED, READY, STARTING, STOPPED
@@ -169,11 +169,6 @@ def _startup_alerts(snapshot: Snapshot, t: Thresholds) -> list[Alert]:
 
 
 # -- KV cache and queue ---------------------------------------------------------------------
-def kv_now(snapshot: Snapshot) -> KvUsage:
-    """The KV cache as of the snapshot (a batch line standing in for metrics is dated by it)."""
-    return kv_usage(snapshot, now=datetime.fromtimestamp(snapshot.taken_at))
-
-
 def _kv_alerts(snapshot: Snapshot, t: Thresholds, queued_for_s: float | None) -> list[Alert]:
     kv = kv_now(snapshot)
     found = []

@@ -12,12 +12,11 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from tui.model.alert_rule import queue_since
 from tui.model.deployment import Snapshot
 from tui.model.freshness import STALE_INTERVALS
-from tui.model.kv_usage import kv_usage
+from tui.model.kv_usage import kv_now
 
 POINTS = 600  # ten minutes at 1 Hz; at faster refresh it simply covers less time
 # The break between two runs: never a value (every series is >= 0), drawn as a blank cell.
@@ -109,7 +108,7 @@ class History:
 
     def _record_kv(self, snapshot: Snapshot, gap: bool) -> None:
         taken_at = snapshot.taken_at
-        usage = kv_usage(snapshot, now=datetime.fromtimestamp(taken_at))
+        usage = kv_now(snapshot)
         known = usage.current and usage.source_kind != "none"
         source = usage.source_kind if known else None
         if source is not None and self._kv_source not in (None, source) and not gap:

@@ -261,6 +261,12 @@ def kv_usage(
     )
 
 
+def kv_now(snapshot: Snapshot) -> KvUsage:
+    """The KV cache as of the snapshot: its time is "now" in the log's clock, which dates a
+    batch line standing in for metrics (the report, --check, the alert rule, the history)."""
+    return kv_usage(snapshot, now=datetime.fromtimestamp(snapshot.taken_at))
+
+
 def source_text(usage: KvUsage, stale_after_s: float) -> str | None:
     """Where the KV numbers come from and how old they are, when that needs saying: fresh
     metrics need no words; a batch line always names itself and its age."""

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tui.model.alert_rule import anything_read, evaluate, kv_now, log_known, pct_1, unread_sources
+from tui.model.alert_rule import anything_read, evaluate, log_known, pct_1, unread_sources
 from tui.model.alerts import CRITICAL, OK, WARNING, Alert, Thresholds
 from tui.model.deployment import Snapshot
+from tui.model.kv_usage import kv_now
 from tui.model.server_status import server_status
 from tui.sglang.startup import READY
 

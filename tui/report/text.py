@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
@@ -14,7 +12,7 @@ from tui.model.deployment_shape import deployment_shape
 from tui.model.formula import version_text
 from tui.model.identity import mismatch_text
 from tui.model.insights import oom_text
-from tui.model.kv_usage import kv_usage, load_from_batch, load_from_metrics, load_line, source_text
+from tui.model.kv_usage import kv_now, load_from_batch, load_from_metrics, load_line, source_text
 from tui.model.server_status import stopped_text
 from tui.model.sizing import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
 from tui.report.reflow import FitColumn, FitTable, hang
@@ -537,7 +535,7 @@ def _metrics_line(snapshot: Snapshot) -> Text | None:
 def _kv_source_line(snapshot: Snapshot) -> Text:
     """Where the KV usage comes from, and how old a batch line standing in for metrics is
     (the snapshot's time is "now" in the log's clock, as for the uptime)."""
-    usage = kv_usage(snapshot, now=datetime.fromtimestamp(snapshot.taken_at))
+    usage = kv_now(snapshot)
     return _text(f"KV usage from: {source_text(usage, float('inf')) or 'metrics'}")
 
 
