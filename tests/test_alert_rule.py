@@ -142,7 +142,7 @@ def test_other_sources_down(ready: Snapshot) -> None:
 
 
 def test_sources_the_user_turned_off_are_no_alert() -> None:
-    """The session's own words for a source that was not asked for (pinned here)."""
+    """A source the user did not ask for is marked so by the session (SourceHealth.asked_off)."""
     session = Session(Options(nvml=False, metrics=False))
     snapshot = session.snapshot()
     assert all(asked_off(s) for s in snapshot.sources), snapshot.sources

@@ -127,7 +127,9 @@ def host_memory() -> HostMemory:
 
 def _nvml_health(reading: NvmlReading | None) -> SourceHealth:
     if reading is None:
-        return SourceHealth("nvml", OFF, "GPU readings are off (--no-gpus, or the demo).")
+        return SourceHealth(
+            "nvml", OFF, "GPU readings are off (--no-gpus, or the demo).", asked_off=True
+        )
     if not reading.available:
         return SourceHealth("nvml", OFF, reading.problem)
     if reading.stale or reading.problem or any(g.status != "ok" for g in reading.gpus):
@@ -165,7 +167,7 @@ class Session:
     nvml: NvmlSource | None = None
     metrics_source: MetricsSource | None = None
     log_health: SourceHealth = field(
-        default_factory=lambda: SourceHealth("log", OFF, "no log given.")
+        default_factory=lambda: SourceHealth("log", OFF, "no log given.", asked_off=True)
     )
     metrics_health: SourceHealth = field(
         default_factory=lambda: SourceHealth("metrics", DEGRADED, "waiting for the first scrape.")

@@ -26,8 +26,6 @@ from tui.model.server_status import duration_text, stopped_text
 from tui.sglang.control_chars import make_visible
 from tui.sglang.startup import FAILED, READY, STARTING, STOPPED
 
-# What the session says of a source the user turned off (--no-gpus, no log given): not a fault.
-_ASKED_OFF = {"log": "no log given", "nvml": "GPU readings are off"}
 LOG_SOURCES = ("log", "journal")
 _MAX_DETAIL = 200  # characters of a source's or a failure's own words quoted in a sentence
 
@@ -60,8 +58,7 @@ def _source(snapshot: Snapshot, *names: str) -> SourceHealth | None:
 
 def asked_off(source: SourceHealth) -> bool:
     """Off because the user asked for it (--no-gpus, no log given), not because it failed."""
-    prefix = _ASKED_OFF.get(source.name)
-    return source.state == OFF and prefix is not None and (source.detail or "").startswith(prefix)
+    return source.state == OFF and source.asked_off
 
 
 def log_known(snapshot: Snapshot) -> bool:

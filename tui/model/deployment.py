@@ -36,6 +36,8 @@ class SourceHealth:
     detail: str | None = None
     # Seconds since this source's last good reading (None: none yet, or not tracked).
     age_s: float | None = None
+    # Off because the user asked for it (--no-gpus, no log given): not a fault.
+    asked_off: bool = False
 
 
 @dataclass(frozen=True, slots=True)
