@@ -53,6 +53,7 @@ if [ "$extras" = test ]; then
   [ -x /lib/systemd/systemd-journal-remote ] || missing+=(systemd-journal-remote)
   [ -x /lib/systemd/systemd-journald ] || missing+=(systemd)
   command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+  { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
 fi
 
 if [ ${#missing[@]} -gt 0 ] && ! { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }; then
