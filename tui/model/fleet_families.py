@@ -78,3 +78,6 @@ DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"  # W
 DCGM_HOST_LABELS = ("Hostname", "hostname")  # every release up to 4.5.3 / main from 2026-05
 NODE_MEM_TOTAL = "node_memory_MemTotal_bytes"
 NODE_MEM_AVAILABLE = "node_memory_MemAvailable_bytes"
+# kvtop_gpu_up{gpu,uuid}: 1 while NVML reads the GPU, 0 when it lost it (its segments are then
+# left out, never sent as 0).
+GPU_UP = "kvtop_gpu_up"
