@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 9877
 DEFAULT_ADDR = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
-_HOST_NAME = re.compile(
-    r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$"
-)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"  # one part of a host name (RFC 1123)
+_HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*\.?$")
 _FORMS = "HOST:PORT, [IPV6]:PORT or PORT (e.g. 127.0.0.1:9877)"
 
 
@@ -71,12 +70,6 @@ def parse_address(addr: str | None) -> ListenAddress:
         return ListenAddress(DEFAULT_HOST, DEFAULT_PORT)
     if text.isdigit():
         return ListenAddress(DEFAULT_HOST, _port(text, addr or ""))
-    if text.startswith(":"):
-        port = text[1:]
-        raise AddressError(
-            f"--export {text}: kvtop does not listen on every interface unasked; give "
-            f"127.0.0.1:{port} (this host only) or 0.0.0.0:{port} (every interface)."
-        )
     if text.startswith("["):
         host, sep, port = text[1:].partition("]:")
         if not sep:
@@ -87,6 +80,12 @@ def parse_address(addr: str | None) -> ListenAddress:
     if text.count(":") > 1:
         raise AddressError(
             f"--export {text}: write an IPv6 address in brackets with its port, e.g. [::1]:9877."
+        )
+    if text.startswith(":"):
+        port = _port(text[1:], text)
+        raise AddressError(
+            f"--export {text}: kvtop does not listen on every interface unasked; give "
+            f"127.0.0.1:{port} (this host only) or 0.0.0.0:{port} (every interface)."
         )
     host, sep, port = text.rpartition(":")
     if not sep:
