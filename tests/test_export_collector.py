@@ -21,7 +21,7 @@ from test_identity_live import another_server
 from tui.export.collector import FAMILIES, GIB, SnapshotCollector, headroom_by_gpu, render
 from tui.model import fleet_families as ff
 from tui.model.deployment import Snapshot
-from tui.model.identity import FIELDS
+from tui.model.identity import FIELDS, compared_fields
 from tui.report.check import headroom_gib
 from tui.report.json_report import snapshot_json
 from tui.session import Options, Session
@@ -336,3 +336,19 @@ async def test_promtool_finds_nothing(which: str, state: Path, tmp_path: Path) -
 async def test_headroom_rows_are_checks_selection(ready: Snapshot) -> None:
     rows = headroom_by_gpu(ready)
     assert min(gib for _, gib in rows) == headroom_gib(ready)
+
+
+async def test_every_mismatch_field_was_compared() -> None:
+    """identity.compared_fields covers what find_mismatches compares (the raw sources, before
+    the session keeps another server's /server_info out of the snapshot)."""
+    with another_server() as server:
+        session = Session(Options(log_file=str(STORY_LOG), url=server.url, nvml=False))
+        try:
+            snapshot = await session.collect_once()
+        finally:
+            await session.close()
+    startup = session.tracker.current
+    compared = compared_fields(startup, session.latest_metrics, session.latest_info)
+    assert {m.field for m in snapshot.mismatches} <= compared
+    assert compared == set(FIELDS)  # /server_info has every one, /metrics some
+    assert compared_fields(startup, None, None) == frozenset()

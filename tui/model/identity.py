@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from tui.model.formula import parse_version
 from tui.sglang.metrics import MetricsSample, ServerInfo
+from tui.sglang.server_args import ServerArgs
 from tui.sglang.startup import Startup
 from tui.sglang.version_hint import NEWEST, OLDEST
 
@@ -234,23 +235,32 @@ def _metrics_compared(startup: Startup, metrics: MetricsSample) -> set[str]:
     return found
 
 
+def _info_args_compared(startup: Startup, theirs: ServerArgs) -> set[str]:
+    """The server_args fields server_info_mismatches compares: both sides known."""
+    found = set()
+    ours, summary = startup.server_args, startup.summary
+    if _log_names(startup) and (theirs.served_model_name or theirs.model_path):
+        found.add(MODEL)
+    if ours is not None:
+        found |= {
+            n
+            for n in (TP_SIZE, DP_SIZE, PP_SIZE)
+            if None not in (getattr(ours, n), getattr(theirs, n))
+        }
+        if ours.port is not None and theirs.port is not None:
+            found.add(PORT)
+    logged_context = ours.context_length if ours is not None else None
+    if logged_context is None and summary is not None:
+        logged_context = summary.context_len
+    if _known(logged_context) and _known(theirs.context_length):
+        found.add(CONTEXT_LENGTH)
+    return found
+
+
 def _info_compared(startup: Startup, info: ServerInfo) -> set[str]:
     """The fields server_info_mismatches compares: both sides known."""
-    found = set()
-    ours, theirs, summary = startup.server_args, info.server_args, startup.summary
-    if theirs is not None:
-        if _log_names(startup) and (theirs.served_model_name or theirs.model_path):
-            found.add(MODEL)
-        for name in (TP_SIZE, DP_SIZE, PP_SIZE):
-            if ours is not None and None not in (getattr(ours, name), getattr(theirs, name)):
-                found.add(name)
-        logged_context = ours.context_length if ours is not None else None
-        if logged_context is None and summary is not None:
-            logged_context = summary.context_len
-        if _known(logged_context) and _known(theirs.context_length):
-            found.add(CONTEXT_LENGTH)
-        if ours is not None and ours.port is not None and theirs.port is not None:
-            found.add(PORT)
+    found = set() if info.server_args is None else _info_args_compared(startup, info.server_args)
+    summary = startup.summary
     pools = (info.max_total_num_tokens, *(m.token_capacity for m in info.memory_by_dp))
     if summary is not None and _known(summary.max_total_num_tokens) and any(map(_known, pools)):
         found.add(MAX_TOTAL_NUM_TOKENS)
