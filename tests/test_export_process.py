@@ -254,3 +254,32 @@ def test_addr_does_not_go_with_once() -> None:
     )
     assert result.returncode == 2
     assert "--once --export prints one body on stdout: leave out ADDR" in result.stderr
+
+
+def test_a_gpu_lost_while_serving_goes_down_and_comes_back(
+    tmp_path: Path, server: FakeSGLang
+) -> None:
+    lib = build_fake_nvml(tmp_path / "lib")
+    state = write_state(tmp_path / "nvml.state", eight_gpus(used_mib=USED_MIB))
+    env = fake_nvml_env(lib.parent, state)
+
+    def gpu3(found: dict) -> tuple[float | None, int]:  # type: ignore[type-arg]
+        up = of(found, ff.GPU_UP, gpu="3")
+        return (next(iter(up.values())) if up else None), len(of(found, ff.GPU_MEMORY, gpu="3"))
+
+    with exporter(*story_args(server), env=env) as running:
+        running.scrape_until("every source answered", whole)
+        write_state(
+            state,
+            eight_gpus(used_mib=USED_MIB),
+            errors=[("nvmlDeviceGetMemoryInfo_v2", 3, 15)],  # NVML_ERROR_GPU_IS_LOST
+        )
+        _, found = running.scrape_until("GPU 3 down", lambda f: gpu3(f)[0] == 0)
+        assert gpu3(found) == (0, 0)  # down, and no segment of it (never a 0 byte count)
+        assert of(found, ff.KV_HEADROOM, gpu="3") == {}
+        assert sum(of(found, ff.GPU_UP).values()) == 7
+        write_state(state, eight_gpus(used_mib=USED_MIB))
+        _, found = running.scrape_until("GPU 3 back", lambda f: gpu3(f)[0] == 1)
+        assert gpu3(found) == (1, 9)
+        code, rest = running.stop()
+    assert code == 0, rest

@@ -201,7 +201,7 @@ def source_families(snapshot: Snapshot) -> list[Metric]:
             continue
         up.add_metric([name], 1 if source.state == OK else 0)
         if source.age_s is not None:
-            age.add_metric([name], source.age_s)
+            age.add_metric([name], round(source.age_s, 3))
     return [up, age]
 
 
