@@ -4,6 +4,8 @@ fake H200s through the fake libnvidia-ml, a loopback SGLang server from tests/sg
 scraped every SECONDS_BETWEEN s for DURATION s as Prometheus 2.42 scrapes (its Accept header:
 OpenMetrics; gzip), then its CPU (utime + stime from /proc/PID/stat over the window, as a share of
 one core), its resident memory at the end (VmRSS), the scrape's wall time and the body's size.
+Then, in this process, what one scrape's rendering costs (the collector over the same kind of
+Snapshot, text and OpenMetrics, median of 300).
 
     python bench/bench_export.py                 # every 1 s for 60 s, refresh 1 s
     python bench/bench_export.py --duration 20   # shorter
@@ -94,6 +96,43 @@ def main() -> None:
         f"  body           {sizes[-1] / 1000:.1f} KB, {zipped[-1] / 1000:.1f} KB gzipped, "
         f"{samples} samples"
     )
+    with tempfile.TemporaryDirectory() as tmp:
+        render_ms(Path(tmp))
+
+
+def render_ms(tmp: Path) -> None:
+    """The collector's rendering alone, on a Snapshot of the same sources (no /metrics)."""
+    import asyncio
+
+    from fake_nvml import STATE_ENV
+    from fault_host import preload_fake_nvml
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
+
+    from tui.export.collector import SnapshotCollector
+    from tui.session import Options, Session
+
+    preload_fake_nvml(tmp / "lib-in-process")
+    os.environ[STATE_ENV] = str(write_state(tmp / "in-process.state", eight_gpus(used_mib=135_700)))
+
+    async def collect():  # type: ignore[no-untyped-def]
+        session = Session(Options(log_file=str(STORY_LOG), metrics=False))
+        try:
+            return await session.collect_once()
+        finally:
+            await session.close()
+
+    collector = SnapshotCollector()
+    collector.latest = asyncio.run(collect())
+    registry = CollectorRegistry()
+    registry.register(collector)
+    for name, render in (("text 0.0.4", generate_latest), ("OpenMetrics", openmetrics)):
+        times = []
+        for _ in range(300):
+            began = time.perf_counter()
+            render(registry)
+            times.append(time.perf_counter() - began)
+        print(f"  render         {name}: median {1000 * statistics.median(times):.2f} ms")
 
 
 if __name__ == "__main__":
