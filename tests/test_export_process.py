@@ -283,3 +283,13 @@ def test_a_gpu_lost_while_serving_goes_down_and_comes_back(
         assert gpu3(found) == (1, 9)
         code, rest = running.stop()
     assert code == 0, rest
+
+
+def test_check_does_not_go_with_export() -> None:
+    result = subprocess.run(
+        kvtop_command("--check", "--export", "--demo"), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 3  # UNKNOWN, as every --check error
+    assert result.stdout == (
+        "KVTOP UNKNOWN - --check prints its own status line: leave out --export\n"
+    )

@@ -510,6 +510,8 @@ def _check_problem(args: argparse.Namespace) -> str | None:
     """Why --check cannot run with these options and config file (None: it can)."""
     if args.once or args.json:
         return "--check prints its own status line: leave out --once and --json"
+    if args.export is not None:
+        return "--check prints its own status line: leave out --export"
     bad_config = _config_problem(args)
     if bad_config is not None:
         return f"config file: {bad_config[1]}"
