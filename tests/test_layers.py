@@ -46,6 +46,13 @@ LAYERS = (
         (*PURE, "tui.sources", "tui.demo", "tui.server_url"),
         NO_UI,
     ),
+    # `kvtop --export`: the session headless and prometheus_client; never a terminal.
+    Layer(
+        "exporter",
+        ("tui.export",),
+        (*PURE, "tui.session", "tui.sources", "tui.report", "tui.export"),
+        NO_UI,
+    ),
     # The config file: pure reading; Textual only to check a theme's name.
     Layer("config file", ("tui.config",), (*PURE, "tui.server_url", "tui.saved_files"), ("rich",)),
     Layer("widgets", ("tui.widgets",), (*PURE, "tui.view_state", "tui.widgets")),

@@ -53,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
         "exit 0, 1, 2 or 3 (Nagios, Icinga, cron; see docs/alerts.md)",
     )
     parser.add_argument(
+        "--export",
+        metavar="ADDR",
+        nargs="?",
+        const="",
+        help="serve Prometheus metrics on ADDR (HOST:PORT, [IPV6]:PORT or PORT; default "
+        "127.0.0.1:9877) until SIGTERM; with --once print one exposition body (docs/exporter.md)",
+    )
+    parser.add_argument(
         "--config",
         metavar="PATH",
         help="config file (default: $XDG_CONFIG_HOME/kvtop/config.toml, if there is one); "
@@ -469,7 +477,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = _option_problem(args)
     if problem is not None:
         return _usage_error(parser, problem)
+    if args.export is not None:
+        return _main_export(parser, args)
     return _main_once(parser, args) if args.once else _main_live(parser, args)
+
+
+def _main_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """`kvtop --export [ADDR]` (tui/export): serve /metrics, or with --once print one body."""
+    from tui.export.command import export_problem, run_export
+
+    sources = (args.log_file, args.unit, args.url, args.demo)
+    problem = export_problem(
+        args.export, once=args.once, json=args.json, width=args.width, sources=sources
+    )
+    if problem is not None:
+        return _usage_error(parser, problem)
+    ok, api_key = _api_key(args)
+    if not ok:
+        return EXIT_UNREADABLE
+    return run_export(args.export, _options(args, api_key), once=args.once)
 
 
 # -- kvtop --check --------------------------------------------------------------------------------
@@ -484,6 +510,8 @@ def _check_problem(args: argparse.Namespace) -> str | None:
     """Why --check cannot run with these options and config file (None: it can)."""
     if args.once or args.json:
         return "--check prints its own status line: leave out --once and --json"
+    if args.export is not None:
+        return "--check prints its own status line: leave out --export"
     bad_config = _config_problem(args)
     if bad_config is not None:
         return f"config file: {bad_config[1]}"

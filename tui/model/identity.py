@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from tui.model.formula import parse_version
 from tui.sglang.metrics import MetricsSample, ServerInfo
+from tui.sglang.server_args import ServerArgs
 from tui.sglang.startup import Startup
 from tui.sglang.version_hint import NEWEST, OLDEST
 
@@ -194,6 +195,91 @@ def find_mismatches(
     """Every disagreement between the log's latest start and the server sources (metrics
     first), empty when they agree or have nothing in common to compare."""
     return metrics_mismatches(startup, metrics) + server_info_mismatches(startup, info)
+
+
+# Every field a Mismatch can name, in the order above (`kvtop --export`'s kvtop_mismatch{field}).
+FIELDS = (
+    MODEL,
+    TP_SIZE,
+    DP_SIZE,
+    PP_SIZE,
+    MAX_TOTAL_NUM_TOKENS,
+    CONTEXT_LENGTH,
+    PORT,
+    SGLANG_VERSION,
+)
+
+
+def _metrics_compared(startup: Startup, metrics: MetricsSample) -> set[str]:
+    """The fields metrics_mismatches compares: both sides known."""
+    found = set()
+    if _log_names(startup) and metrics.model_names:
+        found.add(MODEL)
+    args = startup.server_args
+    if args is not None:
+        for name, size, highest in (
+            (TP_SIZE, args.tp_size, metrics.highest_tp_rank),
+            (DP_SIZE, args.dp_size, metrics.highest_dp_rank),
+            (PP_SIZE, args.pp_size, metrics.highest_pp_rank),
+        ):
+            if size is not None and highest is not None:
+                found.add(name)
+    summary = startup.summary
+    if summary is not None:
+        if _known(summary.max_total_num_tokens) and any(
+            _known(v) for v in metrics.max_total_num_tokens_by_dp
+        ):
+            found.add(MAX_TOTAL_NUM_TOKENS)
+        if _known(summary.context_len) and _known(metrics.context_len):
+            found.add(CONTEXT_LENGTH)
+    return found
+
+
+def _info_args_compared(startup: Startup, theirs: ServerArgs) -> set[str]:
+    """The server_args fields server_info_mismatches compares: both sides known."""
+    found = set()
+    ours, summary = startup.server_args, startup.summary
+    if _log_names(startup) and (theirs.served_model_name or theirs.model_path):
+        found.add(MODEL)
+    if ours is not None:
+        found |= {
+            n
+            for n in (TP_SIZE, DP_SIZE, PP_SIZE)
+            if None not in (getattr(ours, n), getattr(theirs, n))
+        }
+        if ours.port is not None and theirs.port is not None:
+            found.add(PORT)
+    logged_context = ours.context_length if ours is not None else None
+    if logged_context is None and summary is not None:
+        logged_context = summary.context_len
+    if _known(logged_context) and _known(theirs.context_length):
+        found.add(CONTEXT_LENGTH)
+    return found
+
+
+def _info_compared(startup: Startup, info: ServerInfo) -> set[str]:
+    """The fields server_info_mismatches compares: both sides known."""
+    found = set() if info.server_args is None else _info_args_compared(startup, info.server_args)
+    summary = startup.summary
+    pools = (info.max_total_num_tokens, *(m.token_capacity for m in info.memory_by_dp))
+    if summary is not None and _known(summary.max_total_num_tokens) and any(map(_known, pools)):
+        found.add(MAX_TOTAL_NUM_TOKENS)
+    if info.version and parse_version(info.version) is not None and startup.version.known:
+        found.add(SGLANG_VERSION)
+    return found
+
+
+def compared_fields(
+    startup: Startup, metrics: MetricsSample | None, info: ServerInfo | None
+) -> frozenset[str]:
+    """The fields find_mismatches could compare (known on both sides, by either source): a
+    field in none of its Mismatches agrees; a field not here was not compared."""
+    found: set[str] = set()
+    if metrics is not None:
+        found |= _metrics_compared(startup, metrics)
+    if info is not None:
+        found |= _info_compared(startup, info)
+    return frozenset(found)
 
 
 # --------------------------------------------------------------------------------------------

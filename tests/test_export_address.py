@@ -1,0 +1,82 @@
+"""ADDR of `kvtop --export [ADDR]` (tui/export/address.py): what is accepted, and the one
+sentence for what is not (the command line turns it into exit 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.export.address import DEFAULT_ADDR, AddressError, ListenAddress, parse_address
+
+
+@pytest.mark.parametrize(
+    ("addr", "host", "port", "shown"),
+    [
+        (None, "127.0.0.1", 9877, "127.0.0.1:9877"),
+        ("", "127.0.0.1", 9877, "127.0.0.1:9877"),
+        ("9100", "127.0.0.1", 9100, "127.0.0.1:9100"),
+        ("0", "127.0.0.1", 0, "127.0.0.1:0"),
+        ("127.0.0.1:9877", "127.0.0.1", 9877, "127.0.0.1:9877"),
+        ("0.0.0.0:9877", "0.0.0.0", 9877, "0.0.0.0:9877"),  # every interface, said explicitly
+        ("10.1.2.3:9877", "10.1.2.3", 9877, "10.1.2.3:9877"),
+        ("localhost:9877", "localhost", 9877, "localhost:9877"),
+        ("gpu-node-01.example.com:9877", "gpu-node-01.example.com", 9877, None),
+        ("[::1]:9877", "::1", 9877, "[::1]:9877"),
+        ("[::]:9877", "::", 9877, "[::]:9877"),
+        ("[fe80::1%eth0]:9877", "fe80::1%eth0", 9877, "[fe80::1%eth0]:9877"),
+        (" 127.0.0.1:65535 ", "127.0.0.1", 65535, "127.0.0.1:65535"),
+    ],
+)
+def test_accepted(addr: str | None, host: str, port: int, shown: str | None) -> None:
+    parsed = parse_address(addr)
+    assert parsed == ListenAddress(host, port)
+    if shown is not None:
+        assert parsed.shown() == shown
+
+
+def test_the_default_is_loopback() -> None:
+    assert DEFAULT_ADDR == "127.0.0.1:9877" == parse_address(None).shown()
+
+
+def test_shown_with_the_port_the_system_chose() -> None:
+    assert parse_address("[::1]:0").shown(40123) == "[::1]:40123"
+    assert parse_address("0").shown(40123) == "127.0.0.1:40123"
+
+
+@pytest.mark.parametrize(
+    ("addr", "words"),
+    [
+        (":9877", "give 127.0.0.1:9877 (this host only) or 0.0.0.0:9877 (every interface)"),
+        (":x", "the port must be a number from 0 to 65535"),
+        ("65536", "the port must be a number from 0 to 65535"),
+        ("127.0.0.1:", "the port must be a number"),
+        ("127.0.0.1:-1", "the port must be a number"),
+        ("127.0.0.1:http", "the port must be a number"),
+        ("127.0.0.1", "no port"),
+        ("::1", "write an IPv6 address in brackets"),
+        ("fe80::1:9877", "write an IPv6 address in brackets"),
+        ("[::1]", "write an IPv6 address as [IPV6]:PORT"),
+        ("[::1]9877", "write an IPv6 address as [IPV6]:PORT"),
+        ("[127.0.0.1]:9877", "'127.0.0.1' in brackets is not an IPv6 address"),
+        ("a b:9877", "'a b' is not an address or a host name"),
+        ("-host:9877", "'-host' is not an address or a host name"),
+        (":", "the port must be a number"),
+    ],
+)
+def test_refused_with_a_next_step(addr: str, words: str) -> None:
+    with pytest.raises(AddressError) as refused:
+        parse_address(addr)
+    message = str(refused.value)
+    assert message.startswith(f"--export {addr.strip()}: ") and message.endswith(".")
+    assert words in message
+
+
+def test_the_exporters_exit_codes_are_the_command_lines() -> None:
+    from tui import cli
+    from tui.export import command
+
+    assert (command.EXIT_OK, command.EXIT_UNREADABLE, command.EXIT_USAGE) == (
+        cli.EXIT_OK,
+        cli.EXIT_UNREADABLE,
+        cli.EXIT_USAGE,
+    )
+    assert command.EXIT_INTERRUPTED == cli.EXIT_INTERRUPTED

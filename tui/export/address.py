@@ -1,0 +1,93 @@
+"""ADDR of `kvtop --export [ADDR]`: where /metrics listens.
+
+Accepted: `HOST:PORT` (an IPv4 address or a host name), `[IPV6]:PORT`, or `PORT` alone (on
+127.0.0.1). Without ADDR: 127.0.0.1:9877. `:PORT` is refused: in Go exporters it means every
+interface, and kvtop never opens itself to the network unasked (`0.0.0.0:PORT` or `[::]:PORT`
+say so explicitly). Port 0 lets the system choose; kvtop prints the port it got.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 9877
+DEFAULT_ADDR = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"  # one part of a host name (RFC 1123)
+_HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*\.?$")
+_FORMS = "HOST:PORT, [IPV6]:PORT or PORT (e.g. 127.0.0.1:9877)"
+
+
+class AddressError(ValueError):
+    """ADDR cannot be used; the message is one sentence with the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListenAddress:
+    host: str  # as given (an IPv6 address without its brackets)
+    port: int  # 0: the system chooses
+
+    @property
+    def ipv6(self) -> bool:
+        return ":" in self.host
+
+    def shown(self, port: int | None = None) -> str:
+        """`127.0.0.1:9877`, `[::1]:9877` (with the port the server got, when given)."""
+        host = f"[{self.host}]" if self.ipv6 else self.host
+        return f"{host}:{self.port if port is None else port}"
+
+
+def _port(text: str, addr: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise AddressError(
+            f"--export {addr}: the port must be a number from 0 to 65535 (0: any free port); "
+            f"give {_FORMS}."
+        )
+    return int(text)
+
+
+def _host(text: str, addr: str, bracketed: bool) -> str:
+    if bracketed:
+        try:
+            ipaddress.IPv6Address(text)
+        except ValueError:
+            raise AddressError(
+                f"--export {addr}: {text!r} in brackets is not an IPv6 address; give {_FORMS}."
+            ) from None
+        return text
+    if _HOST_NAME.match(text):
+        return text
+    raise AddressError(
+        f"--export {addr}: {text!r} is not an address or a host name; give {_FORMS}."
+    )
+
+
+def parse_address(addr: str | None) -> ListenAddress:
+    """ADDR (None or empty: the default) as a host and port. Raises AddressError."""
+    text = (addr or "").strip()
+    if not text:
+        return ListenAddress(DEFAULT_HOST, DEFAULT_PORT)
+    if text.isdigit():
+        return ListenAddress(DEFAULT_HOST, _port(text, addr or ""))
+    if text.startswith("["):
+        host, sep, port = text[1:].partition("]:")
+        if not sep:
+            raise AddressError(
+                f"--export {text}: write an IPv6 address as [IPV6]:PORT, e.g. [::1]:9877."
+            )
+        return ListenAddress(_host(host, text, bracketed=True), _port(port, text))
+    if text.count(":") > 1:
+        raise AddressError(
+            f"--export {text}: write an IPv6 address in brackets with its port, e.g. [::1]:9877."
+        )
+    if text.startswith(":"):
+        port = _port(text[1:], text)
+        raise AddressError(
+            f"--export {text}: kvtop does not listen on every interface unasked; give "
+            f"127.0.0.1:{port} (this host only) or 0.0.0.0:{port} (every interface)."
+        )
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise AddressError(f"--export {text}: no port; give {_FORMS}.")
+    return ListenAddress(_host(host, text, bracketed=False), _port(port, text))
