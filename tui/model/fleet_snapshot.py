@@ -161,6 +161,11 @@ def _notes(host: FleetHost) -> tuple[str, ...]:
             f"{host.host} has no kvtop exporter: only used and free memory are known (DCGM); "
             "run kvtop --export there for the breakdown."
         )
+    if (host.node_rank or 0) >= 1 and host.kv.token_usage is None:
+        notes.append(
+            f"{host.host} is node {host.node_rank} of {host.nnodes or '?'}: SGLang serves its "
+            "KV numbers (/metrics) on node 0 only; the fleet's deployment row shows them."
+        )
     if host.mismatches:
         notes.append(
             f"kvtop on {host.host} sees its sources disagree about {', '.join(host.mismatches)}: "
