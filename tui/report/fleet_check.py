@@ -53,7 +53,8 @@ def performance_data(fleet: Fleet, t: Thresholds) -> str:
         usage = deployment_kv_usage_pct(deployment)
         if usage is not None:
             warn, crit = t.kv_usage_warning_pct, t.kv_usage_critical_pct
-            data.append(f"{_label(label + '_kv_usage')}={usage:.2f}%;{warn:g};{crit:g};0;100")
+            pct = f"{usage:.2f}"  # perfdata: a plain number for the plugin (as check.py)
+            data.append(f"{_label(label + '_kv_usage')}={pct}%;{warn:g};{crit:g};0;100")
         room = deployment_headroom(deployment)
         if room is not None:
             data.append(f"{_label(label + '_headroom')}={room[1].gib:.2f}GB;{margin};;0;")
