@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from fleet_examples import KIMI_SEGMENTS_GIB, TAKEN_AT, kimi_host, qwen_host
+from fleet_examples import KIMI_SEGMENTS_GIB, TAKEN_AT, kimi_gpu, kimi_host, qwen_host
 
 from tui.model.deployment import DEGRADED, OK
 from tui.model.fleet import FleetGpu, FleetKv
 from tui.model.fleet_snapshot import fleet_snapshot
+from tui.model.gpu_alerts import gpu_alerts
 from tui.model.kv_usage import kv_now
 from tui.widgets.gpu_rows import bar_segments
 
@@ -96,3 +97,13 @@ def test_gpus_in_index_order_and_the_taken_at_kept() -> None:
     assert [g.sample.index for g in snapshot.gpus] == list(range(8))
     assert snapshot.taken_at == TAKEN_AT
     assert snapshot.analysis.lines_seen == 0  # no log: nothing claimed from one
+
+
+def test_a_ready_hosts_gpu_rows_judge_free_memory_after_startup() -> None:
+    """The overview's row glyph: GPU 5 of a ready host under the 4 GiB safe margin is a
+    warning on its free cell, as the fleet's headroom alert says; a starting host's is not."""
+    gpus = tuple(kimi_gpu(i, 1, headroom_gib=3.2 if i == 5 else 7.4) for i in range(8))
+    ready = gpu_alerts(fleet_snapshot(kimi_host(1, gpus=gpus), TAKEN_AT))
+    assert ready[5].free == "warning" and ready[4].free == "ok"
+    starting = gpu_alerts(fleet_snapshot(kimi_host(1, gpus=gpus, state="starting"), TAKEN_AT))
+    assert starting[5].free == "ok"

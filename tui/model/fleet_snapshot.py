@@ -15,6 +15,7 @@ screen takes. What it has no source for stays unknown:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 
 from tui.model.analysis import Analysis, analyse
@@ -25,16 +26,21 @@ from tui.model.fleet_summary import GIB, gb, gpu_free_bytes, gpu_used_bytes
 from tui.model.gpu_memory import GpuMemory
 from tui.model.gpu_reading import GpuSample
 from tui.sglang.metrics import MetricsSample
-from tui.sglang.startup import StartupTracker
+from tui.sglang.startup import READY, StartupTracker
 
 SOURCE = "prometheus"  # the analysis' source, and the rank mapping's word
 _NO_MEMORY = "memory"  # GpuSample.field_errors' name when Prometheus has no memory numbers
 
 
 @cache
-def no_log_analysis() -> Analysis:
-    """The analysis of no log at all: nothing is claimed about the startup."""
-    return analyse(StartupTracker(), SOURCE)
+def no_log_analysis(ready: bool = False) -> Analysis:
+    """The analysis of no log at all: nothing is claimed about the startup, except, for a host
+    kvtop's exporter calls ready, that it is (so the GPU rows judge free memory after startup
+    against the safe margin, as kvtop_kv_headroom_bytes does)."""
+    analysis = analyse(StartupTracker(), SOURCE)
+    if not ready:
+        return analysis
+    return replace(analysis, startup=replace(analysis.startup, state=READY))
 
 
 def _gib(value: float | None) -> float | None:
@@ -179,7 +185,7 @@ def fleet_snapshot(host: FleetHost, taken_at: float) -> Snapshot:
     gpus = tuple(gpu_view(g) for g in sorted(host.gpus, key=lambda g: g.index))
     return Snapshot(
         taken_at=taken_at,
-        analysis=no_log_analysis(),
+        analysis=no_log_analysis(host.state == READY),
         gpus=gpus,
         rank_mapping=SOURCE if any(g.ranks for g in gpus) else "none",
         metrics=kv_metrics(host.kv),
