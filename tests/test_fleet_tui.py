@@ -187,3 +187,14 @@ async def test_the_feed_pauses_and_closes_its_reader() -> None:
     assert reader.reads == reads + 1
     await fleets.aclose()
     assert reader.closed
+
+
+async def test_prometheus_warnings_are_shown() -> None:
+    """Partial data (Prometheus' `warnings`): the fleet shown, each warning a ▲ line."""
+    partial = replace(story_fleet(), warnings=("query timed out on one shard",))
+    app, _reader = make_fleet_app(partial)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, "the warning", lambda: "timed out" in screen_text(app))
+        flat = " ".join(screen_text(app).split())
+        assert "▲ Prometheus warns: query timed out on one shard" in flat
+        assert "●prometheus" in _lines(app)[0]

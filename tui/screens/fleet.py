@@ -76,7 +76,8 @@ class FleetScreen(Screen[None]):
         problem = state.problem if state.problem else None
         if problem is not None and state.stale:
             problem += " The table shows the last fleet Prometheus gave (stale)."
-        self.query_one("#fleet-problem", FleetSentences).show_problem(problem)
+        warnings = state.fleet.warnings if state.fleet is not None and not state.stale else ()
+        self.query_one("#fleet-problem", FleetSentences).show_problem(problem, warnings)
         self.query_one(FleetTable).show(state.rows, state.selected_position(), state.stale)
         row = state.selected_row()
         alerts = self.query_one("#fleet-alerts", FleetSentences)

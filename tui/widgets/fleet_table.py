@@ -163,8 +163,11 @@ class FleetSentences(StyledWidget):
             lines = (("dim", f"{title}: no alerts"),)
         self._set(lines)
 
-    def show_problem(self, sentence: str | None) -> None:
-        self._set(() if sentence is None else ((CRITICAL, f"{GLYPHS[CRITICAL]} {sentence}"),))
+    def show_problem(self, sentence: str | None, warnings: Sequence[str] = ()) -> None:
+        """Prometheus' problem (✖), then its warnings about partial data (▲)."""
+        lines = () if sentence is None else ((CRITICAL, f"{GLYPHS[CRITICAL]} {sentence}"),)
+        lines += tuple((WARNING, f"{GLYPHS[WARNING]} Prometheus warns: {w}") for w in warnings)
+        self._set(lines)
 
     def _set(self, lines: tuple[tuple[str, str], ...]) -> None:
         if lines == self._lines:
