@@ -11,6 +11,9 @@ Kimi-K2.5 over two nodes, and a DCGM+SGLang-only host without kvtop.
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+
 from tui.model.fleet import (
     DCGM,
     KVTOP,
@@ -113,8 +116,6 @@ def kimi_host(node_rank: int, **changes: object) -> FleetHost:
         sources={"gpus": (True, 0.4), "log": (True, 2.0), "metrics": (node_rank == 0, 0.9)},
         phases=(("TP0", "target", "load weights", 215.0),),
     )
-    from dataclasses import replace
-
     return replace(host, **changes) if changes else host
 
 
@@ -164,8 +165,6 @@ def qwen_host(**changes: object) -> FleetHost:
             gen_throughput=1290.0,
         ),
     )
-    from dataclasses import replace
-
     return replace(host, **changes) if changes else host
 
 
@@ -181,8 +180,6 @@ def story_fleet(**changes: object) -> Fleet:
         deployments=(kimi_deployment(), qwen_deployment()),
         prometheus_version="2.42.0+ds",
     )
-    from dataclasses import replace
-
     return replace(fleet, **changes) if changes else fleet
 
 
@@ -205,8 +202,6 @@ class QueueReader:
     (by the integrator); here the fleet view gets exactly the fleets a test decides."""
 
     def __init__(self, *fleets: Fleet) -> None:
-        import asyncio
-
         self._queue: asyncio.Queue[Fleet] = asyncio.Queue()
         self.reads = 0
         self.closed = False
