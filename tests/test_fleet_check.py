@@ -113,6 +113,7 @@ def test_no_bar_before_the_performance_data() -> None:
         (["--prometheus", "http://prom:9090", "--once"], "leave out --once and --json"),
         (["--prometheus", "http://prom:9090", "--unit", "sglang"], "read one host"),
         (["--selector", 'job="x"'], "--selector goes with --prometheus URL"),
+        (["--prometheus", "http://prom:9090", "--export"], "give one or the other"),
         (["--prometheus"], "the command line is not valid"),
     ],
 )

@@ -21,6 +21,7 @@ URL = "http://127.0.0.1:9"  # nothing is ever sent: every case below stops befor
         (["--prometheus", URL, "--once", "--unit", "sglang"], "--unit read one host"),
         (["--prometheus", URL, "--once", "--log-file", "x.log"], "--log-file read one host"),
         (["--prometheus", URL, "--once", "--demo"], "--demo read one host"),
+        (["--prometheus", URL, "--once", "--export"], "give one or the other"),
         (["--prometheus", URL, "--json"], "--json goes with --once"),
         (["--prometheus", URL, "--once", "--json", "--width", "90"], "--width goes with --once"),
         (["--prometheus", URL, "--once", "--interval", "0"], "--interval takes seconds"),

@@ -80,6 +80,11 @@ def option_problem(args: argparse.Namespace) -> str | None:
             f"--prometheus shows the fleet from Prometheus; {', '.join(single)} read one host: "
             "give one or the other",
         ),
+        (
+            getattr(args, "export", None) is not None,
+            "--export serves this host's numbers and --prometheus reads the fleet's: give one "
+            "or the other",
+        ),
         (args.json and not args.once, "--json goes with --once"),
         (
             args.check and (args.once or args.json),
