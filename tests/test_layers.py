@@ -35,7 +35,7 @@ LAYERS = (
     Layer("number formats", ("tui.fmt",), (), NO_UI),
     Layer("sglang", ("tui.sglang",), ("tui.sglang",), NO_UI),
     Layer("model", ("tui.model",), PURE, NO_UI),
-    Layer("view state", ("tui.view_state",), PURE, NO_UI),
+    Layer("view state", ("tui.view_state", "tui.fleet_view_state"), PURE, NO_UI),
     Layer("report", ("tui.report",), (*PURE, "tui.report"), NO_TEXTUAL),
     Layer("sources", ("tui.sources",), (*PURE, "tui.sources"), NO_UI),
     Layer("demo", ("tui.demo",), (*PURE, "tui.demo"), NO_UI),
@@ -56,11 +56,13 @@ LAYERS = (
     # The config file: pure reading; Textual only to check a theme's name.
     Layer("config file", ("tui.config",), (*PURE, "tui.server_url", "tui.saved_files"), ("rich",)),
     Layer("widgets", ("tui.widgets",), (*PURE, "tui.view_state", "tui.widgets")),
+    # The fleet (issue 17): its refresh loop is a session, on the fleet's source.
+    Layer("fleet feed", ("tui.fleet_feed",), (*PURE, "tui.sources"), NO_UI),
     # Screens import the interface to the app (tui.screens.base), never the app or each other.
     Layer(
         "screens",
         ("tui.screens",),
-        (*PURE, "tui.view_state", "tui.widgets", "tui.screens.base"),
+        (*PURE, "tui.view_state", "tui.fleet_view_state", "tui.widgets", "tui.screens.base"),
     ),
     Layer("terminal driver", ("tui.quiet_driver",), ()),
     # The palette's Screenshot: the SVG the app exports, written by tui.saved_files.
@@ -84,7 +86,20 @@ LAYERS = (
             "tui.view_file",  # the events pane's s
         ),
     ),
-    Layer("command line", ("tui.cli", "tui.__main__"), ("tui",)),
+    # The fleet's app: like the app, on any fleet feed; it knows neither the reader nor Prometheus.
+    Layer(
+        "fleet app",
+        ("tui.fleet_app",),
+        (
+            *PURE,
+            "tui.view_state",
+            "tui.fleet_view_state",
+            "tui.widgets",
+            "tui.screens",
+            "tui.quiet_driver",
+        ),
+    ),
+    Layer("command line", ("tui.cli", "tui.__main__", "tui.fleet_cli"), ("tui",)),
     Layer("package", ("tui", "tui.data"), (), NO_UI, exact=True),
 )
 
@@ -165,6 +180,10 @@ def test_the_scan_sees_the_imports_it_must_refuse() -> None:
     assert violations("tui.screens.overview", {"tui.screens.gpu_detail"})
     assert violations("tui.app", {"tui.sources.nvml"})
     assert violations("tui.view_state", {"textual.message"})
+    assert violations("tui.fleet_app", {"tui.fleet_feed"})
+    assert violations("tui.fleet_app", {"tui.sources.fleet_reader"})
+    assert violations("tui.fleet_feed", {"textual.app"})
+    assert violations("tui.model.fleet_alerts", {"tui.fleet_view_state"})
     assert violations("tui.brand_new", set())  # unplaced
     assert not violations("tui.screens.overview", {"tui.screens.base", "tui.view_state"})
     assert not violations("tui.sources.nvml", {"tui.model.gpu_reading"})

@@ -137,6 +137,25 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="also answer how much mem_fraction_static N requests of this length need",
     )
+    # The fleet (issue 17, docs/fleet.md): run by tui/fleet_cli.py.
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="show the fleet from this Prometheus server (kvtop exporters, DCGM, SGLang, node "
+        "exporter): live, or with --once / --once --json (schema kvtop-fleet/1) / --check",
+    )
+    parser.add_argument(
+        "--selector",
+        metavar="MATCHERS",
+        help="with --prometheus: only the hosts whose targets match these PromQL label matchers, "
+        'e.g. \'job="gpu-prod",cluster="eu"\'',
+    )
+    parser.add_argument(
+        "--prometheus-bearer-file",
+        metavar="PATH",
+        help="with --prometheus: file holding the bearer token sent to Prometheus (the only way "
+        "to give one)",
+    )
     return parser
 
 
@@ -468,6 +487,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return _print_check(unknown("the command line is not valid (see kvtop --help)"))
         return int(exc.code or 0)
+    if (args.prometheus, args.selector, args.prometheus_bearer_file) != (None, None, None):
+        from tui.fleet_cli import main_fleet
+
+        return main_fleet(parser, args)
     if args.check:
         return _main_check(args)
     bad_config = _config_problem(args)

@@ -1,0 +1,55 @@
+"""`kvtop --prometheus URL` on the command line (tui/fleet_cli.py): usage errors exit 2 with
+argparse's usage line and a sentence, as every other flag of tui/cli.py; nothing is read before
+the options are known to be right. Reading Prometheus itself is the reader's (wired in and
+tested end to end by the integrator after the merge)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.cli import main
+from tui.fleet_cli import prometheus_url_problem
+
+URL = "http://127.0.0.1:9"  # nothing is ever sent: every case below stops before reading
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--selector", 'job="x"', "--once"], "--selector goes with --prometheus URL"),
+        (["--prometheus-bearer-file", "/x", "--once"], "--prometheus-bearer-file goes with"),
+        (["--prometheus", URL, "--once", "--unit", "sglang"], "--unit read one host"),
+        (["--prometheus", URL, "--once", "--log-file", "x.log"], "--log-file read one host"),
+        (["--prometheus", URL, "--once", "--demo"], "--demo read one host"),
+        (["--prometheus", URL, "--once", "--export"], "give one or the other"),
+        (["--prometheus", URL, "--json"], "--json goes with --once"),
+        (["--prometheus", URL, "--once", "--json", "--width", "90"], "--width goes with --once"),
+        (["--prometheus", URL, "--once", "--interval", "0"], "--interval takes seconds"),
+        (["--prometheus", "prom:9090", "--once"], "http:// or https://"),
+        (["--prometheus", "http://prom:9090/?q=1", "--once"], "without ?query"),
+        (["--prometheus", URL, "--once", "--selector", "  "], "PromQL label matchers"),
+        (["--prometheus", URL], "the live view needs a terminal"),
+    ],
+)
+def test_usage_errors_exit_2(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: kvtop")
+    assert says in err and "Traceback" not in err
+
+
+def test_a_password_in_the_url_is_refused_without_being_quoted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--prometheus", "https://me:s3cret@prom:9090", "--once"]) == 2
+    err = capsys.readouterr().err
+    assert "--prometheus-bearer-file" in err and "s3cret" not in err
+
+
+def test_urls_prometheus_can_be_behind() -> None:
+    for url in ("http://prom:9090", "https://prom.example/prometheus", "http://[::1]:9090/"):
+        assert prometheus_url_problem(url) is None, url
+    for url in ("", "http://", "http://prom:0", "http://prom:99999", "file:///x"):
+        assert prometheus_url_problem(url) is not None, url

@@ -1,0 +1,115 @@
+"""The fleet's refresh loop: FleetReader.read() every interval, pausable, one fleet at a time.
+
+The session of `kvtop --prometheus` (like tui/session.py for one host): it owns the reader and
+closes it when the loop ends. The reader never raises for a Prometheus problem (it returns a
+Fleet with `problem` set), so the loop goes on through outages and shows the next good answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from tui.model.fleet import Fleet
+
+DEFAULT_INTERVAL_S = 5.0  # Prometheus scrapes every 15 s by default; DCGM collects every 30 s
+READ_TIMEOUT_S = 5.0
+
+
+class Reader(Protocol):
+    """What the loop needs of tui.sources.fleet_reader.FleetReader."""
+
+    async def read(self) -> Fleet: ...
+
+    async def aclose(self) -> None: ...
+
+
+def open_reader(
+    url: str,
+    *,
+    selector: str | None = None,
+    bearer_token: str | None = None,
+    timeout_s: float = READ_TIMEOUT_S,
+) -> Reader:
+    """The Prometheus reader (imported here, on first use: the fleet's own source)."""
+    from tui.sources.fleet_reader import FleetReader
+
+    return FleetReader(url, selector=selector, bearer_token=bearer_token, timeout_s=timeout_s)
+
+
+class BearerFileProblem(ValueError):
+    """--prometheus-bearer-file cannot be used: missing, unreadable, empty (str() says which)."""
+
+
+def read_bearer_token(path: str) -> str:
+    """The token in --prometheus-bearer-file; raises BearerFileProblem with the reader's
+    sentence."""
+    from tui.sources import fleet_reader
+
+    refused = (OSError, ValueError, getattr(fleet_reader, "BearerFileError", OSError))
+    try:
+        return fleet_reader.read_bearer_token(path)
+    except refused as exc:
+        raise BearerFileProblem(str(exc)) from None
+
+
+class FleetFeed:
+    """Fleets every `interval_s` (changeable live); while `paused`, no query is sent."""
+
+    def __init__(
+        self,
+        reader: Reader,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        *,
+        monotonic=time.monotonic,  # type: ignore[no-untyped-def]
+    ) -> None:
+        self.reader = reader
+        self.interval_s = interval_s
+        self._paused = False
+        self._monotonic = monotonic
+        self._wake: asyncio.Event | None = None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._paused = value
+        self.wake()
+
+    def wake(self) -> None:
+        """Cut the current wait short (resumed, interval changed)."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _wait(self, seconds: float | None) -> None:
+        assert self._wake is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        self._wake.clear()  # after: a wake during the read ends the next wait at once
+
+    async def fleets(self) -> AsyncIterator[Fleet]:
+        self._wake = asyncio.Event()
+        try:
+            while True:
+                if self._paused:
+                    await self._wait(None)
+                    continue
+                began = self._monotonic()
+                yield await self.reader.read()
+                left = self.interval_s - (self._monotonic() - began)
+                if left > 0:
+                    await self._wait(left)
+        finally:
+            await self.reader.aclose()
+
+    async def read_once(self) -> Fleet:
+        """One fleet (`--once`, `--check`), the reader closed after it."""
+        try:
+            return await self.reader.read()
+        finally:
+            await self.reader.aclose()
