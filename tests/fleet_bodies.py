@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -61,18 +62,21 @@ class BodyServer:
     def _run(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
 
-    def serve(self, port: int, body: bytes) -> None:
+    def serve(self, port: int, body: bytes, sock: socket.socket | None = None) -> None:
+        """Answer on `port` (on `sock`, a socket bound to it, when given) with `body`."""
         self.bodies[port] = body
         if port not in self._servers:
-            self._servers[port] = self._run(self._listen(port))
+            self._servers[port] = self._run(self._listen(port, sock))
 
     def set_body(self, port: int, body: bytes) -> None:
         self.bodies[port] = body
 
-    async def _listen(self, port: int) -> asyncio.base_events.Server:
+    async def _listen(self, port: int, sock: socket.socket | None) -> asyncio.base_events.Server:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await self._answer(port, reader, writer)
 
+        if sock is not None:
+            return await asyncio.start_server(handle, sock=sock)
         return await asyncio.start_server(handle, "127.0.0.1", port, reuse_address=True)
 
     async def _answer(self, port, reader, writer) -> None:
@@ -126,11 +130,14 @@ class BodyServer:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def serve_bodies(bodies: Mapping[int, bytes]) -> BodyServer:
-    """Serve each port's body (all the benchmark needs)."""
+def serve_bodies(
+    bodies: Mapping[int, bytes], sockets: Mapping[int, socket.socket] | None = None
+) -> BodyServer:
+    """Serve each port's body (all the benchmark needs); on the given bound sockets where a
+    port has one (tests/prometheus_server.py keeps its ports bound until then)."""
     server = BodyServer()
     for port, body in bodies.items():
-        server.serve(port, body)
+        server.serve(port, body, (sockets or {}).get(port))
     return server
 
 

@@ -37,6 +37,19 @@ class Target:
     labels: tuple[tuple[str, str], ...] = ()  # extra target labels (e.g. cluster="eu")
 
 
+def reserve_ports(count: int) -> dict[int, socket.socket]:
+    """Ports bound (not listening: a connection is refused) and kept until a body server takes
+    its socket, so nothing else in the session (a test's own server on port 0, a client's
+    ephemeral port) can be given the same port while Prometheus scrapes it."""
+    sockets = {}
+    for _ in range(count):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        sockets[s.getsockname()[1]] = s
+    return sockets
+
+
 def free_ports(count: int) -> list[int]:
     """Ports nothing listens on now (bound to 0, then released), all distinct."""
     sockets = []
@@ -189,3 +202,138 @@ class PrometheusServer:
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
+
+
+# --- the test session's Prometheus -----------------------------------------------------------
+
+# Every target the tests use, declared before Prometheus starts: (job, host, target labels).
+# Ports are picked when the session's Prometheus starts; tests serve bodies on them.
+SESSION_PLAN: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+    # one host with all four exporters; only its node target carries cluster="eu"
+    ("kvtop", "solo-01", ()),
+    ("dcgm", "solo-01", ()),
+    ("sglang", "solo-01", ()),
+    ("node", "solo-01", (("cluster", "eu"),)),
+    # a host without kvtop: DCGM (main's `hostname` spelling), SGLang and node only
+    ("dcgm", "plain-02", ()),
+    ("sglang", "plain-02", ()),
+    ("node", "plain-02", ()),
+    # a two-node deployment: SGLang only on node 0 (0.5.23 returns early on node_rank >= 1)
+    ("kvtop", "pair-n0", ()),
+    ("dcgm", "pair-n0", ()),
+    ("sglang", "pair-n0", ()),
+    ("node", "pair-n0", ()),
+    ("kvtop", "pair-n1", ()),
+    ("dcgm", "pair-n1", ()),
+    ("node", "pair-n1", ()),
+    # a host whose kvtop exporter never answers (its DCGM does)
+    ("kvtop", "down-04", ()),
+    ("dcgm", "down-04", ()),
+    # a host a test serves and then stops ("last seen")
+    ("kvtop", "gone-05", ()),
+)
+
+
+@dataclass
+class SessionPrometheus(PrometheusServer):
+    """The session's Prometheus with SESSION_PLAN's targets; port(job, host) finds a port and
+    take(ports) hands over the sockets bound to them (for fleet_bodies.serve_bodies)."""
+
+    reserved: dict[int, socket.socket] = field(default_factory=dict)
+
+    def take(self, ports: Iterable[int]) -> dict[int, socket.socket]:
+        taken = {}
+        for port in ports:
+            if port not in self.reserved:
+                raise KeyError(f"port {port} was taken already (serve it without a socket)")
+            taken[port] = self.reserved.pop(port)
+        return taken
+
+    def stop(self) -> None:
+        super().stop()
+        for s in self.reserved.values():
+            s.close()
+        self.reserved.clear()
+
+    def port(self, job: str, host: str) -> int:
+        for t in self.targets:
+            if (t.job, t.host) == (job, host):
+                return t.port
+        raise KeyError(f"no {job} target for {host} in SESSION_PLAN")
+
+
+def session_prometheus() -> SessionPrometheus:
+    reserved = reserve_ports(len(SESSION_PLAN))
+    targets = tuple(
+        Target(job, host, port, labels)
+        for (job, host, labels), port in zip(SESSION_PLAN, reserved, strict=True)
+    )
+    server = SessionPrometheus(targets, reserved=reserved)
+    server.start()
+    return server
+
+
+# --- odd servers on loopback ------------------------------------------------------------------
+
+
+class RecordingServer:
+    """A loopback HTTP server that records each request's headers and answers with `answer`
+    (status, content type, body), or forwards to `forward` (a real Prometheus, as an auth proxy
+    in front of it would), or never answers (`hang=True`: a stuck server)."""
+
+    def __init__(
+        self,
+        answer: tuple[int, str, bytes] = (200, "text/plain", b""),
+        *,
+        forward: str | None = None,
+        hang: bool = False,
+    ) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.headers: list[dict[str, str]] = []
+        self._release = threading.Event()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def _any(self) -> None:
+                owner.headers.append(dict(self.headers.items()))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if hang:
+                    owner._release.wait(60)
+                    return
+                if forward:
+                    status, ctype, out = owner._forward(self.command, self.path, body)
+                else:
+                    status, ctype, out = answer
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            do_GET = _any
+            do_POST = _any
+
+        self._forward_to = forward
+        self._client = httpx.Client(timeout=10.0, trust_env=False)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _forward(self, method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
+        headers = {"Content-Type": "application/x-www-form-urlencoded"} if body else {}
+        r = self._client.request(method, self._forward_to + path, content=body, headers=headers)
+        return r.status_code, r.headers.get("content-type", "application/json"), r.content
+
+    def close(self) -> None:
+        self._release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self._client.close()

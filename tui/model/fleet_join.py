@@ -431,8 +431,17 @@ def _collect(r: Readings) -> dict[str, _Host]:
 
 
 def _last_seen(r: Readings) -> dict[str, float]:
+    """host → seconds since one of its targets was last up: from the down targets' raw `up`
+    samples, and from the `up == 1` samples that are stale (a gone target after a restart)."""
     out: dict[str, float] = {}
-    for labels, value in r.last_up_age:
+    stale_after_s = _stale_after_s(_target_infos(r.targets))
+    ages = {_key(labels): value for labels, value in r.up_age}
+    stale_up = [
+        (labels, ages[_key(labels)])
+        for labels, value in r.up
+        if value == 1 and ages.get(_key(labels), 0.0) > stale_after_s
+    ]
+    for labels, value in (*r.last_up_age, *stale_up):
         host = host_of(labels)
         if host is not None and math.isfinite(value):
             out[host] = min(value, out.get(host, math.inf))

@@ -54,6 +54,8 @@ DCGM_FAMILIES = (
 NODE_FAMILIES = (ff.NODE_MEM_TOTAL, ff.NODE_MEM_AVAILABLE)
 # How far back a gone host is still shown ("last seen …"): Prometheus' default lookback.
 LOOKBACK = "5m"
+# Down targets whose last `up == 1` is looked up per refresh (raw samples: 300 a target at 1 s).
+MAX_LAST_SEEN = 64
 # SGLang's gauges per host: ratios as the max over ranks; counts summed over DP groups and
 # engines, each counted once (with --enable-metrics-for-all-schedulers every TP rank repeats
 # its group's numbers).
@@ -136,7 +138,6 @@ def queries(selector: str | None) -> dict[str, str]:
         "selected": f"up{{{m}}}" if m else "up",
         "up": f"up{narrow}",
         "up_age": f"(time() - timestamp(up)){narrow}",
-        "last_up_age": f"(time() - max_over_time(timestamp(up == 1)[{LOOKBACK}:5s])){narrow}",
         "kvtop": f'{{__name__=~"{_names_regex(KVTOP_FAMILIES)}"}}{narrow}',
         "info": f"last_over_time({ff.INFO}[{LOOKBACK}]){narrow}",
         "dcgm": f'{{__name__=~"{_names_regex(DCGM_FAMILIES)}"}}{narrow}',
@@ -195,6 +196,7 @@ class FleetReader:
         calls = [self.api.query(self._queries[n], at=taken_at) for n in names]
         answers = await asyncio.gather(*calls, self._targets(), self._build_version())
         by_name = dict(zip(names, answers[: len(names)], strict=True))
+        last_up = await self._last_up(by_name["up"], taken_at)
         warnings = tuple(w for a in by_name.values() for w in a.warnings)
         return Readings(
             taken_at=taken_at,
@@ -202,9 +204,27 @@ class FleetReader:
             selector=self.selector,
             prometheus_version=self._version,
             targets=answers[len(names)],
+            last_up_age=last_up,
             warnings=tuple(dict.fromkeys(warnings)),
             **{n: _rows(a) for n, a in by_name.items()},
         )
+
+    async def _last_up(self, up: Answer, taken_at: float) -> tuple[Row, ...]:
+        """For the targets that are down now: seconds since their last `up == 1` sample within
+        the lookback, from the raw samples (`up{instance=~…}[5m]`; asked only when a target is
+        down, for at most MAX_LAST_SEEN of them)."""
+        down = sorted({s.labels.get("instance", "") for s in up.vector if s.value != 1})
+        down = [i for i in down if i][:MAX_LAST_SEEN]
+        if not down:
+            return ()
+        alternatives = _names_regex(tuple(down))
+        answer = await self.api.query(f'up{{instance=~"{alternatives}"}}[{LOOKBACK}]', at=taken_at)
+        rows = []
+        for series in answer.series:
+            seen = [ts for ts, value in series.points if value == 1]
+            if seen:
+                rows.append((series.labels, taken_at - max(seen)))
+        return tuple(rows)
 
     async def _targets(self) -> tuple[dict, ...] | None:
         """/api/v1/targets for lastError and the scrape interval; some Prometheus-compatible

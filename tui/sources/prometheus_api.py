@@ -213,9 +213,9 @@ class PrometheusApi:
             ok = False
         if not ok:
             raise PrometheusError(
-                f"{self.base}{path} answered HTTP {status} with something that is not "
-                "Prometheus' JSON (a proxy's page?); check that the URL is the Prometheus "
-                "server itself.",
+                f"The server at {self.base} answered {path} with HTTP {status} and something "
+                "that is not Prometheus' JSON (a proxy's page?); check that the URL is the "
+                "Prometheus server itself.",
                 "not_prometheus",
                 status,
             )
@@ -224,7 +224,8 @@ class PrometheusApi:
         data = body.get("data")
         if not isinstance(data, dict):
             raise PrometheusError(
-                f"{self.base}{path} answered without data; check that the URL is Prometheus.",
+                f"The server at {self.base} answered {path} without data; check that the URL "
+                "is the Prometheus server itself.",
                 "not_prometheus",
                 status,
             )
