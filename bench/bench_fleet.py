@@ -37,7 +37,7 @@ from fleet_bodies import (  # noqa: E402
 )
 from prometheus_server import PrometheusServer, Target, reserve_ports  # noqa: E402
 
-from tui.sources.fleet_reader import FleetReader  # noqa: E402
+from tui.sources.fleet_reader import FleetReader, queries  # noqa: E402
 
 MODELS = ("moonshotai/Kimi-K2.5", "Qwen/Qwen3-235B-A22B", "deepseek-ai/DeepSeek-V3.2")
 JOBS = ("kvtop", "dcgm", "sglang", "node")
@@ -55,6 +55,7 @@ def bodies_for(h: int, hosts: int) -> dict[str, bytes]:
     shape = {}
     if pair:
         lead = h - (h - (hosts - 8)) % 2
+        model = MODELS[lead % len(MODELS)]
         shape = {
             "nnodes": 2,
             "node_rank": h - lead,
@@ -107,9 +108,30 @@ async def refresh_loop(url: str, selector: str | None, seconds: float, interval_
             walls.append(time.perf_counter() - wall0)
             cpus.append(time.process_time() - cpu0)
             await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+        per_query = await query_costs(reader) if PER_QUERY else []
     finally:
         await reader.aclose()
-    return walls, cpus, fleet
+    return walls, cpus, fleet, per_query
+
+
+PER_QUERY = False
+
+
+async def query_costs(reader: FleetReader) -> list[tuple[str, int, int, float]]:
+    """Each refresh query alone: (name, series, JSON bytes, client CPU ms for GET + decode)."""
+    import httpx
+
+    from tui.sources.prometheus_api import parse_answer
+
+    out = []
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        for name, promql in queries(reader.selector).items():
+            cpu0 = time.process_time()
+            r = await client.post(reader.url + "/api/v1/query", data={"query": promql})
+            answer = parse_answer(r.json()["data"])
+            cpu_ms = (time.process_time() - cpu0) * 1000
+            out.append((name, len(answer.vector), len(r.content), cpu_ms))
+    return out
 
 
 def main() -> None:
@@ -118,7 +140,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--interval", type=float, default=5.0)
     parser.add_argument("--selector", default=None)
+    parser.add_argument("--per-query", action="store_true", help="also time each query alone")
     args = parser.parse_args()
+    global PER_QUERY
+    PER_QUERY = args.per_query
 
     sockets = reserve_ports(len(JOBS) * args.hosts)
     ports = iter(sockets)
@@ -147,7 +172,7 @@ def main() -> None:
         print(
             f"Prometheus {prometheus.url}: every target up {time.monotonic() - t0:.1f} s after ready"
         )
-        walls, cpus, fleet = asyncio.run(
+        walls, cpus, fleet, per_query = asyncio.run(
             refresh_loop(prometheus.url, args.selector, args.seconds, args.interval)
         )
     finally:
@@ -160,6 +185,8 @@ def main() -> None:
         f"fleet: {len(fleet.deployments)} deployments, {len(hosts)} hosts, {gpus} GPUs, "
         f"problem: {fleet.problem}"
     )
+    for name, series, size, cpu_ms in per_query:
+        print(f"  {name:12} {series:6d} series {size / 1024:8.0f} KB  {cpu_ms:5.1f} ms CPU")
     steady_w, steady_c = walls[1:] or walls, cpus[1:] or cpus
     print(
         f"refreshes: {len(walls)} (first, with connection set-up: {walls[0] * 1000:.0f} ms wall, {cpus[0] * 1000:.0f} ms CPU)"

@@ -27,8 +27,8 @@ from tui import __version__
 
 USER_AGENT = f"kvtop/{__version__}"
 DEFAULT_TIMEOUT_S = 5.0
-# A refresh asks a handful of queries in parallel (tui/sources/fleet_reader.py).
-MAX_CONNECTIONS = 8
+# A refresh asks ten requests in parallel (tui/sources/fleet_reader.py).
+MAX_CONNECTIONS = 12
 _LOOPBACK_DIRECT = {"all://127.0.0.1": None, "all://localhost": None, "all://[::1]": None}
 
 
@@ -120,7 +120,10 @@ class PrometheusApi:
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{url!r} is not an http(s) URL with a host (e.g. http://prom:9090)")
+            raise ValueError(
+                f"The Prometheus URL {url!r} is not an http(s) URL with a host; give one such "
+                "as http://prometheus:9090."
+            )
         self.base = _where(url)
         self.timeout_s = timeout_s
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
