@@ -338,12 +338,12 @@ def kvtop_families(spec: KvtopHost) -> list:
         reserve.add_metric(ids, spec.reserve_bytes)
         room = spec.headroom_bytes[g] if g < len(spec.headroom_bytes) else seg["free"]
         if spec.state == "ready":
-            headroom.add_metric([*ids, str(rank_base + g)], room)
+            headroom.add_metric([*ids, f"TP{rank_base + g}"], room)
         up.add_metric(ids, 1)
     pool = GaugeMetricFamily(ff.KV_POOL_TOKENS, "KV pool tokens.", labels=["rank"])
     predicted = GaugeMetricFamily(ff.KV_POOL_PREDICTED_TOKENS, "Predicted.", labels=["rank"])
-    pool.add_metric([str(rank_base)], spec.pool_tokens)
-    predicted.add_metric([str(rank_base)], spec.predicted_tokens)
+    pool.add_metric([f"TP{rank_base}"], spec.pool_tokens)
+    predicted.add_metric([f"TP{rank_base}"], spec.predicted_tokens)
     state = GaugeMetricFamily(ff.STARTUP_STATE, "1 for the current state.", labels=["state"])
     for name in ff.STATES:
         state.add_metric([name], 1 if name == spec.state else 0)
@@ -361,7 +361,7 @@ def kvtop_families(spec: KvtopHost) -> list:
         ff.STARTUP_PHASE_SECONDS, "Startup phase duration.", labels=["rank", "model", "phase"]
     )
     for name, seconds in spec.phases.items():
-        phases.add_metric([str(rank_base), spec.model, name], seconds)
+        phases.add_metric([f"TP{rank_base}", spec.model, name], seconds)
     info = InfoMetricFamily(ff.INFO.removesuffix("_info"), "The server kvtop watches.")
     info.add_metric(
         list(ff.INFO_LABELS),

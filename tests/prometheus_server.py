@@ -231,6 +231,9 @@ SESSION_PLAN: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ("dcgm", "down-04", ()),
     # a host a test serves and then stops ("last seen")
     ("kvtop", "gone-05", ()),
+    # the real exporter's body for a real Session's snapshot (tests/test_fleet_export.py)
+    ("kvtop", "real-06", ()),
+    ("sglang", "real-06", ()),
 )
 
 

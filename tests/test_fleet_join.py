@@ -306,3 +306,16 @@ def test_nan_and_inf_are_not_numbers_to_show() -> None:
     r = readings(sglang=(sglang("token_usage", math.nan, "h"), sglang("running", math.inf, "h")))
     (host,) = join(r).hosts
     assert host.kv.token_usage is None and host.kv.running_reqs is None
+
+
+def test_ranks_of_a_shared_gpu_and_their_order() -> None:
+    h = {"host": "h", "instance": "h:9877"}
+    r = readings(
+        kvtop=(
+            kv(ff.KV_HEADROOM, 3 * GIB, gpu="0", uuid="GPU-a", rank="TP10,TP2", **h),
+            kv(ff.KV_HEADROOM, 5 * GIB, gpu="1", uuid="GPU-b", rank="TP9", **h),
+        )
+    )
+    (host,) = join(r).hosts
+    assert [g.ranks for g in host.gpus] == [("TP2", "TP10"), ("TP9",)]
+    assert [g.headroom_bytes for g in host.gpus] == [3 * GIB, 5 * GIB]

@@ -107,6 +107,7 @@ async def test_the_fleet_as_prometheus_sees_it(fleet_bodies) -> None:
         "moonshotai/Kimi-K2.5@10.1.0.10:5757",
         "down-04",
         "gone-05",
+        "real-06",  # declared for tests/test_fleet_export.py: down here
     }
     hosts = by_host(fleet)
 
@@ -146,7 +147,7 @@ async def test_the_fleet_as_prometheus_sees_it(fleet_bodies) -> None:
     n0, n1 = pair.hosts
     assert n0.kv.used_tokens == 80000 and n1.kv.used_tokens is None  # SGLang only on node 0
     assert n1.exporters == ("kvtop", "dcgm", "node") and n1.kv.host_ram_available_bytes == 2 * GiB
-    assert [g.ranks for g in n1.gpus][:2] == [("8",), ("9",)]
+    assert [g.ranks for g in n1.gpus][:2] == [("TP8",), ("TP9",)]
 
     down = hosts["down-04"]
     (kvtop_target,) = [t for t in down.targets if t.exporter == "kvtop"]
@@ -159,7 +160,7 @@ async def test_the_fleet_as_prometheus_sees_it(fleet_bodies) -> None:
     [
         # only solo-01's node target has cluster="eu": the host's other exporters come too
         ('cluster="eu"', {"solo-01"}),
-        ('{job="kvtop"}', {"solo-01", "pair-n0", "pair-n1", "down-04", "gone-05"}),
+        ('{job="kvtop"}', {"solo-01", "pair-n0", "pair-n1", "down-04", "gone-05", "real-06"}),
         ('job="sglang",host=~"p.*"', {"plain-02", "pair-n0"}),
     ],
 )

@@ -15,6 +15,7 @@ A number no exporter gave stays None (never 0).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -219,8 +220,8 @@ def _kvtop_gpu(gpus: dict[str, _Gpu], labels: Mapping[str, str]) -> _Gpu | None:
     uuid = labels.get("uuid") or None
     key = uuid or f"#{index}"
     gpu = gpus.setdefault(key, _Gpu(index, uuid))
-    if labels.get("rank"):
-        gpu.ranks.add(labels["rank"])
+    # a GPU shared by several ranks: rank="0,1" (the exporter's headroom)
+    gpu.ranks.update(r for r in labels.get("rank", "").split(",") if r)
     return gpu
 
 
@@ -257,6 +258,11 @@ def _merge_dcgm(gpus: dict[str, _Gpu], rows: Iterable[Row]) -> None:
         gpu.dcgm[labels.get("__name__", "")] = value
 
 
+def _rank_key(rank: str) -> tuple:
+    """ "TP2" before "TP10": the number in the name compared as a number."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", rank))
+
+
 def _fleet_gpu(g: _Gpu) -> FleetGpu:
     used_mib, free_mib = g.dcgm.get(ff.DCGM_FB_USED), g.dcgm.get(ff.DCGM_FB_FREE)
     reserved_mib = g.dcgm.get(ff.DCGM_FB_RESERVED, 0.0)
@@ -278,7 +284,7 @@ def _fleet_gpu(g: _Gpu) -> FleetGpu:
         segments_bytes={s: g.segments[s] for s in ff.SEGMENTS if s in g.segments},
         reserve_bytes=g.reserve,
         headroom_bytes=g.headroom,
-        ranks=tuple(sorted(g.ranks, key=lambda r: (_int(r) is None, _int(r) or 0, r))),
+        ranks=tuple(sorted(g.ranks, key=_rank_key)),
         utilization_pct=g.dcgm.get(ff.DCGM_GPU_UTIL),
         temperature_c=g.dcgm.get(ff.DCGM_GPU_TEMP),
         power_w=g.dcgm.get(ff.DCGM_POWER),
