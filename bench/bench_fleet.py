@@ -127,7 +127,7 @@ async def query_costs(reader: FleetReader) -> list[tuple[str, int, int, float]]:
     async with httpx.AsyncClient(timeout=10.0) as client:
         for name, promql in queries(reader.selector).items():
             cpu0 = time.process_time()
-            r = await client.post(reader.url + "/api/v1/query", data={"query": promql})
+            r = await client.get(reader.url + "/api/v1/query", params={"query": promql})
             answer = parse_answer(r.json()["data"])
             cpu_ms = (time.process_time() - cpu0) * 1000
             out.append((name, len(answer.vector), len(r.content), cpu_ms))

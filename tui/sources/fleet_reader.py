@@ -134,8 +134,9 @@ def queries(selector: str | None) -> dict[str, str]:
         f'label_replace({expr}, "{WHAT}", "{what}", "", "")'
         for what, expr in SGLANG_AGGREGATES.items()
     )
+    selected = {"selected": f"up{{{m}}}"} if m else {}  # without a selector: every host
     return {
-        "selected": f"up{{{m}}}" if m else "up",
+        **selected,
         "up": f"up{narrow}",
         "up_age": f"(time() - timestamp(up)){narrow}",
         "kvtop": f'{{__name__=~"{_names_regex(KVTOP_FAMILIES)}"}}{narrow}',

@@ -113,7 +113,7 @@ def _where(url: str) -> str:
 
 
 class PrometheusApi:
-    """GET/POST on one Prometheus server. `url` is its base (http(s)://host:port[/prefix])."""
+    """GETs from one Prometheus server. `url` is its base (http(s)://host:port[/prefix])."""
 
     def __init__(
         self, url: str, *, bearer_token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
@@ -145,11 +145,12 @@ class PrometheusApi:
         )
 
     async def query(self, promql: str, *, at: float | None = None) -> Answer:
-        """An instant query; POSTed (form-encoded), so a long selector fits."""
+        """An instant query. GET, as every request of kvtop's (tests/test_read_only.py): the
+        refresh's longest query is under 2 KB of URL."""
         form = {"query": promql, "timeout": _duration(self.timeout_s)}
         if at is not None:
             form["time"] = repr(at)
-        return parse_answer(*await self._call("POST", "/api/v1/query", form))
+        return parse_answer(*await self._call("/api/v1/query", form))
 
     async def query_range(self, promql: str, *, start: float, end: float, step_s: float) -> Answer:
         form = {
@@ -159,27 +160,23 @@ class PrometheusApi:
             "step": repr(step_s),
             "timeout": _duration(self.timeout_s),
         }
-        return parse_answer(*await self._call("POST", "/api/v1/query_range", form))
+        return parse_answer(*await self._call("/api/v1/query_range", form))
 
     async def targets(self) -> list[dict]:
         """The active targets (labels, health, lastError, lastScrape, scrapeInterval …)."""
-        data, _ = await self._call("GET", "/api/v1/targets", {"state": "active"})
+        data, _ = await self._call("/api/v1/targets", {"state": "active"})
         return list(data.get("activeTargets") or ())
 
     async def build_version(self) -> str | None:
-        data, _ = await self._call("GET", "/api/v1/status/buildinfo", {})
+        data, _ = await self._call("/api/v1/status/buildinfo", {})
         version = data.get("version")
         return version if isinstance(version, str) else None
 
-    async def _call(self, method: str, path: str, params: dict[str, str]) -> tuple[dict, tuple]:
+    async def _call(self, path: str, params: dict[str, str]) -> tuple[dict, tuple]:
         if self._client is None:
             self._client = self._open()
-        url = self.base + path
         try:
-            if method == "POST":
-                response = await self._client.post(url, data=params)
-            else:
-                response = await self._client.get(url, params=params)
+            response = await self._client.get(self.base + path, params=params)
         except httpx.TimeoutException:
             raise PrometheusError(
                 f"Prometheus at {self.base} did not answer within {self.timeout_s:g} s; "
