@@ -62,3 +62,14 @@ def log_dated_now(source: Path, target: Path) -> Path:
 
     target.write_text(stamp.sub(moved, text))
     return target
+
+
+@pytest.fixture(scope="session")
+def prometheus():  # type: ignore[no-untyped-def]
+    """One real Prometheus for the session, with every target of
+    tests/prometheus_server.SESSION_PLAN declared (their body servers start in the tests)."""
+    from prometheus_server import session_prometheus
+
+    server = session_prometheus()
+    yield server
+    server.stop()
