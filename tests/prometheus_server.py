@@ -234,6 +234,15 @@ SESSION_PLAN: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     # the real exporter's body for a real Session's snapshot (tests/test_fleet_export.py)
     ("kvtop", "real-06", ()),
     ("sglang", "real-06", ()),
+    # real `kvtop --export` processes, one per host (tests/test_fleet_end_to_end.py): a
+    # two-node TP16 deployment (DCGM on both, SGLang and node on node 0) and a single host
+    ("kvtop", "e2e-n0", ()),
+    ("dcgm", "e2e-n0", ()),
+    ("sglang", "e2e-n0", ()),
+    ("node", "e2e-n0", ()),
+    ("kvtop", "e2e-n1", ()),
+    ("dcgm", "e2e-n1", ()),
+    ("kvtop", "e2e-solo", ()),
 )
 
 

@@ -159,3 +159,14 @@ def test_unknown_numbers_raise_nothing() -> None:
         kv=FleetKv(), gpus=tuple(replace(g, temperature_c=None) for g in qwen_host().gpus)
     )
     assert host_alerts(bare) == ()
+
+
+def test_a_lost_gpu_is_critical_and_named() -> None:
+    host = kimi_host(0)
+    gpus = list(host.gpus)
+    gpus[3] = replace(gpus[3], lost=True, segments_bytes={}, free_bytes=None)
+    found = host_alerts(replace(host, gpus=tuple(gpus)))
+    assert ("critical", "gpu_lost") in kinds(found)
+    (lost,) = [a for a in found if a.kind == "gpu_lost"]
+    assert lost.subject == "gpu-node-01 GPU 3"
+    assert "is lost" in lost.text and "nvidia-smi" in lost.text

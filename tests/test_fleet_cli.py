@@ -53,3 +53,16 @@ def test_urls_prometheus_can_be_behind() -> None:
         assert prometheus_url_problem(url) is None, url
     for url in ("", "http://", "http://prom:0", "http://prom:99999", "file:///x"):
         assert prometheus_url_problem(url) is not None, url
+
+
+def test_an_unreadable_bearer_file_exits_1(tmp_path, capsys) -> None:
+    """Missing, empty or a directory: one sentence naming the problem, exit 1 (like other
+    unreadable input), and nothing is sent (the check happens before any request)."""
+    empty = tmp_path / "token"
+    empty.write_text("")
+    for path in (tmp_path / "missing", empty, tmp_path):
+        code = main(["--prometheus", URL, "--once", "--prometheus-bearer-file", str(path)])
+        assert code == 1
+        err = capsys.readouterr().err
+        assert err.startswith("kvtop: ")
+        assert "Traceback" not in err

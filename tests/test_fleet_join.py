@@ -319,3 +319,19 @@ def test_ranks_of_a_shared_gpu_and_their_order() -> None:
     (host,) = join(r).hosts
     assert [g.ranks for g in host.gpus] == [("TP2", "TP10"), ("TP9",)]
     assert [g.headroom_bytes for g in host.gpus] == [3 * GIB, 5 * GIB]
+
+
+def test_a_gpu_kvtop_lost_is_lost_not_missing() -> None:
+    """kvtop_gpu_up 0 (NVML on the host lost the GPU; the exporter then sends no segments):
+    the GPU stays in the fleet, marked lost, with DCGM's numbers if DCGM still has it."""
+    h = {"host": "h", "instance": "h:9877"}
+    r = readings(
+        kvtop=(
+            kv(ff.GPU_UP, 1, gpu="0", uuid="GPU-a", **h),
+            kv(ff.GPU_MEMORY, 10 * GIB, gpu="0", uuid="GPU-a", segment="free", **h),
+            kv(ff.GPU_UP, 0, gpu="1", uuid="GPU-b", **h),
+        ),
+    )
+    (host,) = join(r).hosts
+    assert [(g.index, g.lost) for g in host.gpus] == [(0, False), (1, True)]
+    assert host.gpus[1].segments_bytes == {} and host.gpus[1].free_bytes is None

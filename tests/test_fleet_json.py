@@ -27,7 +27,7 @@ HOST = {
     "alerts", "gpus", "kv",
 }  # fmt: skip
 GPU = {
-    "index", "uuid", "name", "total_gib", "used_gib", "free_gib", "reserve_gib", "headroom_gib",
+    "index", "uuid", "name", "status", "total_gib", "used_gib", "free_gib", "reserve_gib", "headroom_gib",
     "utilization_pct", "temperature_c", "power_w", "ranks", "breakdown",
 }  # fmt: skip
 KV = {

@@ -107,3 +107,16 @@ def test_a_ready_hosts_gpu_rows_judge_free_memory_after_startup() -> None:
     assert ready[5].free == "warning" and ready[4].free == "ok"
     starting = gpu_alerts(fleet_snapshot(kimi_host(1, gpus=gpus, state="starting"), TAKEN_AT))
     assert starting[5].free == "ok"
+
+
+def test_a_lost_gpu_is_drawn_lost_in_the_drill_down() -> None:
+    """The host's overview shows a GPU kvtop lost as the single-host view does: no numbers,
+    status lost, a critical alert on its row."""
+    host = kimi_host(0)
+    gpus = list(host.gpus)
+    gpus[2] = replace(gpus[2], lost=True, segments_bytes={}, free_bytes=None)
+    snapshot = fleet_snapshot(replace(host, gpus=tuple(gpus)), TAKEN_AT)
+    view = snapshot.gpus[2]
+    assert view.lost and view.sample.status == "lost"
+    assert not view.memory.known
+    assert not snapshot.gpus[1].lost

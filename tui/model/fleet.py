@@ -33,6 +33,8 @@ class FleetGpu:
     utilization_pct: float | None = None
     temperature_c: float | None = None
     power_w: float | None = None
+    # kvtop_gpu_up 0: NVML on the host lost the GPU (its kvtop segments are then absent).
+    lost: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,6 +157,19 @@ def _headroom_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
     return [Alert(WARNING, "headroom", text, f"{host.host} GPU {room.gpu}")]
 
 
+def _lost_alerts(host: FleetHost) -> list[Alert]:
+    """A GPU kvtop on the host cannot read through NVML (kvtop_gpu_up 0): critical, as on
+    the host's own screen."""
+    found = []
+    for gpu in host.gpus:
+        if gpu.lost:
+            ranks = f" ({', '.join(gpu.ranks)})" if gpu.ranks else ""
+            subject = f"{host.host} GPU {gpu.index}"
+            text = f"{subject}{ranks} is lost: kvtop there cannot read it; check nvidia-smi and dmesg on {host.host}"
+            found.append(Alert(CRITICAL, "gpu_lost", text, subject))
+    return found
+
+
 def _temperature_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
     found = []
     for gpu in host.gpus:
@@ -175,7 +188,7 @@ def host_alerts(host: FleetHost, t: Thresholds = DEFAULT_THRESHOLDS) -> tuple[Al
     targets = _target_alerts(host)
     kvtop_down = any(not x.up and x.exporter == KVTOP for x in host.targets)
     found = _state_alerts(host, t) + targets + _stale_alerts(host, kvtop_down)
-    found += _source_alerts(host) + _mismatch_alerts(host)
+    found += _source_alerts(host) + _mismatch_alerts(host) + _lost_alerts(host)
     found += _kv_alerts(host, t) + _headroom_alerts(host, t) + _temperature_alerts(host, t)
     return tuple(sorted(found, key=alert_order))
 

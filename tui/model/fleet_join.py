@@ -211,6 +211,7 @@ class _Gpu:
     headroom: float | None = None
     ranks: set[str] = field(default_factory=set)
     dcgm: dict[str, float] = field(default_factory=dict)  # DCGM family → value
+    up: float | None = None  # kvtop_gpu_up
 
 
 def _kvtop_gpu(gpus: dict[str, _Gpu], labels: Mapping[str, str]) -> _Gpu | None:
@@ -236,6 +237,8 @@ def _apply_kvtop_gpu(gpu: _Gpu, name: str, labels: Mapping[str, str], value: flo
         gpu.reserve = value
     elif name == ff.KV_HEADROOM:
         gpu.headroom = value if gpu.headroom is None else min(gpu.headroom, value)
+    elif name == ff.GPU_UP:
+        gpu.up = value
 
 
 def _merge_dcgm(gpus: dict[str, _Gpu], rows: Iterable[Row]) -> None:
@@ -288,6 +291,7 @@ def _fleet_gpu(g: _Gpu) -> FleetGpu:
         utilization_pct=g.dcgm.get(ff.DCGM_GPU_UTIL),
         temperature_c=g.dcgm.get(ff.DCGM_GPU_TEMP),
         power_w=g.dcgm.get(ff.DCGM_POWER),
+        lost=g.up == 0,
     )
 
 

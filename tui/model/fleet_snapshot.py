@@ -85,7 +85,7 @@ def gpu_sample(gpu: FleetGpu) -> GpuSample:
     """NVML's reading as Prometheus has it; no memory numbers: an unreadable GPU ("error")."""
     total, free = _gib(gpu.total_bytes), _gib(gpu_free_bytes(gpu))
     used = _gib(gpu_used_bytes(gpu))
-    known = total is not None and free is not None and used is not None
+    known = total is not None and free is not None and used is not None and not gpu.lost
     why = "Prometheus has no memory numbers for this GPU (no DCGM or kvtop exporter sample)"
     return GpuSample(
         index=gpu.index,
@@ -101,8 +101,8 @@ def gpu_sample(gpu: FleetGpu) -> GpuSample:
         temperature_c=None if gpu.temperature_c is None else round(gpu.temperature_c),
         power_w=gpu.power_w,
         power_limit_w=None,
-        status="ok" if known else "error",
-        field_errors=() if known else ((_NO_MEMORY, why),),
+        status="lost" if gpu.lost else "ok" if known else "error",
+        field_errors=() if known or gpu.lost else ((_NO_MEMORY, why),),
     )
 
 

@@ -52,6 +52,8 @@ def gpu_json(gpu: FleetGpu) -> dict[str, object]:
         "index": gpu.index,
         "uuid": gpu.uuid,
         "name": gpu.name,
+        # "lost": kvtop on the host lost it through NVML (kvtop_gpu_up 0), as kvtop/1's status.
+        "status": "lost" if gpu.lost else "ok",
         "total_gib": _r(gib(gpu.total_bytes)),
         "used_gib": _r(gib(gpu_used_bytes(gpu))),
         "free_gib": _r(gib(gpu_free_bytes(gpu))),
