@@ -113,6 +113,7 @@ def test_prometheus_down_is_a_sentence_and_no_deployment() -> None:
     data = fleet_json(down_fleet())
     assert data["deployments"] == []
     assert "connection refused" in data["prometheus"]["problem"]
+    assert data["level"] == "unknown"  # nothing judged: a script must not read "ok"
     warned = fleet_json(replace(story_fleet(), warnings=("partial data",), selector='job="x"'))
     assert warned["prometheus"]["warnings"] == ["partial data"]
     assert warned["prometheus"]["selector"] == 'job="x"'

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from tui import __version__
+from tui.report.unexpected import debugging, unexpected_error
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 # `--once` stopped by a signal before its report (128 + the signal's number, as shells do).
@@ -439,13 +440,9 @@ def _main_once(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as exc:
-        if os.environ.get("KVTOP_DEBUG"):
+        if debugging():
             raise
-        print(
-            f"kvtop: stopped on an unexpected error ({type(exc).__name__}). Please report it "
-            "with the command you ran; KVTOP_DEBUG=1 shows the traceback.",
-            file=sys.stderr,
-        )
+        print(f"kvtop: {unexpected_error(exc)}", file=sys.stderr)
         return EXIT_UNREADABLE
 
 
@@ -568,10 +565,7 @@ def _main_check(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         result = unknown("interrupted before the check was done")
     except Exception as exc:
-        if os.environ.get("KVTOP_DEBUG"):
+        if debugging():
             raise
-        result = unknown(
-            f"kvtop stopped on an unexpected error ({type(exc).__name__}); please report it "
-            "with the command you ran (KVTOP_DEBUG=1 shows the traceback)"
-        )
+        result = unknown(unexpected_error(exc))
     return _print_check(result)

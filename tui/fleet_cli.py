@@ -17,6 +17,7 @@ import sys
 from urllib.parse import urlsplit
 
 from tui.model.fleet import Fleet
+from tui.report.unexpected import debugging, unexpected_error
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 MAX_SELECTOR_CHARS = 2000
@@ -208,12 +209,9 @@ def run_check(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         result = unknown("interrupted before the check was done")
     except Exception as exc:
-        if os.environ.get("KVTOP_DEBUG"):
+        if debugging():
             raise
-        result = unknown(
-            f"kvtop stopped on an unexpected error ({type(exc).__name__}); please report it "
-            "with the command you ran (KVTOP_DEBUG=1 shows the traceback)"
-        )
+        result = unknown(unexpected_error(exc))
     return _print_check(result)
 
 
@@ -276,11 +274,7 @@ def main_fleet(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        if os.environ.get("KVTOP_DEBUG"):
+        if debugging():
             raise
-        print(
-            f"kvtop: stopped on an unexpected error ({type(exc).__name__}). Please report it "
-            "with the command you ran; KVTOP_DEBUG=1 shows the traceback.",
-            file=sys.stderr,
-        )
+        print(f"kvtop: {unexpected_error(exc)}", file=sys.stderr)
         return EXIT_UNREADABLE

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from tui.export.address import AddressError, ListenAddress, parse_address
 from tui.export.collector import SnapshotCollector
+from tui.report.unexpected import debugging, unexpected_error
 from tui.session import Options, Session
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
@@ -105,13 +106,9 @@ def run_export(addr: str, options: Options, *, once: bool) -> int:
         sys.stderr.close()
         return EXIT_OK
     except Exception as exc:
-        if os.environ.get("KVTOP_DEBUG"):
+        if debugging():
             raise
-        print(
-            f"kvtop: stopped on an unexpected error ({type(exc).__name__}). Please report it "
-            "with the command you ran; KVTOP_DEBUG=1 shows the traceback.",
-            file=sys.stderr,
-        )
+        print(f"kvtop: {unexpected_error(exc)}", file=sys.stderr)
         return EXIT_UNREADABLE
 
 

@@ -161,6 +161,8 @@ def fleet_json(fleet: Fleet, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dic
             "problem": fleet.problem,
             "warnings": list(fleet.warnings),
         },
-        "level": found.level,
+        # "unknown" when Prometheus gave no fleet (its problem above): nothing was judged, so
+        # nothing may read as ok (as --check's UNKNOWN).
+        "level": "unknown" if fleet.problem and not fleet.deployments else found.level,
         "deployments": [deployment_json(d, found) for d in fleet.deployments],
     }
