@@ -18,6 +18,8 @@ import asyncio
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -29,6 +31,7 @@ from export_tools import exporter, fake_nvml_env, kvtop_command
 from fake_nvml import build_fake_nvml, eight_gpus, write_state
 from fault_host import STORY_LOG
 from fleet_bodies import dcgm_body, gpu_uuids, node_body, serve_bodies, sglang_body
+from tmux_tools import Tmux, private_server
 
 from tui.model.fleet import Fleet
 from tui.sources.fleet_reader import FleetReader
@@ -117,9 +120,13 @@ async def read_until_complete(url: str) -> Fleet:
     return fleet
 
 
-@pytest.fixture
-def fleet_of_exporters(prometheus, tmp_path: Path) -> Iterator[dict[str, dict]]:
-    """The three hosts running; yields each host's own `--once --json`."""
+@pytest.fixture(scope="module")
+def fleet_of_exporters(
+    prometheus, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, dict]]:
+    """The three hosts running (for the module: their ports are handed over once); yields each
+    host's own `--once --json`."""
+    tmp_path = tmp_path_factory.mktemp("e2e")
     lib_dir = build_fake_nvml(tmp_path / "lib").parent
     logs = {
         "e2e-n0": host_log(tmp_path, 0),
@@ -217,3 +224,53 @@ async def test_the_fleet_says_what_each_host_says(prometheus, fleet_of_exporters
     assert hosts["e2e-n0"]["kv"]["used_tokens"] == 61_000
     assert hosts["e2e-n0"]["kv"]["host_ram_total_gb"] == pytest.approx(1024 * GIB / 1e9, abs=0.01)
     assert hosts["e2e-solo"]["kv"]["used_tokens"] is None  # no SGLang target: unknown, not 0
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    assert shutil.which("tmux"), "tmux is not installed (scripts/setup-env.sh test installs it)"
+    with private_server("kvtop-fleet", tmp_path) as server:
+        yield server
+
+
+def host_row(screen: str, host: str) -> bool:
+    """The host's row with its state and the node it is: `  e2e-n1   ready   n1 …`."""
+    return any(re.search(rf"\b{host}\s+ready\b", line) for line in screen.splitlines())
+
+
+async def test_the_fleet_view_in_a_terminal(prometheus, fleet_of_exporters, tmux, tmp_path) -> None:
+    """The installed command in tmux at 120×40: the fleet, Enter into node 1's GPUs (TP8-TP15,
+    from Prometheus), Escape back, q exits 0."""
+    await read_until_complete(prometheus.url)
+    status = tmp_path / "status"
+    argv = kvtop_command("--prometheus", prometheus.url, "--selector", SELECTOR, "--interval", "1")
+    script = f"env -u NO_COLOR -u COLUMNS -u LINES {shlex.join(argv)}; echo $? > {status}"
+    tmux.new_session("fleet", f"sh -c {shlex.quote(script)}", width=120, height=40)
+    screen = tmux.wait_for(
+        "fleet",
+        "the three hosts ready, the two nodes under one TP16 deployment",
+        lambda s: all(host_row(s, h) for h in HOSTS) and "TP16" in s,
+    )
+    lines = screen.splitlines()
+    pair = next(i for i, line in enumerate(lines) if "TP16" in line)
+    assert "e2e-n0" in lines[pair + 1] and "e2e-n1" in lines[pair + 2], screen
+
+    # The selection starts on the first row; move to node 1 of the pair and open it.
+    first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("▶"))
+    for _ in range(pair + 2 - first):
+        tmux.send("fleet", "Down")
+    tmux.wait_for("fleet", "node 1 selected", lambda s: re.search(r"▶\s+e2e-n1\b", s) is not None)
+    tmux.send("fleet", "Enter")
+    tmux.wait_for(
+        "fleet",
+        "node 1's eight GPU rows, ranks TP8-TP15",
+        lambda s: all(re.search(rf"^\S?\s*{i}\s+TP{i + 8}\b", s, re.M) for i in range(8)),
+    )
+    tmux.send("fleet", "Escape")
+    tmux.wait_for("fleet", "the fleet again", lambda s: all(host_row(s, h) for h in HOSTS))
+    tmux.send("fleet", "q")
+    end = time.monotonic() + 20
+    while time.monotonic() < end and not (status.exists() and status.read_text().strip()):
+        time.sleep(0.2)
+    assert status.read_text().strip() == "0", tmux.capture("fleet")
+    assert "Traceback" not in tmux.capture("fleet")
