@@ -170,3 +170,11 @@ def test_a_lost_gpu_is_critical_and_named() -> None:
     (lost,) = [a for a in found if a.kind == "gpu_lost"]
     assert lost.subject == "gpu-node-01 GPU 3"
     assert "is lost" in lost.text and "nvidia-smi" in lost.text
+
+
+def test_headroom_from_the_log_when_no_gpu_is_read() -> None:
+    """No GPU reading on the host: the log's free-after-startup still warns, naming its rank."""
+    host = replace(kimi_host(0), gpus=(), log_headroom_bytes=2.5 * 2**30, log_headroom_rank="TP0")
+    (alert,) = [a for a in host_alerts(host) if a.kind == "headroom"]
+    assert alert.level == WARNING
+    assert "TP0 (the log's reference rank): 2.50 GiB free after startup" in alert.text

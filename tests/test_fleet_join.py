@@ -335,3 +335,13 @@ def test_a_gpu_kvtop_lost_is_lost_not_missing() -> None:
     (host,) = join(r).hosts
     assert [(g.index, g.lost) for g in host.gpus] == [(0, False), (1, True)]
     assert host.gpus[1].segments_bytes == {} and host.gpus[1].free_bytes is None
+
+
+def test_headroom_without_a_gpu_is_the_hosts_from_its_log() -> None:
+    """kvtop there reads no GPU (--no-gpus, NVML not readable by its user): the exporter sends
+    the log's headroom with gpu="" and the reference rank; the fleet keeps it for the host."""
+    h = {"host": "h", "instance": "h:9877"}
+    r = readings(kvtop=(kv(ff.KV_HEADROOM, 3 * GIB, gpu="", uuid="", rank="TP0", **h),))
+    (host,) = join(r).hosts
+    assert host.gpus == ()
+    assert (host.log_headroom_bytes, host.log_headroom_rank) == (3 * GIB, "TP0")

@@ -87,6 +87,10 @@ class FleetHost:
     mismatches: tuple[str, ...] = ()  # kvtop_mismatch{field} == 1
     # kvtop_startup_phase_seconds: (rank, model, phase, seconds)
     phases: tuple[tuple[str, str, str, float], ...] = ()
+    # kvtop_kv_headroom_bytes without a GPU (kvtop there reads no GPU: --no-gpus, NVML not
+    # readable): what the log says stayed free on its reference rank (`log_headroom_rank`).
+    log_headroom_bytes: float | None = None
+    log_headroom_rank: str | None = None
     # Seconds since kvtop_info was last seen (None: seen in this refresh or never).
     last_seen_age_s: float | None = None
 

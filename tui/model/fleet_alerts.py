@@ -151,10 +151,10 @@ def _headroom_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
     if room is None or alerts.free_after_startup_level(room.gib, t) == OK:
         return []
     text = (
-        f"{host.host} GPU {room.gpu}: {room.gib:.2f} GiB free after startup, under the "
+        f"{host.host} {room.where}: {room.gib:.2f} GiB free after startup, under the "
         f"{_number(t.safe_margin_gib)} GiB safe margin: large prefills may run out of memory"
     )
-    return [Alert(WARNING, "headroom", text, f"{host.host} GPU {room.gpu}")]
+    return [Alert(WARNING, "headroom", text, f"{host.host} {room.where}")]
 
 
 def _lost_alerts(host: FleetHost) -> list[Alert]:

@@ -314,6 +314,7 @@ class _Host:
     sources_age: dict[str, float] = field(default_factory=dict)
     mismatches: set[str] = field(default_factory=set)
     phases: list[tuple[str, str, str, float]] = field(default_factory=list)
+    log_headroom: tuple[float, str] | None = None  # (bytes, rank): headroom without a GPU
     sglang: dict[str, list[float]] = field(default_factory=dict)
     sglang_models: set[str] = field(default_factory=set)
     engine_types: set[str] = field(default_factory=set)
@@ -322,7 +323,9 @@ class _Host:
 
 def _apply_kvtop(h: _Host, labels: Mapping[str, str], value: float) -> None:
     name = labels.get("__name__", "")
-    if name in _PER_GPU:
+    if name == ff.KV_HEADROOM and not labels.get("gpu"):
+        h.log_headroom = (value, labels.get("rank", ""))
+    elif name in _PER_GPU:
         gpu = _kvtop_gpu(h.gpus, labels)
         if gpu is not None:
             _apply_kvtop_gpu(gpu, name, labels, value)
@@ -404,6 +407,8 @@ def _fleet_host(h: _Host, targets: list[TargetState], last_seen_s: float | None)
         sources=sources,
         mismatches=tuple(sorted(h.mismatches)),
         phases=tuple(sorted(h.phases)),
+        log_headroom_bytes=h.log_headroom[0] if h.log_headroom else None,
+        log_headroom_rank=(h.log_headroom[1] or None) if h.log_headroom else None,
         last_seen_age_s=None if up else last_seen_s,
     )
 

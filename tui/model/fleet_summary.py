@@ -32,7 +32,15 @@ def gb(value_bytes: float | None) -> float | None:
 @dataclass(frozen=True, slots=True)
 class Headroom:
     gib: float
-    gpu: int  # the GPU with the least headroom
+    gpu: int | None  # the GPU with the least headroom (None: from the log, no GPU read)
+    rank: str | None = None  # with gpu None: the log's reference rank
+
+    @property
+    def where(self) -> str:
+        """ "GPU 5", or "TP0 (the log's reference rank)" when kvtop there reads no GPU."""
+        if self.gpu is not None:
+            return f"GPU {self.gpu}"
+        return f"{self.rank or 'the log'} (the log's reference rank)"
 
 
 def gpu_used_bytes(gpu: FleetGpu) -> float | None:
@@ -56,7 +64,9 @@ def worst_headroom(host: FleetHost) -> Headroom | None:
     startup); None without a kvtop exporter or before ready."""
     known = [(g.headroom_bytes, g.index) for g in host.gpus if g.headroom_bytes is not None]
     if not known:
-        return None
+        if host.log_headroom_bytes is None:
+            return None
+        return Headroom(host.log_headroom_bytes / GIB, None, host.log_headroom_rank)
     least, index = min(known)
     return Headroom(least / GIB, index)
 
