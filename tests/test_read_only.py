@@ -212,6 +212,66 @@ def test_report_only_reads(
     assert _not_allowed(events, server) == []
 
 
+def test_exporter_only_reads_and_listens_where_asked(
+    audit_site: Path, tmp_path: Path, story_log: Path
+) -> None:
+    """`kvtop --export`: one listening socket on the address asked for (nothing else bound),
+    the scrapes of the server, no file written, no process started; SIGTERM ends it (0)."""
+    import httpx
+    from export_tools import SERVING, read_line
+
+    record = tmp_path / "audit.json"
+    with FakeSGLang() as server:
+        args = ["--export", "127.0.0.1:0", "--log-file", str(story_log), "--url", server.url]
+        proc = subprocess.Popen(
+            [str(KVTOP_SCRIPT), *args, "--no-gpus"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(audit_site, KVTOP_AUDIT_OUT=str(record)),
+            cwd=tmp_path,
+        )
+        try:
+            # where it serves, on stderr (a deadline: a child that says nothing fails the test)
+            match, _ = read_line(proc.stderr, SERVING, time.monotonic() + TIMEOUT)
+            body = ""
+            deadline = time.monotonic() + TIMEOUT
+            while "kvtop_kv_pool_tokens{" not in body and time.monotonic() < deadline:
+                body = httpx.get(match.group(1), timeout=10).text
+            assert "kvtop_kv_pool_tokens{" in body  # the body of the log and the scrape
+            proc.terminate()
+            assert proc.wait(timeout=TIMEOUT) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=TIMEOUT)
+        _only_reads(server)
+    events = _events(record)
+    binds = [e for e in events if e[0] == "socket.bind"]
+    assert [b[1][1] for b in binds] == [["127.0.0.1", 0]], binds
+    assert _not_allowed([e for e in events if e[0] != "socket.bind"], server) == []
+
+
+def test_fleet_view_only_reads(audit_site: Path, tmp_path: Path) -> None:
+    """`kvtop --prometheus URL --once --json`: one connection, to the Prometheus asked for
+    (here nothing listens: the report says so), no file written, no process started."""
+    record = tmp_path / "audit.json"
+    result = subprocess.run(
+        [str(KVTOP_SCRIPT), "--prometheus", "http://127.0.0.1:9", "--once", "--json"],
+        capture_output=True,
+        timeout=TIMEOUT,
+        env=_env(audit_site, KVTOP_AUDIT_OUT=str(record)),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1, result.stderr.decode()  # no fleet: Prometheus is down
+    assert json.loads(result.stdout)["prometheus"]["problem"]
+    events = _events(record)
+    assert ["socket.connect", ["127.0.0.1", 9]] in events, "the hook saw no request: it is off"
+    others = [e for e in events if e != ["socket.connect", ["127.0.0.1", 9]]]
+    assert _not_allowed(others, None) == []
+
+
 def _read_until(master: int, proc: subprocess.Popen[bytes], done, limit_s: float) -> bytes:  # type: ignore[no-untyped-def]
     """Drain the pty (the app must never block on a full terminal) until done() or limit_s."""
     seen = b""
