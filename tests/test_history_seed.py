@@ -1,15 +1,19 @@
 """Seeding the KV usage buffer with earlier points (Prometheus' history of a host opened from
-the fleet): the seed goes before the live points and never after them, holes are GAPs, values
-that are not percentages are unknown (NaN), and the buffer stays bounded. Live snapshots are
-the real demo scenario's (tests/tui_support.demo_snapshot)."""
+the fleet, asked only for a host with SGLang's metrics): the seed goes before the live points
+and never after them, holes are GAPs, values that are not percentages are unknown (NaN), and
+the buffer stays bounded. Live snapshots are the real demo scenario's
+(tests/tui_support.demo_snapshot)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
+from fleet_examples import kimi_host, qwen_host
 from tui_support import demo_snapshot
 
+from tui.fleet_view_state import wants_kv_history
+from tui.model.fleet import DCGM, FleetKv, TargetState
 from tui.model.history import History, KvHistory, is_gap
 from tui.model.kv_usage import kv_now
 
@@ -103,3 +107,13 @@ def test_an_empty_seed_changes_nothing_and_ratios_become_percent() -> None:
     found = KvHistory.from_ratios(((100.0, 0.25), (115.0, math.nan)), STEP_S)
     assert found.points[0] == (100.0, 25.0) and math.isnan(found.points[1][1])
     assert found.step_s == STEP_S
+
+
+def test_only_hosts_with_sglang_metrics_ask_for_history() -> None:
+    assert wants_kv_history(kimi_host(0))  # node 0: SGLang's metrics
+    assert not wants_kv_history(kimi_host(1))  # node 1: SGLang publishes nothing there
+    assert wants_kv_history(qwen_host())  # no kvtop, but SGLang and DCGM
+    dcgm_only = qwen_host(targets=(TargetState(DCGM, "gpu-node-03:9400", True),), kv=FleetKv())
+    assert not wants_kv_history(dcgm_only)
+    # SGLang's target down at the moment: its history may still be there.
+    assert wants_kv_history(qwen_host(kv=FleetKv()))
