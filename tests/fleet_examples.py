@@ -26,6 +26,7 @@ from tui.model.fleet import (
     FleetKv,
     TargetState,
 )
+from tui.sources.prometheus_api import Series
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -197,14 +198,20 @@ def down_fleet() -> Fleet:
 
 class QueueReader:
     """Stands in for tui.sources.fleet_reader.FleetReader (same read/aclose interface): it
-    answers each read() with the next fleet pushed, waiting for one when none is queued. The
-    real reader against a real Prometheus is wired in and tested end to end after the merge
-    (by the integrator); here the fleet view gets exactly the fleets a test decides."""
+    answers each read() with the next fleet pushed, waiting for one when none is queued, and
+    history() with `history_answer`. The real reader against a real Prometheus is tested in
+    tests/test_fleet_reader.py, test_fleet_history.py and end to end; here the fleet view gets
+    exactly the fleets and history a test decides (a real Prometheus cannot be given a history
+    dated to the fleets' fixed TAKEN_AT, nor made to fail for one query only)."""
 
     def __init__(self, *fleets: Fleet) -> None:
         self._queue: asyncio.Queue[Fleet] = asyncio.Queue()
         self.reads = 0
         self.closed = False
+        # history(): what it answers (a Series, None, or an exception to raise), and the
+        # (host, what, minutes) asked, in order.
+        self.history_answer: Series | BaseException | None = None
+        self.history_calls: list[tuple[str, str, float]] = []
         for fleet in fleets:
             self._queue.put_nowait(fleet)
 
@@ -216,8 +223,24 @@ class QueueReader:
         self.reads += 1
         return fleet
 
+    async def history(self, host: str, what: str, minutes: float) -> Series | None:
+        self.history_calls.append((host, what, minutes))
+        if isinstance(self.history_answer, BaseException):
+            raise self.history_answer
+        return self.history_answer
+
     async def aclose(self) -> None:
         self.closed = True
+
+
+def kv_usage_series(
+    host: str, end: float = TAKEN_AT, minutes: int = 10, step_s: float = 15.0
+) -> Series:
+    """What FleetReader.history(host, "kv_usage", minutes) gives: `max by (host)` of
+    sglang:token_usage, 0..1, one point a step up to `end` (excluded), rising 10 % → 90 %."""
+    count = int(minutes * 60 / step_s)
+    points = tuple((end - (count - k) * step_s, 0.1 + 0.8 * k / (count - 1)) for k in range(count))
+    return Series({"host": host}, points)
 
 
 def make_fleet_app(*fleets: Fleet, interval_s: float = 0.25):  # type: ignore[no-untyped-def]

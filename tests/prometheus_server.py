@@ -243,6 +243,8 @@ SESSION_PLAN: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ("kvtop", "e2e-n1", ()),
     ("dcgm", "e2e-n1", ()),
     ("kvtop", "e2e-solo", ()),
+    # a host whose KV usage history is read with query_range (tests/test_fleet_history.py)
+    ("sglang", "hist-07", ()),
 )
 
 

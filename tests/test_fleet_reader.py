@@ -91,8 +91,9 @@ def by_host(fleet: Fleet) -> dict[str, FleetHost]:
 
 
 # tests/test_fleet_end_to_end.py's hosts share the session's Prometheus: their targets are down
-# or up (and their kvtop_info remembered) depending on the order the tests ran in.
-E2E = "e2e-"
+# or up (and their kvtop_info remembered) depending on the order the tests ran in; so does
+# tests/test_fleet_history.py's host.
+E2E = ("e2e-", "hist-")
 
 
 def without_e2e(fleet: Fleet) -> Fleet:

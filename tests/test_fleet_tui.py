@@ -17,6 +17,7 @@ from fleet_examples import (
     kimi_deployment,
     kimi_gpu,
     kimi_host,
+    kv_usage_series,
     make_fleet_app,
     story_fleet,
 )
@@ -198,3 +199,59 @@ async def test_prometheus_warnings_are_shown() -> None:
         flat = " ".join(screen_text(app).split())
         assert "▲ Prometheus warns: query timed out on one shard" in flat
         assert "●prometheus" in _lines(app)[0]
+
+
+@pytest.mark.parametrize("size", [(120, 40), (200, 60)], ids=["120x40", "200x60"])
+async def test_opening_a_host_draws_its_last_ten_minutes_from_prometheus(
+    size: tuple[int, int],
+) -> None:
+    """Enter asks the feed for the host's KV usage history (one query_range, 10 minutes): the
+    sparkline holds it before the one live point the fleet gave (no refresh follows here)."""
+    app, reader = make_fleet_app(story_fleet())
+    reader.history_answer = kv_usage_series("gpu-node-01")
+    async with app.run_test(size=size) as pilot:
+        await _fleet_shown(pilot, app)
+        await pilot.press("down", "enter")  # gpu-node-01
+        await until(pilot, "its GPUs", lambda: isinstance(app.screen, OverviewScreen))
+        await until(pilot, "the seeded sparkline", lambda: "last 10m00s" in screen_text(app))
+        assert reader.history_calls == [("gpu-node-01", "kv_usage", 10.0)]
+        assert reader.reads == 1  # one fleet, so one live point
+        values = app.host_view.history.token_usage_pct().values
+        assert len(values) == 41 and values[0] == pytest.approx(10.0)
+        assert values[-2] == pytest.approx(90.0) and values[-1] == pytest.approx(30.27)
+        line = next(line for line in _lines(app) if "usage, last 10m00s" in line)
+        spark = line.split("usage, last")[0].split()[-1]
+        assert spark[0] == "▁" and "█" in spark, line  # 10 % rising to 90 %
+        assert "48,211 / 159,277 tokens" in screen_text(app)
+
+
+async def test_no_history_is_no_error_and_node_1_asks_nothing() -> None:
+    """Prometheus failing the history query: the sparkline starts with the live point only,
+    nothing on screen says so; node 1 (no SGLang metrics) is not asked for."""
+    from tui.sources.prometheus_api import PrometheusError
+
+    app, reader = make_fleet_app(story_fleet())
+    reader.history_answer = PrometheusError(
+        "Prometheus at http://127.0.0.1:9090 timed out; try again.", "timeout"
+    )
+    async with app.run_test(size=(200, 60)) as pilot:
+        await _fleet_shown(pilot, app)
+        await pilot.press("down", "down", "enter")  # gpu-node-02, node 1 of the TP16
+        await until(pilot, "node 1's GPUs", lambda: "gpu-node-02: ready" in _lines(app)[0])
+        await pilot.press("escape")
+        await until(pilot, "the fleet again", lambda: isinstance(app.screen, FleetScreen))
+        await pilot.press("up", "enter")  # gpu-node-01
+        await until(pilot, "the call", lambda: reader.history_calls != [])
+        busy = [w for w in app.workers if w.group == "history"]
+        await until(pilot, "the worker done", lambda: all(w.is_finished for w in busy))
+        assert reader.history_calls == [("gpu-node-01", "kv_usage", 10.0)]
+        await until(pilot, "its usage", lambda: "usage, last 0s" in screen_text(app))
+        assert "timed out" not in screen_text(app) and "Traceback" not in screen_text(app)
+        assert len(app.host_view.history.token_usage_pct().values) == 1
+
+
+async def test_once_reads_no_history() -> None:
+    reader = QueueReader(story_fleet())
+    reader.history_answer = kv_usage_series("gpu-node-01")
+    await FleetFeed(reader).read_once()
+    assert reader.history_calls == [] and reader.closed

@@ -3,8 +3,10 @@
 Runs a fleet feed (tui/fleet_feed.py: FleetReader.read() every interval) and shows each fleet
 on the fleet screen (tui/screens/fleet.py). Enter opens the selected host with the single-host
 overview (tui/screens/overview.OverviewScreen), fed a Snapshot made from what Prometheus holds
-(tui/model/fleet_snapshot) and refreshed with every fleet; Escape or Backspace goes back, q
-quits. Like tui/app.py it knows neither the reader nor Prometheus: only the feed's fleets.
+(tui/model/fleet_snapshot) and refreshed with every fleet, its KV sparkline seeded with the
+host's last 10 minutes from Prometheus (one query through the feed, in a worker, on opening
+only); Escape or Backspace goes back, q quits. Like tui/app.py it knows neither the reader
+nor Prometheus: only the feed's fleets and history.
 """
 
 from __future__ import annotations
@@ -24,15 +26,16 @@ from textual.driver import Driver
 from textual.screen import Screen
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
-from tui.fleet_view_state import FleetViewState, fleet_status, open_host
+from tui.fleet_view_state import FleetViewState, fleet_status, open_host, wants_kv_history
 from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
 from tui.model.fleet import Fleet
 from tui.model.fleet_rows import RowKey
 from tui.model.gpu_order import next_order
+from tui.model.history import KvHistory
 from tui.screens.base import OpenGpuDetail, SelectGpu, ShowsState
 from tui.screens.fleet import FleetMove, FleetOpen, FleetScreen
 from tui.screens.overview import OverviewScreen
-from tui.view_state import ViewState, next_interval
+from tui.view_state import ViewState, kv_facts, next_interval
 
 
 class FleetSource(Protocol):
@@ -44,6 +47,8 @@ class FleetSource(Protocol):
     def fleets(self) -> AsyncIterator[Fleet]: ...
 
     def wake(self) -> None: ...
+
+    async def kv_history(self, host: str) -> KvHistory | None: ...
 
 
 def _stylesheet() -> str:
@@ -143,8 +148,10 @@ class FleetApp(App[int]):
             view = open_host(view, host, self.fleet_state, self.clock)
             view.rows = self.size.height
         self.host_view = view
-        if view is None:
-            return
+        if view is not None:
+            self._push_view(view)
+
+    def _push_view(self, view: ViewState) -> None:
         for screen in self.screen_stack:
             if isinstance(screen, ShowsState):
                 screen.show_state(view)
@@ -169,6 +176,20 @@ class FleetApp(App[int]):
         if self.host_view is not None:
             screen.show_state(self.host_view)
         self.push_screen(screen)
+        if self.host_view is not None and wants_kv_history(host):
+            self._seed_history(self.host_view, host.host)
+
+    @work(group="history", exclusive=True, exit_on_error=False)
+    async def _seed_history(self, view: ViewState, host: str) -> None:
+        """The opened host's KV usage of the last minutes, from Prometheus (one query_range,
+        only here), put before the live points; the fleet's refresh goes on meanwhile. None
+        (no history, Prometheus failing) leaves the sparkline to fill live: no error shown."""
+        found = await self.feed.kv_history(host)
+        if found is None or view is not self.host_view:
+            return  # nothing, or the operator went back or opened another host meanwhile
+        if view.history.seed_token_usage(found.points, found.step_s):
+            view.kv = kv_facts(view, self.clock)
+            self._push_view(view)
 
     def on_select_gpu(self, message: SelectGpu) -> None:
         message.stop()
@@ -195,6 +216,7 @@ class FleetApp(App[int]):
             return
         self.pop_screen()
         if self.screen is self._fleet_screen:
+            self.workers.cancel_group(self, "history")
             self.opened, self.host_view = None, None
             self._show()
 

@@ -11,18 +11,25 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tui.model.fleet import Fleet
+from tui.model.history import KvHistory
+
+if TYPE_CHECKING:
+    from tui.sources.prometheus_api import Series
 
 DEFAULT_INTERVAL_S = 5.0  # Prometheus scrapes every 15 s by default; DCGM collects every 30 s
 READ_TIMEOUT_S = 5.0
+HISTORY_MINUTES = 10.0  # the KV sparkline of a host opened from the fleet starts this far back
 
 
 class Reader(Protocol):
     """What the loop needs of tui.sources.fleet_reader.FleetReader."""
 
     async def read(self) -> Fleet: ...
+
+    async def history(self, host: str, what: str, minutes: float) -> Series | None: ...
 
     async def aclose(self) -> None: ...
 
@@ -106,6 +113,21 @@ class FleetFeed:
                     await self._wait(left)
         finally:
             await self.reader.aclose()
+
+    async def kv_history(self, host: str, minutes: float = HISTORY_MINUTES) -> KvHistory | None:
+        """`host`'s KV usage over the last `minutes` (one query_range), in percent; None when
+        Prometheus has none or could not answer (history is a nicety: its failure is no error
+        on screen, the sparkline starts empty)."""
+        from tui.sources.fleet_reader import history_step_s
+        from tui.sources.prometheus_api import PrometheusError
+
+        try:
+            series = await self.reader.history(host, "kv_usage", minutes)
+        except (PrometheusError, ValueError, KeyError, TypeError, IndexError):
+            return None
+        if series is None or not series.points:
+            return None
+        return KvHistory.from_ratios(series.points, history_step_s(minutes))
 
     async def read_once(self) -> Fleet:
         """One fleet (`--once`, `--check`), the reader closed after it."""

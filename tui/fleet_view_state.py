@@ -16,7 +16,7 @@ from datetime import datetime
 from tui.model.alerts import DEFAULT_THRESHOLDS, OK, Thresholds
 from tui.model.deployment import OFF, SourceHealth
 from tui.model.deployment import OK as SOURCE_OK
-from tui.model.fleet import Fleet, FleetHost
+from tui.model.fleet import SGLANG, Fleet, FleetHost
 from tui.model.fleet_alerts import FleetAlerts, fleet_alerts, host_alerts
 from tui.model.fleet_rows import FleetRow, RowKey, find_host, fleet_rows
 from tui.model.fleet_snapshot import fleet_snapshot
@@ -215,3 +215,9 @@ def open_host(
     view.status = host_status(host, view, fleet_state, clock())
     view.kv = kv_facts(view, clock)
     return view
+
+
+def wants_kv_history(host: FleetHost) -> bool:
+    """Whether opening `host` asks Prometheus for its KV usage history: only a host with
+    SGLang's metrics (not node 1+ of a multi-node deployment, not a DCGM-only host)."""
+    return host.kv.token_usage is not None or any(t.exporter == SGLANG for t in host.targets)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tui.model.alert_rule import queue_since
@@ -44,6 +45,20 @@ class Series:
             elif not inside:
                 count, inside = count + 1, True
         return count
+
+
+@dataclass(frozen=True, slots=True)
+class KvHistory:
+    """Earlier KV usage of a host (Prometheus' history of a host opened from the fleet):
+    (timestamp, percent) points, oldest first, `step_s` apart; History.seed_token_usage takes it."""
+
+    points: tuple[tuple[float, float], ...]
+    step_s: float
+
+    @classmethod
+    def from_ratios(cls, points: Iterable[tuple[float, float]], step_s: float) -> KvHistory:
+        """From 0..1 ratios (sglang:token_usage) to the percent the KV panel shows."""
+        return cls(tuple((ts, ratio * 100.0) for ts, ratio in points), step_s)
 
 
 @dataclass
@@ -121,6 +136,44 @@ class History:
         self._token_usage_pct.append(pct if pct is not None else math.nan)
         queued = usage.load.queued_requests if known else None
         self._queued_since = queue_since(self._queued_since, queued, taken_at)
+
+    def seed_token_usage(self, points: Iterable[tuple[float, float]], step_s: float) -> int:
+        """Put earlier KV usage (`points`: (timestamp, percent), e.g. Prometheus' history of a
+        host opened from the fleet, `step_s` apart) before the points recorded so far; returns
+        how many points it put in (GAPs included).
+
+        Older points never come after newer ones: only points older than the oldest KV point
+        kept go in, before it (the live points win where both cover the same time). The usual
+        rules hold: a hole of more than STALE_INTERVALS steps (within the seed, or between the
+        seed and the first live point) is a GAP, a value that is not a percentage (NaN, ±Inf,
+        negative) is NaN (unknown), and the buffer keeps the newest `points` points.
+        """
+        first_live = self._kv_times[0] if self._kv_times else None
+        limit = STALE_INTERVALS * step_s
+        times: list[float] = []
+        values: list[float] = []
+        for taken_at, pct in sorted(points):
+            if first_live is not None and taken_at >= first_live:
+                break
+            if times and taken_at == times[-1]:
+                continue
+            if times and taken_at - times[-1] > limit:
+                times.append(taken_at)
+                values.append(GAP)
+            times.append(taken_at)
+            values.append(pct if math.isfinite(pct) and pct >= 0 else math.nan)
+        if not values:
+            return 0
+        if first_live is not None and first_live - times[-1] > limit:
+            times.append(first_live)
+            values.append(GAP)
+        seeded = len(values)
+        kv_times = deque(times, maxlen=self.points)
+        kv_times.extend(self._kv_times)
+        usage = deque(values, maxlen=self.points)
+        usage.extend(self._token_usage_pct)
+        self._kv_times, self._token_usage_pct = kv_times, usage
+        return seeded
 
     def queued_for_s(self) -> float | None:
         """How long requests have been queued without the queue emptying (None: no queue, or

@@ -82,6 +82,14 @@ HISTORY = {
 }
 
 
+HISTORY_MIN_STEP_S = 15.0  # Prometheus' default scrape interval: a finer step repeats samples
+
+
+def history_step_s(minutes: float, min_step_s: float = HISTORY_MIN_STEP_S) -> float:
+    """history()'s step over `minutes`: ≥ `min_step_s` and at most ~240 points."""
+    return max(min_step_s, math.ceil(minutes * 60 / 240))
+
+
 class BearerFileError(Exception):
     """The --prometheus-bearer-file cannot be used; str() says why and what to do."""
 
@@ -245,14 +253,17 @@ class FleetReader:
                 if exc.kind in ("connect", "timeout", "auth"):
                     raise
 
-    async def history(self, host: str, what: str, minutes: float) -> Series | None:
+    async def history(
+        self, host: str, what: str, minutes: float, *, min_step_s: float = HISTORY_MIN_STEP_S
+    ) -> Series | None:
         """One host's `what` (a key of HISTORY) over the last `minutes`, at a step that keeps
-        it under ~240 points (≥ 15 s). None when Prometheus has none; raises PrometheusError."""
+        it under ~240 points (≥ `min_step_s`, 15 s; a Prometheus scraping faster may be asked
+        finer). None when Prometheus has none; raises PrometheusError."""
         if what not in HISTORY:
             raise ValueError(f"history of {what!r}: one of {', '.join(HISTORY)}")
         end = time.time()
         start = end - minutes * 60
-        step_s = max(15.0, math.ceil(minutes * 60 / 240))
+        step_s = history_step_s(minutes, min_step_s)
         quoted = host.replace("\\", "\\\\").replace('"', '\\"')
         answer = await self.api.query_range(
             HISTORY[what].format(host=quoted), start=start, end=end, step_s=step_s
