@@ -3,40 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from importlib import resources
 from typing import Protocol
 
 from textual import work
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
-from textual.driver import Driver
 from textual.screen import Screen
-from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
+from tui.app_lifecycle import FeedApp, stylesheet
 from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
 from tui.model.deployment import Snapshot
 from tui.model.gpu_order import next_order
 from tui.screens.base import OpenGpuDetail, RequestLength, SelectGpu, ShowsState
 from tui.screens.overview import OverviewScreen
 from tui.view_state import ViewState, kv_facts, next_interval, status_facts
-
-EXIT_GRACE_S = 2.0  # after SIGHUP/SIGTERM, the longest a clean shutdown may take
-
-
-def exit_grace_s() -> float:
-    """EXIT_GRACE_S, or KVTOP_EXIT_GRACE_S from the environment: the fault matrix sets a long
-    one, so a shutdown that only ends because the watchdog fired fails its test."""
-    try:
-        return max(0.1, float(os.environ["KVTOP_EXIT_GRACE_S"]))
-    except (KeyError, ValueError):
-        return EXIT_GRACE_S
 
 
 class SnapshotFeed(Protocol):
@@ -47,14 +31,9 @@ class SnapshotFeed(Protocol):
     def snapshots(self) -> AsyncIterator[Snapshot]: ...
 
 
-def _stylesheet() -> str:
-    """styles/kvtop.tcss, installed as the tui.styles package."""
-    return str(resources.files("tui.styles") / "kvtop.tcss")
-
-
-class KvtopApp(App[int]):
+class KvtopApp(FeedApp):
     TITLE = "kvtop"
-    CSS_PATH = _stylesheet()
+    CSS_PATH = stylesheet()
     ENABLE_COMMAND_PALETTE = True
     BINDINGS = [  # noqa: RUF012 - Textual's convention
         Binding("q", "quit", "quit"),
@@ -98,42 +77,15 @@ class KvtopApp(App[int]):
             host_name=host_name or socket.gethostname(),
             thresholds=thresholds,
         )
-        self._feed: Worker[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def get_driver_class(self) -> type[Driver]:
-        from tui.quiet_driver import driver_class
-
-        return driver_class(super().get_driver_class())
-
     def get_default_screen(self) -> Screen[object]:
         return self._with_state(OverviewScreen())
 
     def on_mount(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGHUP, signal.SIGTERM):
-            # The SSH session went away (SIGHUP) or systemd stops us: leave cleanly, status 0.
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self._leave)
+        self.leave_on_hangup()
         self.state.rows = self.size.height
         self._feed = self._consume()
-
-    def _leave(self) -> None:
-        """Exit now, and for certain: with the terminal gone, Textual's shutdown can block for
-        ever (seen: LinuxDriver.close waiting on its writer thread's queue, SIGTERM ignored
-        because the event loop is stuck in that call). There is nothing left to restore."""
-        watchdog = threading.Timer(exit_grace_s(), os._exit, args=(0,))
-        watchdog.daemon = True
-        watchdog.start()
-        self.exit(0)
-
-    async def on_unmount(self) -> None:
-        # Textual cancels its workers after the app's last message without waiting for them;
-        # the session closes its sources when its generator ends, so wait for that here.
-        if self._feed is not None:
-            self._feed.cancel()
-            with contextlib.suppress(WorkerCancelled, WorkerFailed, asyncio.CancelledError):
-                await self._feed.wait()
 
     @work(group="feed", exclusive=True, exit_on_error=False)
     async def _consume(self) -> None:

@@ -12,20 +12,16 @@ nor Prometheus: only the feed's fleets and history.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from importlib import resources
 from typing import Protocol
 
 from textual import work
-from textual.app import App
 from textual.binding import Binding
-from textual.driver import Driver
 from textual.screen import Screen
-from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
+from tui.app_lifecycle import FeedApp, stylesheet
 from tui.fleet_view_state import FleetViewState, fleet_status, open_host, wants_kv_history
 from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
 from tui.model.fleet import Fleet
@@ -51,13 +47,9 @@ class FleetSource(Protocol):
     async def kv_history(self, host: str) -> KvHistory | None: ...
 
 
-def _stylesheet() -> str:
-    return str(resources.files("tui.styles") / "kvtop.tcss")
-
-
-class FleetApp(App[int]):
+class FleetApp(FeedApp):
     TITLE = "kvtop fleet"
-    CSS_PATH = _stylesheet()
+    CSS_PATH = stylesheet()
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [  # noqa: RUF012 - Textual's convention
         Binding("q", "quit", "quit"),
@@ -87,26 +79,15 @@ class FleetApp(App[int]):
         self.opened: RowKey | None = None  # the host whose GPUs are shown
         self.host_view: ViewState | None = None
         self._fleet_screen = FleetScreen()
-        self._feed: Worker[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def get_driver_class(self) -> type[Driver]:
-        from tui.quiet_driver import driver_class
-
-        return driver_class(super().get_driver_class())
-
     def get_default_screen(self) -> Screen[object]:
         self._show()
         return self._fleet_screen
 
     def on_mount(self) -> None:
+        self.leave_on_hangup()
         self._feed = self._consume()
-
-    async def on_unmount(self) -> None:
-        if self._feed is not None:
-            self._feed.cancel()
-            with contextlib.suppress(WorkerCancelled, WorkerFailed, asyncio.CancelledError):
-                await self._feed.wait()
 
     @work(group="feed", exclusive=True, exit_on_error=False)
     async def _consume(self) -> None:
