@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -274,3 +275,25 @@ async def test_the_fleet_view_in_a_terminal(prometheus, fleet_of_exporters, tmux
         time.sleep(0.2)
     assert status.read_text().strip() == "0", tmux.capture("fleet")
     assert "Traceback" not in tmux.capture("fleet")
+
+
+async def test_the_fleet_view_leaves_cleanly_on_sigterm(
+    prometheus, fleet_of_exporters, tmux, tmp_path
+) -> None:
+    """systemd (or kill) sends SIGTERM: the fleet view leaves with status 0, as the live view
+    does (tui/app_lifecycle.py), not killed by the signal (143)."""
+    await read_until_complete(prometheus.url)
+    pid_file = tmp_path / "pid"
+    argv = kvtop_command("--prometheus", prometheus.url, "--selector", SELECTOR)
+    script = f"echo $$ > {pid_file}; exec env -u NO_COLOR -u COLUMNS -u LINES {shlex.join(argv)}"
+    tmux.new_session("term", f"sh -c {shlex.quote(script)}", width=120, height=40)
+    tmux.wait_for("term", "the three hosts", lambda s: all(host_row(s, h) for h in HOSTS))
+    os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    # The pane stays (remain-on-exit): tmux says how its process ended.
+    end = time.monotonic() + 20
+    dead = ""
+    while time.monotonic() < end and not dead.startswith("1"):
+        time.sleep(0.1)
+        fmt = "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}"
+        dead = tmux.run("display-message", "-p", "-t", "term", fmt).stdout.strip()
+    assert dead.split()[:2] == ["1", "0"], f"pane_dead, status, signal: {dead!r}"
