@@ -14,10 +14,19 @@ import contextlib
 import json
 import os
 import sys
-from urllib.parse import urlsplit
 
 from tui.model.fleet import Fleet
 from tui.report.unexpected import debugging, unexpected_error
+from tui.server_url import (
+    CREDENTIALS,
+    INVALID,
+    NO_HOST,
+    PORT,
+    PORT_ZERO,
+    SCHEME,
+    SPACES,
+    url_fault,
+)
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 MAX_SELECTOR_CHARS = 2000
@@ -35,27 +44,24 @@ _SINGLE_HOST = (
 
 def prometheus_url_problem(url: str) -> str | None:
     """None when `url` can be Prometheus' base URL (a path prefix is fine), else a sentence that
-    never quotes the URL (it could hold a password)."""
-    if not url or any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
+    never quotes the URL (it could hold a password). The rule is --url's (tui/server_url.py)."""
+    fault = url_fault(url)
+    if fault is None:
+        return None
+    if fault == SPACES:
         return f"--prometheus takes Prometheus' address without spaces ({_EXAMPLE})."
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
+    if fault in (INVALID, PORT):
         return f"--prometheus is not a valid URL with a port from 1 to 65535 ({_EXAMPLE})."
-    if "@" in parts.netloc:
+    if fault == CREDENTIALS:
         return (
             "--prometheus must not contain a user name or password: put a bearer token in a "
             "file for --prometheus-bearer-file."
         )
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not url.lower().startswith(f"{scheme}://"):
+    if fault == SCHEME:
         return f"--prometheus takes an http:// or https:// address ({_EXAMPLE})."
-    if not parts.hostname or port == 0:
+    if fault in (NO_HOST, PORT_ZERO):
         return f"--prometheus needs a host (and a port from 1 to 65535) ({_EXAMPLE})."
-    if parts.query or parts.fragment or url.endswith(("?", "#")):
-        return f"--prometheus takes the base address without ?query or #fragment ({_EXAMPLE})."
-    return None
+    return f"--prometheus takes the base address without ?query or #fragment ({_EXAMPLE})."
 
 
 def _selector_problem(selector: str | None) -> str | None:
