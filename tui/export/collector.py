@@ -24,9 +24,9 @@ from prometheus_client.registry import Collector
 from tui.model import fleet_families as ff
 from tui.model.deployment import OK, GpuView, Snapshot, SourceHealth
 from tui.model.deployment_shape import deployment_shape
+from tui.model.headroom import headrooms
 from tui.model.identity import FIELDS, compared_fields
 from tui.model.server_status import server_status
-from tui.sglang.startup import READY
 
 GIB = 2**30
 # Snapshot.sources' names -> the exported `source` label (SOURCES).
@@ -122,20 +122,12 @@ def gpu_families(snapshot: Snapshot) -> list[Metric]:
 
 
 def headroom_by_gpu(snapshot: Snapshot) -> list[tuple[list[str], float]]:
-    """([gpu, uuid, rank], GiB free) per GPU of the server's, read now, while ready; without
-    such a GPU, what the log says stayed free on its reference rank (gpu and uuid empty). The
-    least is tui/report/check.headroom_gib, the same selection."""
-    if snapshot.analysis.startup.state != READY:
-        return []
-    found = [
-        ([*_gpu_id(g), ",".join(g.ranks)], g.sample.free_gib)
-        for g in snapshot.gpus
-        if g.ranks and g.sample.status == "ok"
+    """([gpu, uuid, rank], GiB free) per headroom of tui/model/headroom.py (the selection
+    --check's headroom is the least of); gpu and uuid empty for the log's reference rank."""
+    return [
+        ([*(_gpu_id(h.gpu) if h.gpu is not None else ["", ""]), h.rank], h.free_gib)
+        for h in headrooms(snapshot)
     ]
-    explanation = snapshot.analysis.explanation
-    if not found and explanation is not None and explanation.free_after_startup_gib is not None:
-        found.append((["", "", explanation.rank], explanation.free_after_startup_gib))
-    return found
 
 
 def kv_families(snapshot: Snapshot) -> list[Metric]:

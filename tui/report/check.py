@@ -13,9 +13,9 @@ from datetime import datetime
 from tui.model.alert_rule import anything_read, evaluate, log_known, pct_1, unread_sources
 from tui.model.alerts import CRITICAL, OK, WARNING, Alert, Thresholds
 from tui.model.deployment import Snapshot
+from tui.model.headroom import least_headroom_gib
 from tui.model.kv_usage import kv_now
 from tui.model.server_status import server_status
-from tui.sglang.startup import READY
 
 EXIT_CHECK = {OK: 0, WARNING: 1, CRITICAL: 2}
 EXIT_UNKNOWN = 3
@@ -46,13 +46,7 @@ def _gib(value: float) -> str:
 def headroom_gib(snapshot: Snapshot) -> float | None:
     """What stays free after startup: the least free memory on a GPU of the server's (read
     now), else what the log says stayed free on its reference rank. None before ready."""
-    if snapshot.analysis.startup.state != READY:
-        return None
-    free = [g.sample.free_gib for g in snapshot.gpus if g.ranks and g.sample.status == "ok"]
-    if free:
-        return min(free)
-    explanation = snapshot.analysis.explanation
-    return explanation.free_after_startup_gib if explanation is not None else None
+    return least_headroom_gib(snapshot)
 
 
 def performance_data(snapshot: Snapshot, t: Thresholds) -> str:
