@@ -143,10 +143,10 @@ def _feed(args: argparse.Namespace, token: str | None, interval_s: float):  # ty
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    """The bearer token, or None without --prometheus-bearer-file; raises BearerFileProblem."""
+    """The bearer token, or None without --prometheus-bearer-file; raises BearerFileError."""
     if args.prometheus_bearer_file is None:
         return None
-    from tui.fleet_feed import read_bearer_token
+    from tui.sources.fleet_reader import read_bearer_token
 
     return read_bearer_token(args.prometheus_bearer_file)
 
@@ -197,9 +197,9 @@ def _print_check(result) -> int:  # type: ignore[no-untyped-def]
 def run_check(args: argparse.Namespace) -> int:
     """`--check` over the fleet: UNKNOWN (3) for anything that keeps it from judging."""
     from tui.config import ConfigError
-    from tui.fleet_feed import BearerFileProblem
     from tui.report.check import unknown
     from tui.report.fleet_check import fleet_check
+    from tui.sources.fleet_reader import BearerFileError
 
     problem = option_problem(args)
     if problem is not None:
@@ -210,7 +210,7 @@ def run_check(args: argparse.Namespace) -> int:
         result = fleet_check(fleet, config.thresholds)
     except ConfigError as exc:
         result = unknown(f"config file: {exc}")
-    except BearerFileProblem as exc:
+    except BearerFileError as exc:
         result = unknown(str(exc))
     except KeyboardInterrupt:
         result = unknown("interrupted before the check was done")
@@ -253,7 +253,7 @@ def main_fleet(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     if args.check:
         return run_check(args)
     from tui.config import ConfigError
-    from tui.fleet_feed import BearerFileProblem
+    from tui.sources.fleet_reader import BearerFileError
 
     problem = option_problem(args)
     if problem is None and not args.once:
@@ -267,7 +267,7 @@ def main_fleet(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         return EXIT_UNREADABLE if exc.unreadable else EXIT_USAGE
     try:
         token = _token(args)
-    except BearerFileProblem as exc:
+    except BearerFileError as exc:
         print(f"kvtop: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     if not args.once:

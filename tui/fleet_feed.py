@@ -47,22 +47,6 @@ def open_reader(
     return FleetReader(url, selector=selector, bearer_token=bearer_token, timeout_s=timeout_s)
 
 
-class BearerFileProblem(ValueError):
-    """--prometheus-bearer-file cannot be used: missing, unreadable, empty (str() says which)."""
-
-
-def read_bearer_token(path: str) -> str:
-    """The token in --prometheus-bearer-file; raises BearerFileProblem with the reader's
-    sentence."""
-    from tui.sources import fleet_reader
-
-    refused = (OSError, ValueError, getattr(fleet_reader, "BearerFileError", OSError))
-    try:
-        return fleet_reader.read_bearer_token(path)
-    except refused as exc:
-        raise BearerFileProblem(str(exc)) from None
-
-
 class FleetFeed:
     """Fleets every `interval_s` (changeable live); while `paused`, no query is sent."""
 
