@@ -37,7 +37,7 @@ from fleet_bodies import (  # noqa: E402
 )
 from prometheus_server import PrometheusServer, Target, reserve_ports  # noqa: E402
 
-from tui.sources.fleet_reader import FleetReader, queries  # noqa: E402
+from tui.fleet.reader import FleetReader, queries  # noqa: E402
 
 MODELS = ("moonshotai/Kimi-K2.5", "Qwen/Qwen3-235B-A22B", "deepseek-ai/DeepSeek-V3.2")
 JOBS = ("kvtop", "dcgm", "sglang", "node")
@@ -121,7 +121,7 @@ async def query_costs(reader: FleetReader) -> list[tuple[str, int, int, float]]:
     """Each refresh query alone: (name, series, JSON bytes, client CPU ms for GET + decode)."""
     import httpx
 
-    from tui.sources.prometheus_api import parse_answer
+    from tui.fleet.prometheus_api import parse_answer
 
     out = []
     async with httpx.AsyncClient(timeout=10.0) as client:

@@ -32,11 +32,11 @@ from textual.containers import VerticalScroll  # noqa: E402
 from textual.widgets import DataTable, ListItem, ListView  # noqa: E402
 
 from tui import fmt  # noqa: E402
-from tui.app import KvtopApp  # noqa: E402
-from tui.model.deployment import GpuView, Snapshot  # noqa: E402
-from tui.widgets.gpu_rows import GpuRow, bar_segments, bar_width  # noqa: E402
-from tui.widgets.segments import MemoryWidget  # noqa: E402
-from tui.widgets.stacked_bar import render_bar  # noqa: E402
+from tui.live.app import KvtopApp  # noqa: E402
+from tui.live.widgets.gpu_rows import GpuRow, bar_segments, bar_width  # noqa: E402
+from tui.live.widgets.segments import MemoryWidget  # noqa: E402
+from tui.live.widgets.stacked_bar import render_bar  # noqa: E402
+from tui.model.build_snapshot import GpuView, Snapshot  # noqa: E402
 
 SIZE = (120, 40)
 

@@ -227,7 +227,7 @@ def micro_render(frames: int = 40) -> str:
     what changed), and a full repaint of every widget."""
     from still import STILL_EPOCH, StillFeed, still_series
 
-    from tui.app import KvtopApp
+    from tui.live.app import KvtopApp
 
     series = still_series(frames + 1)
 

@@ -47,11 +47,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from still import STILL_EPOCH  # noqa: E402
 
-from tui.app import KvtopApp  # noqa: E402
 from tui.demo.scenario import POOL_TOKENS, DemoScenario  # noqa: E402
-from tui.model.deployment import Snapshot  # noqa: E402
-from tui.model.gpu_reading import NvmlReading  # noqa: E402
+from tui.live.app import KvtopApp  # noqa: E402
+from tui.model.build_snapshot import Snapshot  # noqa: E402
 from tui.model.history import POINTS  # noqa: E402
+from tui.model.memory.gpu_reading import NvmlReading  # noqa: E402
 from tui.session import Options, Session  # noqa: E402
 
 WARM_UP_S = 120.0  # simulated seconds: the startup replay, the story's traffic, first paints

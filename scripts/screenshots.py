@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/still.py: the demo's st
 
 from still import STILL_EPOCH, StillFeed, still_series, still_snapshot  # noqa: E402
 
-from tui.app import KvtopApp  # noqa: E402
+from tui.live.app import KvtopApp  # noqa: E402
 from tui.report.text import print_snapshot  # noqa: E402
 
 OUT = ROOT / "screenshots"

@@ -9,7 +9,7 @@ port, answering HTTP/1.1 keep-alive GETs of /metrics with that port's body; Prom
 - SGLang: tests/sglang_http.build_exposition (prometheus_client, SGLang's real names and labels:
   model_name, engine_type, tp_rank, pp_rank, moe_ep_rank, dp_rank) for the model asked;
 - node exporter: node_memory_*_bytes and node_uname_info, rendered with prometheus_client;
-- kvtop: the exporter's contract (tui/model/fleet_families.py constants, prometheus_client
+- kvtop: the exporter's contract (tui/export/families.py constants, prometheus_client
   families). The real `kvtop --export` replaces these where a test runs it.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
-from tui.model import fleet_families as ff
+from tui.export import families as ff
 
 try:  # pytest puts tests/ on sys.path; the bench imports the package path
     from sglang_http import MODEL as _SGLANG_FAKE_MODEL

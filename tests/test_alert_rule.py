@@ -1,4 +1,4 @@
-"""The alert rule (tui/model/alert_rule.py) on real snapshots: the demo's still (a ready TP8
+"""The alert rule (tui/model/status/alert_rule.py) on real snapshots: the demo's still (a ready TP8
 server with GPUs and metrics) and fixture logs through the real parser, each changed in the one
 way a test is about with dataclasses.replace."""
 
@@ -11,7 +11,8 @@ from conftest import REAL_LOGS
 from still import still_snapshot
 from tui_support import log_snapshot
 
-from tui.model.alert_rule import (
+from tui.model.build_snapshot import DEGRADED, OFF, Snapshot, SourceHealth
+from tui.model.status.alert_rule import (
     anything_read,
     asked_off,
     evaluate,
@@ -20,9 +21,8 @@ from tui.model.alert_rule import (
     pct_1,
     queue_since,
 )
-from tui.model.alerts import CRITICAL, DEFAULT_THRESHOLDS, OK, WARNING, Thresholds, glyph
-from tui.model.deployment import DEGRADED, OFF, Snapshot, SourceHealth
-from tui.model.identity import Mismatch
+from tui.model.status.identity import Mismatch
+from tui.model.status.levels import CRITICAL, DEFAULT_THRESHOLDS, OK, WARNING, Thresholds, glyph
 from tui.session import Options, Session
 
 FAILED_LOG = REAL_LOGS / "17-inferencex2128-dsv4-pro-h200-tp8-mfs-valueerror.log"

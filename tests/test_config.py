@@ -15,10 +15,10 @@ from sglang_http import FakeSGLang
 from still import StillFeed, still_snapshot
 from tui_support import fixed_clock, make_app, until
 
-from tui.app import KvtopApp
 from tui.cli import _apply_config, build_parser
 from tui.config import ConfigError, default_path, line_of, load_config, parse_config
-from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
+from tui.live.app import KvtopApp
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 
 GOOD = """\
 # kvtop's config

@@ -25,14 +25,14 @@ from conftest import ROOT
 from rich.console import Console
 
 from tui.model.analysis import Analysis, analyse
-from tui.model.deployment import build_snapshot
+from tui.model.build_snapshot import build_snapshot
 from tui.report.json_report import snapshot_json, to_json
 from tui.report.text import print_report, print_snapshot
 from tui.session import Options, Session
 from tui.sglang import events as ev
 from tui.sglang.log_line import parse_line
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
-from tui.sglang.startup import READY, STARTING
+from tui.sglang.start_state import READY, STARTING
 from tui.sglang.story import fold_lines
 
 CORPUS = ROOT / "tests" / "corpus"

@@ -18,11 +18,12 @@ import pytest
 from conftest import REAL_LOGS, STORY_LOG
 from rich.console import Console
 
+from tui.live.view_state import ViewState, status_facts
 from tui.model.analysis import analyse
-from tui.model.deployment import build_snapshot
+from tui.model.build_snapshot import build_snapshot
 from tui.model.deployment_shape import deployment_shape
-from tui.model.gpu_reading import GpuSample, NvmlReading
-from tui.model.server_status import deployment_facts
+from tui.model.memory.gpu_reading import GpuSample, NvmlReading
+from tui.model.status.server_status import deployment_facts
 from tui.report.json_report import snapshot_json, to_json
 from tui.report.text import print_report
 from tui.sglang.events import NO_PREFIX
@@ -30,7 +31,6 @@ from tui.sglang.prefix import split_prefix
 from tui.sglang.server_args import parse_server_args, server_args_from_mapping
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
-from tui.view_state import ViewState, status_facts
 
 NODE1_DP_ATTENTION = REAL_LOGS / "60-issue6017-1p1d-two-node-dp-attention-node1.log"
 NODE0_TP16 = REAL_LOGS / "61-issue4978-tp16-two-node-node0.log"

@@ -68,15 +68,3 @@ def test_refused_with_a_next_step(addr: str, words: str) -> None:
     message = str(refused.value)
     assert message.startswith(f"--export {addr.strip()}: ") and message.endswith(".")
     assert words in message
-
-
-def test_the_exporters_exit_codes_are_the_command_lines() -> None:
-    from tui import cli
-    from tui.export import command
-
-    assert (command.EXIT_OK, command.EXIT_UNREADABLE, command.EXIT_USAGE) == (
-        cli.EXIT_OK,
-        cli.EXIT_UNREADABLE,
-        cli.EXIT_USAGE,
-    )
-    assert command.EXIT_INTERRUPTED == cli.EXIT_INTERRUPTED

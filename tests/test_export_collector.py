@@ -18,10 +18,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from sglang_http import Deployment, FakeSGLang
 from test_identity_live import another_server
 
+from tui.export import families as ff
 from tui.export.collector import FAMILIES, GIB, SnapshotCollector, headroom_by_gpu, render
-from tui.model import fleet_families as ff
-from tui.model.deployment import Snapshot
-from tui.model.identity import FIELDS, compared_fields
+from tui.model.build_snapshot import Snapshot
+from tui.model.status.identity import FIELDS, compared_fields
 from tui.report.check import headroom_gib
 from tui.report.json_report import snapshot_json
 from tui.session import Options, Session

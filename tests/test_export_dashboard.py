@@ -1,7 +1,7 @@
 """dashboards/kvtop.json, the Grafana dashboard on `kvtop --export`'s families: valid JSON, every
 PromQL expression parsed by the real promtool (`check rules`), naming only families the exporter
 emits (its collector's FAMILIES and the process' own process_*/python_info, read from the real
-registry) or the DCGM and node exporter names of tui/model/fleet_families.py, and a panel for
+registry) or the DCGM and node exporter names of tui/export/families.py, and a panel for
 each family the issue asks to see."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from export_tools import PROMTOOL, ROOT
 
+from tui.export import families as ff
 from tui.export.collector import FAMILIES, SnapshotCollector
 from tui.export.server import exporter_registry
-from tui.model import fleet_families as ff
 
 DASHBOARD = ROOT / "dashboards" / "kvtop.json"
 KEYWORDS = {

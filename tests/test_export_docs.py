@@ -11,8 +11,8 @@ from pathlib import Path
 
 from export_tools import PROMTOOL, ROOT
 
+from tui.export import families as ff
 from tui.export.collector import FAMILIES
-from tui.model import fleet_families as ff
 
 DOC = (ROOT / "docs" / "exporter.md").read_text(encoding="utf-8")
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -36,8 +36,8 @@ from prometheus_client.openmetrics.parser import (
 )
 from sglang_http import Deployment, FakeSGLang
 
+from tui.export import families as ff
 from tui.export.collector import FAMILIES, GIB
-from tui.model import fleet_families as ff
 
 USED_MIB = 135_700
 # Checks the process' own modules after it ran: the exporter must never load a terminal UI.

@@ -20,7 +20,7 @@ import pytest
 from conftest import REAL_LOGS, ROOT
 
 from tui.model.analysis import Analysis, analyse
-from tui.model.server_status import server_status
+from tui.model.status.server_status import server_status
 from tui.model.timeline import recent_events
 from tui.report.json_report import to_json
 from tui.report.text import render

@@ -34,7 +34,7 @@ from fault_host import API_KEY, FRESH, FaultHost, once_reports, preload_fake_nvm
 from journal_tools import invocation, journal_remote_missing, sglang_entries, write_journal
 from tmux_tools import SGR, Tmux, alive, descendants, foreground_colours, is_grey, private_server
 
-from tui.app import KvtopApp
+from tui.live.app import KvtopApp
 
 ROOT = Path(__file__).resolve().parent.parent
 TMUX = shutil.which("tmux")
@@ -151,7 +151,7 @@ AS_NOBODY = textwrap.dedent(
     """\
     import asyncio, json, os, re, select, sys
     sys.path.insert(0, sys.argv[2])
-    from tui.app import KvtopApp
+    from tui.live.app import KvtopApp
     from tui.session import Options, Session
     from tui_support import screen_text, make_app, demo_snapshot
     import systemd.journal, tui.sources.journal

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import REAL_LOGS, STORY_LOG, STORY_SIDECAR
 
-from tui.sglang.startup import ModelMemory, StartupTracker
+from tui.sglang.start_state import ModelMemory
+from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
 
 # sidecar key -> attribute of ModelMemory

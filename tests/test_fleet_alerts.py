@@ -1,4 +1,4 @@
-"""The fleet's alerts (tui/model/fleet_alerts.py): the thresholds, kinds and levels of the
+"""The fleet's alerts (tui/fleet/alerts.py): the thresholds, kinds and levels of the
 single-host rule (docs/alerts.md), judged on a fleet as Prometheus gives it. Fleets are built
 directly (tests/fleet_examples.py: the reader is another part of issue 17)."""
 
@@ -14,9 +14,9 @@ from fleet_examples import (
     story_fleet,
 )
 
-from tui.model.alerts import CRITICAL, WARNING, Thresholds
-from tui.model.fleet import DCGM, KVTOP, SGLANG, FleetKv, TargetState
-from tui.model.fleet_alerts import deployment_alerts, fleet_alerts, host_alerts
+from tui.fleet.alerts import deployment_alerts, fleet_alerts, host_alerts
+from tui.fleet.model import DCGM, KVTOP, SGLANG, FleetKv, TargetState
+from tui.model.status.levels import CRITICAL, WARNING, Thresholds
 
 
 def kinds(found) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]

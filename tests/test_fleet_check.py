@@ -20,9 +20,9 @@ from fleet_examples import (
 )
 
 from tui.cli import main
-from tui.model.alerts import Thresholds
-from tui.model.fleet import FleetKv
-from tui.report.fleet_check import fleet_check
+from tui.fleet.check import fleet_check
+from tui.fleet.model import FleetKv
+from tui.model.status.levels import Thresholds
 
 LINE = re.compile(r"^KVTOP (OK|WARNING|CRITICAL|UNKNOWN) - [^|\n]+( \| [^\n]+)?$")
 PERF_ITEM = re.compile(r"^('[^']+'|[a-z_]+)=-?[0-9.]+(%|GB)?;[0-9.:]*;[0-9.]*;[0-9.]*;[0-9.]*$")

@@ -1,4 +1,4 @@
-"""`kvtop --prometheus URL` on the command line (tui/fleet_cli.py): usage errors exit 2 with
+"""`kvtop --prometheus URL` on the command line (tui/fleet/cli.py): usage errors exit 2 with
 argparse's usage line and a sentence, as every other flag of tui/cli.py; nothing is read before
 the options are known to be right. Reading Prometheus itself is the reader's (wired in and
 tested end to end by the integrator after the merge)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tui.cli import main
-from tui.fleet_cli import prometheus_url_problem
+from tui.fleet.cli import prometheus_url_problem
 
 URL = "http://127.0.0.1:9"  # nothing is ever sent: every case below stops before reading
 

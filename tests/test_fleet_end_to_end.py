@@ -34,8 +34,8 @@ from fault_host import STORY_LOG
 from fleet_bodies import dcgm_body, gpu_uuids, node_body, serve_bodies, sglang_body
 from tmux_tools import Tmux, descendants, private_server
 
-from tui.model.fleet import Fleet
-from tui.sources.fleet_reader import FleetReader
+from tui.fleet.model import Fleet
+from tui.fleet.reader import FleetReader
 
 pytestmark = pytest.mark.slow  # the session's Prometheus and four kvtop processes
 
@@ -268,7 +268,7 @@ async def test_the_fleet_view_leaves_cleanly_on_sigterm(
     prometheus, fleet_of_exporters, tmux, tmp_path
 ) -> None:
     """systemd (or kill) sends SIGTERM: the fleet view leaves with status 0, as the live view
-    does (tui/app_lifecycle.py), not killed by the signal (143)."""
+    does (tui/live/base.py), not killed by the signal (143)."""
     await read_until_complete(prometheus.url)
     pid_file, status = tmp_path / "pid", tmp_path / "status"
     argv = kvtop_command("--prometheus", prometheus.url, "--selector", SELECTOR)

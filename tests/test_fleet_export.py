@@ -16,11 +16,11 @@ from fleet_bodies import serve_bodies
 from sglang_http import Deployment, FakeSGLang, build_exposition
 from test_export_collector import HOST, JSON_ROUNDING_BYTES, USED_MIB, body_of, collect
 
+from tui.export import families as ff
 from tui.export.collector import GIB
-from tui.model import fleet_families as ff
+from tui.fleet.reader import FleetReader
 from tui.report.check import headroom_gib
 from tui.report.json_report import snapshot_json
-from tui.sources.fleet_reader import FleetReader
 
 pytestmark = pytest.mark.slow  # the session's Prometheus: ~6 s to its first scrape
 

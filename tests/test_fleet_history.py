@@ -16,9 +16,9 @@ import time
 import pytest
 from fleet_bodies import serve_bodies, sglang_body
 
-from tui.fleet_feed import FleetFeed
+from tui.fleet.feed import FleetFeed
+from tui.fleet.reader import FleetReader
 from tui.model.history import History, KvHistory, is_gap
-from tui.sources.fleet_reader import FleetReader
 
 pytestmark = pytest.mark.slow  # the session's Prometheus: ~6 s to its first scrape
 

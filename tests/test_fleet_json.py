@@ -1,4 +1,4 @@
-"""`--once --json` for the fleet (schema kvtop-fleet/1, tui/report/fleet_json.py): every field
+"""`--once --json` for the fleet (schema kvtop-fleet/1, tui/fleet/json_report.py): every field
 of docs/fleet.md, GiB to 4 digits, null never 0 for what Prometheus did not give. Fleets are
 built directly (tests/fleet_examples.py: the reader is another part of issue 17)."""
 
@@ -10,8 +10,8 @@ from dataclasses import replace
 from fleet_examples import URL, down_fleet, kimi_deployment, kimi_host, story_fleet
 from tui_support import demo_snapshot
 
-from tui.model.fleet import FleetKv
-from tui.report.fleet_json import fleet_json
+from tui.fleet.json_report import fleet_json
+from tui.fleet.model import FleetKv
 from tui.report.json_report import snapshot_json
 
 TOP = {"schema", "taken_at", "prometheus", "level", "deployments"}

@@ -25,8 +25,8 @@ from fleet_bodies import (
 )
 from prometheus_server import RecordingServer, free_ports
 
-from tui.model.fleet import Fleet, FleetHost
-from tui.sources.fleet_reader import BearerFileError, FleetReader, read_bearer_token
+from tui.fleet.model import Fleet, FleetHost
+from tui.fleet.reader import BearerFileError, FleetReader, read_bearer_token
 
 pytestmark = pytest.mark.slow  # the session's Prometheus: ~6 s to its first scrape
 

@@ -1,4 +1,4 @@
-"""One fleet host as the single-host overview's Snapshot (tui/model/fleet_snapshot.py): what
+"""One fleet host as the single-host overview's Snapshot (tui/fleet/host_snapshot.py): what
 each number becomes, and what stays unknown. Fleets built directly (tests/fleet_examples.py)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 from fleet_examples import KIMI_SEGMENTS_GIB, TAKEN_AT, kimi_gpu, kimi_host, qwen_host
 
-from tui.model.deployment import DEGRADED, OK
-from tui.model.fleet import FleetGpu, FleetKv
-from tui.model.fleet_snapshot import fleet_snapshot
-from tui.model.gpu_alerts import gpu_alerts
+from tui.fleet.host_snapshot import fleet_snapshot
+from tui.fleet.model import FleetGpu, FleetKv
+from tui.live.widgets.gpu_rows import bar_segments
+from tui.model.build_snapshot import DEGRADED, OK
 from tui.model.kv_usage import kv_now
-from tui.widgets.gpu_rows import bar_segments
+from tui.model.status.gpu_alerts import gpu_alerts
 
 
 def test_kvtop_segments_become_the_bar() -> None:

@@ -1,4 +1,4 @@
-"""`kvtop --prometheus URL --once`: the fleet as text (tui/report/fleet_text.py) at every width
+"""`kvtop --prometheus URL --once`: the fleet as text (tui/fleet/text_report.py) at every width
 from 40 to 200 columns: nothing wider than the width, every number whole, problems as
 sentences. Fleets built directly (tests/fleet_examples.py: the reader is another part)."""
 
@@ -11,8 +11,8 @@ import pytest
 from fleet_examples import down_fleet, kimi_deployment, kimi_gpu, kimi_host, story_fleet
 from rich.console import Console
 
-from tui.model.fleet import Fleet
-from tui.report.fleet_text import print_fleet
+from tui.fleet.model import Fleet
+from tui.fleet.text_report import print_fleet
 
 WIDTHS = (40, 80, 100, 120, 200)
 NUMBERS = ("30.3%", "51.2%", "7.40", "705.5/764.7", "176.4/191.2", "gpu-node-01", "gpu-node-02")

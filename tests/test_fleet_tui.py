@@ -1,6 +1,6 @@
 """The fleet view under Pilot at the issue's sizes: the real FleetApp on the real FleetFeed,
 whose reader is tests/fleet_examples.QueueReader. Why a stand-in reader: the Prometheus reader
-(tui/sources/fleet_reader.py) is another part of issue 17, merged later; the integrator adds the
+(tui/fleet/reader.py) is another part of issue 17, merged later; the integrator adds the
 end-to-end test against a real Prometheus. QueueReader has the reader's interface and hands the
 view exactly the fleets a test pushes, so each test waits for what it then asserts."""
 
@@ -23,10 +23,10 @@ from fleet_examples import (
 )
 from tui_support import screen_text, until, utc
 
-from tui.fleet_feed import FleetFeed
-from tui.model.fleet import FleetKv
-from tui.screens.fleet import FleetScreen
-from tui.screens.overview import OverviewScreen
+from tui.fleet.feed import FleetFeed
+from tui.fleet.model import FleetKv
+from tui.fleet.screen import FleetScreen
+from tui.live.screens.overview import OverviewScreen
 
 pytestmark = pytest.mark.asyncio
 
@@ -228,7 +228,7 @@ async def test_opening_a_host_draws_its_last_ten_minutes_from_prometheus(
 async def test_no_history_is_no_error_and_node_1_asks_nothing() -> None:
     """Prometheus failing the history query: the sparkline starts with the live point only,
     nothing on screen says so; node 1 (no SGLang metrics) is not asked for."""
-    from tui.sources.prometheus_api import PrometheusError
+    from tui.fleet.prometheus_api import PrometheusError
 
     app, reader = make_fleet_app(story_fleet())
     reader.history_answer = PrometheusError(

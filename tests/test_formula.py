@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tui.model.formula import (
+from tui.model.sizing.formula import (
     GIB,
     DraftBudgetRule,
     HostKvPool,
@@ -35,7 +35,7 @@ from tui.model.formula import (
     version_text,
     what_if,
 )
-from tui.model.sizing import SizingExplanation
+from tui.model.sizing.replay import SizingExplanation
 from tui.sglang.version_hint import VersionRange
 
 # The Kimi-K2.5 story: TP8, MLA 512 + 64, 61 layers, bf16 KV, page 1, mfs 0.88.

@@ -15,15 +15,15 @@ from conftest import STORY_LOG
 from sglang_http import Deployment, build_exposition
 from tui_support import demo_snapshot, log_snapshot, utc
 
-from tui.model.alerts import CRITICAL, OK, WARNING, Thresholds
-from tui.model.deployment import DEGRADED, OFF, Snapshot, SourceHealth
-from tui.model.freshness import is_fresh, stale_after_s, stale_age_s
-from tui.model.identity import Mismatch
+from tui.live.view_state import ViewState, kv_facts, status_facts
+from tui.model.build_snapshot import DEGRADED, OFF, Snapshot, SourceHealth
 from tui.model.kv_usage import BATCH_CURRENT_S, kv_usage, source_text
-from tui.model.server_status import ServerStatus, header_state
+from tui.model.status.freshness import is_fresh, stale_after_s, stale_age_s
+from tui.model.status.identity import Mismatch
+from tui.model.status.levels import CRITICAL, OK, WARNING, Thresholds
+from tui.model.status.server_status import ServerStatus, header_state
 from tui.report.json_report import snapshot_json
 from tui.sglang.metrics import parse_exposition
-from tui.view_state import ViewState, kv_facts, status_facts
 
 READY = ServerStatus("ready", "ready 2h14m", 0, 8040.0)
 STARTING = ServerStatus("starting", "starting: load weights (5/8 ranks)", 0, None)

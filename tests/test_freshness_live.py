@@ -25,12 +25,12 @@ from fake_nvml.build import STATE_ENV, build_fake_nvml, eight_gpus, write_state
 from sglang_http import Deployment, FakeSGLang
 from tui_support import screen_text, until, utc
 
-from tui.app import KvtopApp
-from tui.model.alerts import OK, WARNING
-from tui.model.deployment import Snapshot
+from tui.live.app import KvtopApp
+from tui.live.widgets.status_line import StatusLine
+from tui.model.build_snapshot import Snapshot
+from tui.model.status.levels import OK, WARNING
 from tui.report.json_report import snapshot_json
 from tui.session import Options, Session
-from tui.widgets.status_line import StatusLine
 
 # The story log's server got ready at 09:06:31 (local time, pinned to UTC here): the app's
 # clock two hours later says "ready 2h00m".

@@ -16,13 +16,13 @@ from sglang_http import Deployment, build_exposition
 from still import StillFeed
 from tui_support import demo_snapshot, log_snapshot, make_app, screen_text, until, utc
 
-from tui.app import KvtopApp
-from tui.model.alerts import WARNING, Thresholds
-from tui.model.deployment import Snapshot
-from tui.model.identity import Mismatch
+from tui.live.app import KvtopApp
+from tui.live.widgets.kv_panel import KvPanel
+from tui.live.widgets.status_line import StatusLine
+from tui.model.build_snapshot import Snapshot
+from tui.model.status.identity import Mismatch
+from tui.model.status.levels import WARNING, Thresholds
 from tui.sglang.metrics import parse_exposition
-from tui.widgets.kv_panel import KvPanel
-from tui.widgets.status_line import StatusLine
 
 pytestmark = pytest.mark.asyncio
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tui.model.gpu_memory import (
+from tui.model.memory.gpu_memory import (
     choose_rank_mapping,
     parse_visible_devices,
     ranks_by_order,
     reconcile,
 )
-from tui.model.memory import MemoryBreakdown
+from tui.model.memory.rank_memory import MemoryBreakdown
 
 TP0 = MemoryBreakdown(
     rank="TP0",

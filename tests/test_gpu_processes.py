@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from tui.model.gpu_reading import GpuProcess, GpuSample
+from tui.model.memory.gpu_reading import GpuProcess, GpuSample
 from tui.sources.gpu_processes import (
     map_ranks_to_gpus,
     pids_visible,

@@ -22,16 +22,16 @@ from fault_host import STORY_LOG, preload_fake_nvml
 from rich.console import Console
 from tui_support import make_app, screen_text, until, utc
 
-from tui.model.deployment import Snapshot
-from tui.model.gpu_memory import reconcile
-from tui.model.identity import Mismatch
+from tui.live.screens.gpu_detail import GpuDetailScreen
+from tui.live.screens.help import HelpScreen
+from tui.live.widgets.gpu_rows import GpuRow
+from tui.live.widgets.text_panels import NoticesPanel
+from tui.model.build_snapshot import Snapshot
+from tui.model.memory.gpu_memory import reconcile
+from tui.model.status.identity import Mismatch
 from tui.report.json_report import snapshot_json
 from tui.report.text import render_snapshot
-from tui.screens.gpu_detail import GpuDetailScreen
-from tui.screens.help import HelpScreen
 from tui.session import Options, Session
-from tui.widgets.gpu_rows import GpuRow
-from tui.widgets.text_panels import NoticesPanel
 
 pytestmark = [
     pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML"),
@@ -466,7 +466,7 @@ async def test_alert_colours_readable_in_every_theme() -> None:
     terminal's own palette (their colours are the terminal's, not the theme's)."""
     from still import still_snapshot
 
-    from tui.model.gpu_memory import lost_memory
+    from tui.model.memory.gpu_memory import lost_memory
 
     snapshot = still_snapshot()
     gpus = list(snapshot.gpus)

@@ -9,12 +9,12 @@ import pytest
 from still import still_snapshot
 from test_gpu_memory import TP0  # the story log's TP0
 
-from tui.model.alerts import CRITICAL, OK, WARNING, Thresholds
-from tui.model.gpu_alerts import GpuAlert, gpu_alerts
-from tui.model.gpu_memory import lost_memory, reconcile
-from tui.model.gpu_reading import GpuProcess
-from tui.model.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
-from tui.model.process_owner import ProcessInfo, other_pids, other_processes_gib
+from tui.model.memory.gpu_memory import lost_memory, reconcile
+from tui.model.memory.gpu_reading import GpuProcess
+from tui.model.memory.process_owner import ProcessInfo, other_pids, other_processes_gib
+from tui.model.status.gpu_alerts import GpuAlert, gpu_alerts
+from tui.model.status.levels import CRITICAL, OK, WARNING, Thresholds
+from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
 
 
 def test_gpu_span_runs_and_gaps() -> None:

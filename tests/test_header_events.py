@@ -27,18 +27,18 @@ from tui_support import (
     utc,
 )
 
-from tui.app import KvtopApp
+from tui.live.app import KvtopApp
+from tui.live.screens.events import EventsScreen
+from tui.live.screens.help import HelpScreen
+from tui.live.view_state import StatusFacts, header_layout
+from tui.live.widgets.lines_view import LinesView
+from tui.live.widgets.stacked_bar import wrap_items
 from tui.model.event_view import Filters, event_lines, log_lines, matches, save_dir
-from tui.model.server_status import short_model
+from tui.model.status.server_status import short_model
 from tui.model.timeline import timeline
-from tui.screens.events import EventsScreen
-from tui.screens.help import HelpScreen
 from tui.session import Options, Session
 from tui.sglang.raw_lines import RawLines
 from tui.sglang.story import fold_lines
-from tui.view_state import StatusFacts, header_layout
-from tui.widgets.lines_view import LinesView
-from tui.widgets.stacked_bar import wrap_items
 
 SIZES = [(80, 24), (100, 30), (120, 40), (200, 60)]
 # What must survive on the first line at every size: state and uptime, model, TP, mfs, the
@@ -100,7 +100,7 @@ def _facts(**changes: object) -> StatusFacts:
 
 
 def test_header_layout_drops_by_priority_and_shortens() -> None:
-    from tui.model.server_status import EXTRA, MUST, HeaderItem
+    from tui.model.status.server_status import EXTRA, MUST, HeaderItem
 
     model = "Meta-Llama-3.1-405B-Instruct-FP8"
     items = (
@@ -372,7 +372,7 @@ async def test_overview_uses_spare_rows_for_the_log_tail(tmp_path: Path) -> None
 
 
 def test_a_long_state_is_cut_before_the_facts_after_it() -> None:
-    from tui.model.server_status import MUST, HeaderItem
+    from tui.model.status.server_status import MUST, HeaderItem
 
     items = tuple(
         HeaderItem(t, s, MUST)

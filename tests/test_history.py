@@ -11,10 +11,10 @@ from sglang_http import Deployment, build_exposition
 from still import still_series
 from tui_support import demo_snapshot
 
-from tui.model.deployment import Snapshot
+from tui.live.widgets.sparkline import sparkline
+from tui.model.build_snapshot import Snapshot
 from tui.model.history import GAP, History, Series, is_gap
 from tui.sglang.metrics import parse_exposition
-from tui.widgets.sparkline import sparkline
 
 STEP_S = 5.0  # still_series' spacing: the refresh interval of these histories
 

@@ -12,8 +12,8 @@ from dataclasses import replace
 from fleet_examples import kimi_host, qwen_host
 from tui_support import demo_snapshot
 
-from tui.fleet_view_state import wants_kv_history
-from tui.model.fleet import DCGM, FleetKv, TargetState
+from tui.fleet.model import DCGM, FleetKv, TargetState
+from tui.fleet.view_state import wants_kv_history
 from tui.model.history import History, KvHistory, is_gap
 from tui.model.kv_usage import kv_now
 

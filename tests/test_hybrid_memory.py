@@ -18,12 +18,12 @@ from conftest import REAL_LOGS
 from rich.console import Console, RenderableType
 from test_cli import _json, kvtop
 
+from tui.live.screens.formula import explanation_text
 from tui.model.analysis import Analysis, analyse
-from tui.model.gpu_memory import reconcile
-from tui.model.insights import insights
+from tui.model.memory.gpu_memory import reconcile
+from tui.model.status.insights import insights
 from tui.report.json_report import to_json
 from tui.report.text import render
-from tui.screens.formula import explanation_text
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
 

@@ -17,10 +17,10 @@ from fault_host import preload_fake_nvml
 from test_hybrid_memory import MAMBA_058
 from tui_support import make_app, screen_text, until, utc
 
-from tui.model.deployment import Snapshot
+from tui.live.widgets.gpu_rows import GpuRow, MemoryLegend
+from tui.live.widgets.stacked_bar import GLYPHS
+from tui.model.build_snapshot import Snapshot
 from tui.session import Options, Session
-from tui.widgets.gpu_rows import GpuRow, MemoryLegend
-from tui.widgets.stacked_bar import GLYPHS
 
 pytestmark = [
     pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML"),

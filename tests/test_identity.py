@@ -1,4 +1,4 @@
-"""Is every source about the same server? The comparison rules of tui/model/identity.py, on
+"""Is every source about the same server? The comparison rules of tui/model/status/identity.py, on
 real parsers: log lines through the StartupTracker, expositions from a real prometheus_client
 registry (tests/sglang_http.py) through parse_exposition, /server_info bodies through
 parse_server_info."""
@@ -11,7 +11,7 @@ import pytest
 from conftest import STORY_LOG
 from sglang_http import MODEL, Deployment, build_exposition, build_server_info
 
-from tui.model.identity import (
+from tui.model.status.identity import (
     CONTEXT_LENGTH,
     DP_SIZE,
     MAX_TOTAL_NUM_TOKENS,
@@ -25,11 +25,12 @@ from tui.model.identity import (
     mismatch_text,
     server_info_mismatches,
 )
-from tui.model.identity import (
+from tui.model.status.identity import (
     MODEL as MODEL_FIELD,
 )
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
-from tui.sglang.startup import Startup, StartupTracker
+from tui.sglang.start_state import Startup
+from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
 
 SUMMARY = (

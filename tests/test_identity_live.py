@@ -15,10 +15,10 @@ from conftest import ROOT, STORY_LOG
 from sglang_http import MODEL, Deployment, FakeSGLang, build_exposition, build_server_info
 from tui_support import screen_text, until
 
-from tui.app import KvtopApp
+from tui.live.app import KvtopApp
+from tui.live.widgets.kv_panel import KvPanel
 from tui.model.kv_usage import kv_usage
 from tui.session import Options, Session
-from tui.widgets.kv_panel import KvPanel
 
 OTHER_MODEL = "glm-5.3-flash"
 

@@ -20,11 +20,11 @@ import pytest
 from conftest import REAL_LOGS, ROOT, STORY_LOG
 from journal_tools import invocation, journal_remote_missing, sglang_entries, write_journal
 
-from tui.model.alert_rule import evaluate
-from tui.model.alerts import CRITICAL
 from tui.model.analysis import analyse
-from tui.model.deployment import Snapshot
-from tui.model.server_status import header_state, server_status
+from tui.model.build_snapshot import Snapshot
+from tui.model.status.alert_rule import evaluate
+from tui.model.status.levels import CRITICAL
+from tui.model.status.server_status import header_state, server_status
 from tui.report.json_report import to_json
 from tui.report.text import render
 from tui.sglang.lifecycle import crash_loop, phase_in_progress
@@ -385,9 +385,9 @@ async def test_live_header_turns_stopped_in_the_error_colour(tmp_path: Path) -> 
     SIGTERM line appended: the header says stopped, drawn in the critical colour."""
     from tui_support import screen_text, until, utc
 
-    from tui.app import KvtopApp
+    from tui.live.app import KvtopApp
+    from tui.live.widgets.status_line import StatusLine
     from tui.session import Options, Session
-    from tui.widgets.status_line import StatusLine
 
     def header(app: KvtopApp) -> str:
         return screen_text(app).splitlines()[0]

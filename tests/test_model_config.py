@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tui.model.model_config import (
+from tui.model.sizing.model_config import (
     CellSize,
     ModelConfigError,
     ModelDims,

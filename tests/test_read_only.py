@@ -419,7 +419,7 @@ _SIGNAL_METHODS = {"kill", "terminate", "send_signal"}
 # argv list, no shell) when the systemd module is missing, and ends that child of its own.
 _SPAWNS = {"tui/sources/journal.py"}
 # A byte into the process's own pipe, to wake its input thread when the app leaves.
-_OWN_PIPE = {("tui/quiet_driver.py", "os", "write")}
+_OWN_PIPE = {("tui/live/quiet_driver.py", "os", "write")}
 _HTTP_VERBS = {"POST", "PUT", "PATCH", "DELETE", "CONNECT", "TRACE"}
 
 

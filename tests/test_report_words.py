@@ -15,11 +15,11 @@ import pytest
 from conftest import REAL_LOGS, ROOT, STORY_LOG
 from rich.console import Console
 
+from tui.live.screens.formula import explanation_text
 from tui.model.analysis import Analysis, analyse
-from tui.model.sizing import HOST_KV, OTHER_STARTUP
+from tui.model.sizing.replay import HOST_KV, OTHER_STARTUP
 from tui.report.json_report import to_json
 from tui.report.text import render
-from tui.screens.formula import explanation_text
 from tui.sglang.story import fold_lines
 
 LOGS = [STORY_LOG, *sorted(REAL_LOGS.glob("*.log"))]

@@ -11,11 +11,11 @@ from conftest import FIXTURES
 from textual.command import CommandPalette
 from tui_support import Feed, demo_snapshot, log_snapshot, make_app, screen_text, until, utc
 
-from tui.screens.formula import FormulaScreen
-from tui.screens.gpu_detail import GpuDetailScreen
-from tui.screens.help import HelpScreen
-from tui.screens.overview import OverviewScreen
-from tui.widgets.gpu_rows import GpuRow
+from tui.live.screens.formula import FormulaScreen
+from tui.live.screens.gpu_detail import GpuDetailScreen
+from tui.live.screens.help import HelpScreen
+from tui.live.screens.overview import OverviewScreen
+from tui.live.widgets.gpu_rows import GpuRow
 
 pytestmark = pytest.mark.asyncio
 

@@ -14,14 +14,14 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import Input
 from tui_support import demo_snapshot, make_app, screen_text, until, utc
 
-from tui.app import KvtopApp
 from tui.config import parse_config
-from tui.model import tuning
-from tui.screens.formula import FormulaScreen
-from tui.screens.gpu_detail import GpuDetailScreen
-from tui.screens.help import KEYS, HelpScreen, key_label
-from tui.screens.overview import OverviewScreen
-from tui.widgets.gpu_rows import GpuHeader, GpuRow
+from tui.live.app import KvtopApp
+from tui.live.screens.formula import FormulaScreen
+from tui.live.screens.gpu_detail import GpuDetailScreen
+from tui.live.screens.help import KEYS, HelpScreen, key_label
+from tui.live.screens.overview import OverviewScreen
+from tui.live.widgets.gpu_rows import GpuHeader, GpuRow
+from tui.model.sizing import tuning
 
 pytestmark = pytest.mark.asyncio
 

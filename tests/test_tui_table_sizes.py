@@ -11,10 +11,10 @@ import pytest
 from tui_support import demo_snapshot, make_app, screen_text, until, utc
 
 from tui import fmt
-from tui.model.gpu_detail import gpu_detail
+from tui.live.screens.formula import FormulaScreen
+from tui.live.screens.gpu_detail import GpuDetailScreen
 from tui.model.kv_usage import kv_usage
-from tui.screens.formula import FormulaScreen
-from tui.screens.gpu_detail import GpuDetailScreen
+from tui.model.memory.gpu_detail import gpu_detail
 
 pytestmark = pytest.mark.asyncio
 

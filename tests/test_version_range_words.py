@@ -5,7 +5,7 @@ model's budget), where no single version can be picked to apply the rule."""
 from __future__ import annotations
 
 from tui.model.analysis import analyse
-from tui.model.formula import draft_budget_rule
+from tui.model.sizing.formula import draft_budget_rule
 from tui.sglang.story import fold_lines
 from tui.sglang.version_hint import VersionRange
 

@@ -13,15 +13,25 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from tui import __version__
+from tui.options import (
+    DUMB_TERMINAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_UNREADABLE,
+    EXIT_USAGE,
+    NO_TERMINAL,
+    dumb_terminal,
+    first_broken,
+    has_terminal,
+    interval_problem,
+    output_problem,
+    print_check,
+    usage_error,
+)
 from tui.report.unexpected import debugging, unexpected_error
+from tui.report.width import MAX_WIDTH, MIN_WIDTH, PIPE_WIDTH, report_width
 
-EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
-# `--once` stopped by a signal before its report (128 + the signal's number, as shells do).
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-# The text report's width: --width, else the terminal's (or $COLUMNS); a pipe without COLUMNS
-# gets 80, what a ticket, an e-mail or a CI log shows without scrolling.
-PIPE_WIDTH = 80
-MIN_WIDTH, MAX_WIDTH = 40, 1000
 MAX_REQUEST_LEN = 100_000_000  # far beyond any model's context; keeps the arithmetic finite
 
 
@@ -138,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="also answer how much mem_fraction_static N requests of this length need",
     )
-    # The fleet (issue 17, docs/fleet.md): run by tui/fleet_cli.py.
+    # The fleet (issue 17, docs/fleet.md): run by tui/fleet/cli.py.
     parser.add_argument(
         "--prometheus",
         metavar="URL",
@@ -158,12 +168,6 @@ def build_parser() -> argparse.ArgumentParser:
         "to give one)",
     )
     return parser
-
-
-def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
-    parser.print_usage(sys.stderr)
-    print(f"kvtop: {message}", file=sys.stderr)
-    return EXIT_USAGE
 
 
 def _options(args: argparse.Namespace, api_key: str | None):
@@ -213,7 +217,7 @@ def run_live(args: argparse.Namespace) -> int:
     ok, api_key = _api_key(args)
     if not ok:
         return EXIT_UNREADABLE
-    from tui.app import KvtopApp
+    from tui.live.app import KvtopApp
     from tui.session import Session
 
     options = _options(args, api_key)
@@ -274,25 +278,6 @@ def run_once(args: argparse.Namespace) -> int:
     except OSError as exc:  # a full disk, /dev/full, an I/O error on the output
         return _cannot_write(exc)
     return EXIT_OK
-
-
-def report_width(requested: int | None) -> int:
-    """The text report's width: `requested` (--width), else the terminal's width (Rich reads
-    $COLUMNS first), else $COLUMNS, else PIPE_WIDTH; never under MIN_WIDTH."""
-    from rich.console import Console
-
-    if requested is not None:
-        return requested
-    try:
-        terminal = sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        terminal = False
-    if terminal:
-        return max(MIN_WIDTH, Console().width)
-    columns = os.environ.get("COLUMNS", "").strip()
-    if columns.isdigit():
-        return min(MAX_WIDTH, max(MIN_WIDTH, int(columns)))
-    return PIPE_WIDTH
 
 
 def _write_report(snapshot, as_json: bool, width: int | None = None) -> None:  # type: ignore[no-untyped-def]
@@ -362,15 +347,6 @@ def _stop_on_signals() -> Iterator[None]:
 def _option_problem(args: argparse.Namespace) -> str | None:
     """The first option (or combination) kvtop cannot run with, in words; None when all can."""
     rules = (
-        (args.json and not args.once, "--json goes with --once"),
-        (
-            args.width is not None and (args.json or not args.once),
-            "--width goes with --once (the text report)",
-        ),
-        (
-            args.width is not None and not MIN_WIDTH <= args.width <= MAX_WIDTH,
-            f"--width takes columns from {MIN_WIDTH} to {MAX_WIDTH}",
-        ),
         (
             any(not 0 < v < 1 for v in args.what_if),
             "--what-if takes a mem_fraction_static between 0 and 1, e.g. 0.9",
@@ -383,14 +359,20 @@ def _option_problem(args: argparse.Namespace) -> str | None:
             not (math.isfinite(args.demo_speed) and 0 < args.demo_speed <= 10_000),
             "--demo-speed takes a factor above 0, up to 10000",
         ),
-        (not 0.1 <= args.interval <= 3600, "--interval takes seconds from 0.1 to 3600"),
+    )
+    later = (
         (bool(args.journal_dir and not args.unit), "--journal-dir goes with --unit NAME"),
         (
             sum(bool(x) for x in (args.log_file, args.unit, args.demo)) > 1,
             "give one of --log-file, --unit or --demo",
         ),
     )
-    problem = next((message for broken, message in rules if broken), None)
+    problem = (
+        output_problem(args)
+        or first_broken(rules)
+        or interval_problem(args.interval)
+        or first_broken(later)
+    )
     if problem is None and args.url is not None:
         from tui.server_url import url_problem
 
@@ -401,24 +383,16 @@ def _option_problem(args: argparse.Namespace) -> str | None:
 def _main_live(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """The live view, when this terminal can show it."""
     if args.log_file == "-":
-        return _usage_error(
+        return usage_error(
             parser,
             "the live view reads keys from the terminal, so it cannot read the log from "
             "stdin: give --log-file PATH or --unit NAME (stdin works with --once)",
         )
-    if os.environ.get("TERM", "") in ("dumb", "unknown"):
-        # Textual would draw anyway, sending escape codes such a terminal prints as garbage.
-        print(
-            "kvtop: TERM=dumb cannot draw the live view: use --once (or TERM=xterm-256color).",
-            file=sys.stderr,
-        )
+    if dumb_terminal():
+        print(f"kvtop: {DUMB_TERMINAL}", file=sys.stderr)
         return EXIT_USAGE
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return _usage_error(
-            parser,
-            "the live view needs a terminal; for a pipe or a script use --once "
-            "(add --json for machine-readable output)",
-        )
+    if not has_terminal():
+        return usage_error(parser, NO_TERMINAL)
     try:
         return run_live(args)
     except KeyboardInterrupt:
@@ -428,7 +402,7 @@ def _main_live(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 def _main_once(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """One report; a bug becomes one sentence, not a traceback (which could quote input)."""
     if not (args.log_file or args.demo or args.unit or args.url):
-        return _usage_error(
+        return usage_error(
             parser,
             "--once needs --log-file PATH ('-' for stdin), --unit NAME, --url URL or --demo",
         )
@@ -482,10 +456,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.code and "--check" in words:  # a plugin says UNKNOWN, whatever went wrong
             from tui.report.check import unknown
 
-            return _print_check(unknown("the command line is not valid (see kvtop --help)"))
+            return print_check(unknown("the command line is not valid (see kvtop --help)"))
         return int(exc.code or 0)
     if (args.prometheus, args.selector, args.prometheus_bearer_file) != (None, None, None):
-        from tui.fleet_cli import main_fleet
+        from tui.fleet.cli import main_fleet
 
         return main_fleet(parser, args)
     if args.check:
@@ -496,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return bad_config[0]
     problem = _option_problem(args)
     if problem is not None:
-        return _usage_error(parser, problem)
+        return usage_error(parser, problem)
     if args.export is not None:
         return _main_export(parser, args)
     return _main_once(parser, args) if args.once else _main_live(parser, args)
@@ -511,7 +485,7 @@ def _main_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         args.export, once=args.once, json=args.json, width=args.width, sources=sources
     )
     if problem is not None:
-        return _usage_error(parser, problem)
+        return usage_error(parser, problem)
     ok, api_key = _api_key(args)
     if not ok:
         return EXIT_UNREADABLE
@@ -519,13 +493,6 @@ def _main_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
 
 
 # -- kvtop --check --------------------------------------------------------------------------------
-def _print_check(result) -> int:  # type: ignore[no-untyped-def]
-    """The plugin's one line on stdout; its exit status is the result's."""
-    with contextlib.suppress(OSError, ValueError):
-        print(result.line, flush=True)
-    return int(result.exit_code)
-
-
 def _check_problem(args: argparse.Namespace) -> str | None:
     """Why --check cannot run with these options and config file (None: it can)."""
     if args.once or args.json:
@@ -551,7 +518,7 @@ def _main_check(args: argparse.Namespace) -> int:
 
     problem = _check_problem(args)
     if problem is not None:
-        return _print_check(unknown(problem))
+        return print_check(unknown(problem))
     from tui.sources.log_text import LogUnreadable
     from tui.sources.metrics import ApiKeyError
 
@@ -568,4 +535,4 @@ def _main_check(args: argparse.Namespace) -> int:
         if debugging():
             raise
         result = unknown(unexpected_error(exc))
-    return _print_check(result)
+    return print_check(result)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING
 import psutil
 
 from tui.demo.scenario import LOG_NAME, DemoScenario
-from tui.model.alerts import DEFAULT_THRESHOLDS, Thresholds
 from tui.model.analysis import Analysis, analyse
-from tui.model.deployment import (
+from tui.model.build_snapshot import (
     DEGRADED,
     OFF,
     OK,
@@ -23,9 +22,10 @@ from tui.model.deployment import (
     SourceHealth,
     build_snapshot,
 )
-from tui.model.identity import find_mismatches, server_info_mismatches
-from tui.model.process_owner import ProcessInfo
+from tui.model.memory.process_owner import ProcessInfo
 from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
+from tui.model.status.identity import find_mismatches, server_info_mismatches
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 from tui.server_url import is_loopback, url_problem
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition
 from tui.sglang.raw_lines import RawLines
@@ -79,7 +79,7 @@ class Options:
     sglang_version: str | None = None
     what_if: tuple[float, ...] = ()
     request_len: int | None = None
-    # Where values turn warning / critical (tui/model/alerts.py; the config file sets them).
+    # Where values turn warning / critical (tui/model/status/levels.py; the config file sets them).
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     # The server's CUDA_VISIBLE_DEVICES, for placing ranks by order (kvtop's own by default).
     cuda_visible_devices: str | None = field(

@@ -21,10 +21,10 @@ from datetime import datetime
 from importlib import resources
 from typing import NamedTuple
 
-from tui.model.gpu_reading import GpuProcess, GpuSample, NvmlReading
+from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
 from tui.sglang.events import BatchStats
 from tui.sglang.log_line import parse_line
-from tui.sglang.startup import READY, RankStartup, Startup
+from tui.sglang.start_state import READY, RankStartup, Startup
 
 __all__ = ["LOG_NAME", "STARTUP_S", "DemoScenario"]
 

@@ -1,4 +1,4 @@
-"""The latest Snapshot rendered into kvtop's metric families (tui/model/fleet_families.py).
+"""The latest Snapshot rendered into kvtop's metric families (tui/export/families.py).
 
 `SnapshotCollector.collect()` runs in the HTTP server's request thread on every scrape: it reads
 one reference (`latest`, swapped whole by the session loop) and renders it, nothing else. The
@@ -21,12 +21,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from tui.model import fleet_families as ff
-from tui.model.deployment import OK, GpuView, Snapshot, SourceHealth
+from tui.export import families as ff
+from tui.model.build_snapshot import OK, GpuView, Snapshot, SourceHealth
 from tui.model.deployment_shape import deployment_shape
-from tui.model.headroom import headrooms
-from tui.model.identity import FIELDS, compared_fields
-from tui.model.server_status import server_status
+from tui.model.memory.headroom import headrooms
+from tui.model.status.identity import FIELDS, compared_fields
+from tui.model.status.server_status import server_status
 
 GIB = 2**30
 # Snapshot.sources' names -> the exported `source` label (SOURCES).
@@ -122,7 +122,7 @@ def gpu_families(snapshot: Snapshot) -> list[Metric]:
 
 
 def headroom_by_gpu(snapshot: Snapshot) -> list[tuple[list[str], float]]:
-    """([gpu, uuid, rank], GiB free) per headroom of tui/model/headroom.py (the selection
+    """([gpu, uuid, rank], GiB free) per headroom of tui/model/memory/headroom.py (the selection
     --check's headroom is the least of); gpu and uuid empty for the log's reference rank."""
     return [
         ([*(_gpu_id(h.gpu) if h.gpu is not None else ["", ""]), h.rank], h.free_gib)

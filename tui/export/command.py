@@ -17,11 +17,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from tui.export.address import AddressError, ListenAddress, parse_address
 from tui.export.collector import SnapshotCollector
+from tui.options import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREADABLE
 from tui.report.unexpected import debugging, unexpected_error
 from tui.session import Options, Session
-
-EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
-EXIT_INTERRUPTED = 130
 
 
 def export_problem(

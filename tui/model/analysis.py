@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from tui.model.insights import insights, minimum_viable_mfs, next_step
-from tui.model.memory import MemoryBreakdown, memory_breakdown
-from tui.model.sizing import (
+from tui.model.memory.rank_memory import MemoryBreakdown, memory_breakdown
+from tui.model.sizing.replay import (
     CellSizeChoice,
     RankSizing,
     SizingExplanation,
@@ -17,8 +16,10 @@ from tui.model.sizing import (
     rank_sizing,
     sglang_version,
 )
+from tui.model.status.insights import insights, minimum_viable_mfs, next_step
 from tui.sglang.server_args import ServerArgs
-from tui.sglang.startup import RankStartup, Startup, StartupTracker
+from tui.sglang.start_state import RankStartup, Startup
+from tui.sglang.startup import StartupTracker
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tui.sglang.server_args import ServerArgs
-from tui.sglang.startup import Startup
+from tui.sglang.start_state import Startup
 
 __all__ = ["DeploymentShape", "deployment_shape"]
 

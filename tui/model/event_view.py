@@ -1,6 +1,6 @@
 """The events pane's content, as plain lines: events or the raw log, filtered and searched.
 
-Pure: the screen (tui/screens/events.py) draws these lines, styles them by kind and scrolls;
+Pure: the screen (tui/live/screens/events.py) draws these lines, styles them by kind and scrolls;
 saving and copying take the same lines, so what is saved is what is shown.
 """
 

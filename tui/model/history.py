@@ -14,10 +14,10 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tui.model.alert_rule import queue_since
-from tui.model.deployment import Snapshot
-from tui.model.freshness import STALE_INTERVALS
+from tui.model.build_snapshot import Snapshot
 from tui.model.kv_usage import kv_now
+from tui.model.status.alert_rule import queue_since
+from tui.model.status.freshness import STALE_INTERVALS
 
 POINTS = 600  # ten minutes at 1 Hz; at faster refresh it simply covers less time
 # The break between two runs: never a value (every series is >= 0), drawn as a blank cell.

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tui import fmt
-from tui.model.deployment import Snapshot
-from tui.model.freshness import named
-from tui.model.server_status import duration_text
+from tui.model.build_snapshot import Snapshot
+from tui.model.status.freshness import named
+from tui.model.status.server_status import duration_text
 from tui.sglang.events import BatchStats
 from tui.sglang.metrics import MetricsSample
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from tui.model.insights import next_step
+from tui.model.status.insights import next_step
 from tui.sglang.events import Failure
 from tui.sglang.failures import SERVING
-from tui.sglang.startup import Phase, Startup
+from tui.sglang.start_state import Phase, Startup
 
 NOISE_GIB = 0.005  # shown as 0.00 GiB
 NOISE_S = 0.05  # shown as 0.0 s

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tui.model.alert_rule import anything_read, evaluate, log_known, pct_1, unread_sources
-from tui.model.alerts import CRITICAL, OK, WARNING, Alert, Thresholds
-from tui.model.deployment import Snapshot
-from tui.model.headroom import least_headroom_gib
+from tui.model.build_snapshot import Snapshot
 from tui.model.kv_usage import kv_now
-from tui.model.server_status import server_status
+from tui.model.memory.headroom import least_headroom_gib
+from tui.model.status.alert_rule import anything_read, evaluate, log_known, pct_1, unread_sources
+from tui.model.status.levels import CRITICAL, OK, WARNING, Alert, Thresholds
+from tui.model.status.server_status import server_status
 
 EXIT_CHECK = {OK: 0, WARNING: 1, CRITICAL: 2}
 EXIT_UNKNOWN = 3

@@ -6,15 +6,15 @@ from dataclasses import fields
 from datetime import datetime
 
 from tui.model.analysis import Analysis
-from tui.model.deployment import GpuView, Snapshot
+from tui.model.build_snapshot import GpuView, Snapshot
 from tui.model.deployment_shape import deployment_shape
-from tui.model.formula import DraftBudgetRule, WhatIf
-from tui.model.memory import MemoryBreakdown
-from tui.model.model_config import CellSize
-from tui.model.sizing import RankSizing
+from tui.model.memory.rank_memory import MemoryBreakdown
+from tui.model.sizing.formula import DraftBudgetRule, WhatIf
+from tui.model.sizing.model_config import CellSize
+from tui.model.sizing.replay import RankSizing
 from tui.sglang.events import RANK_TAGS, BatchStats, Failure, OomSizes, Summary
 from tui.sglang.lifecycle import crash_loop, phase_in_progress
-from tui.sglang.startup import ModelMemory, RankStartup
+from tui.sglang.start_state import ModelMemory, RankStartup
 
 SCHEMA = "kvtop/1"
 
@@ -362,7 +362,7 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
         for s in snapshot.sources
     ]
     data["notes"] = list(snapshot.notes)
-    # Facts on which /metrics or /server_info disagree with the log (tui/model/identity.py).
+    # Facts on which /metrics or /server_info disagree with the log (tui/model/status/identity.py).
     data["mismatches"] = [
         {"field": m.field, "log": m.log, "server": m.server, "source": m.source}
         for m in snapshot.mismatches

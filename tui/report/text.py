@@ -7,20 +7,20 @@ from rich.text import Text
 
 from tui import fmt
 from tui.model.analysis import Analysis
-from tui.model.deployment import Snapshot
+from tui.model.build_snapshot import Snapshot
 from tui.model.deployment_shape import deployment_shape
-from tui.model.formula import version_text
-from tui.model.identity import mismatch_text
-from tui.model.insights import oom_text
 from tui.model.kv_usage import kv_now, load_from_batch, load_from_metrics, load_line, source_text
-from tui.model.server_status import stopped_text
-from tui.model.sizing import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
+from tui.model.sizing.formula import version_text
+from tui.model.sizing.replay import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
+from tui.model.status.identity import mismatch_text
+from tui.model.status.insights import oom_text
+from tui.model.status.server_status import stopped_text
 from tui.report.reflow import FitColumn, FitTable, hang
 from tui.sglang.control_chars import make_visible
 from tui.sglang.events import Failure
 from tui.sglang.failures import SERVING
 from tui.sglang.lifecycle import crash_loop, phase_in_progress
-from tui.sglang.startup import STOPPED, RankStartup, Startup
+from tui.sglang.start_state import STOPPED, RankStartup, Startup
 
 
 def _visible(value: str) -> str:

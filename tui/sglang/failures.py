@@ -10,12 +10,9 @@ counters and the failure it explains, never the traceback's lines (bounded memor
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from tui.sglang import events as ev
-
-if TYPE_CHECKING:
-    from tui.sglang.startup import RankStartup, Startup
+from tui.sglang.start_state import RankStartup, Startup
 
 SERVING = "serving"
 WARMUP = "warmup"

@@ -1,8 +1,8 @@
 """A start's lifecycle beyond its phases: the step in progress and since when, what each earlier
 start of the same log or unit came to, and a crash loop called one.
 
-Pure, and free of a runtime import of tui.sglang.startup (which imports this module): the
-functions read a Startup's fields by name.
+Pure: it reads the start's data (tui.sglang.start_state); the tracker (tui.sglang.startup)
+calls it, never the other way round.
 """
 
 from __future__ import annotations
@@ -10,17 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tui.sglang.startup import Phase, RankStartup, Startup
+from tui.sglang.start_state import Phase, RankStartup, StartRecord, Startup
 
 # The steps of a start in order, named as the events panel names its phases (and as
 # `startup.failed_phase` names the phase a failure hit): "launch" is the time between the
 # server_args line and the first rank line.
 STEPS = ("launch", "init", "load weights", "memory pool", "cuda graph", "warmup")
 SERVING = "serving"
-MAX_EARLIER_STARTS = 50  # earlier starts remembered (the count in `restarts` goes on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,20 +31,6 @@ class PhaseInProgress:
     since: datetime | None
     ranks_in_it: int
     ranks: int
-
-
-@dataclass(frozen=True, slots=True)
-class StartRecord:
-    """What one earlier start came to: its times, its state when the next start began and the
-    step it was in then (the step it failed in, for a failed start)."""
-
-    started_at: datetime | None
-    last_time: datetime | None
-    ready_at: datetime | None
-    stopped_at: datetime | None
-    state: str
-    failure_kind: str | None
-    phase: str | None
 
 
 def _step_after(name: str) -> tuple[str, bool] | None:

@@ -97,7 +97,7 @@ class MetricsSample:
     # at most MAX_REJECTED are kept, ``rejected_count`` counts them all.
     rejected: tuple[str, ...] = ()
     rejected_count: int = 0
-    # Who the server says it is (tui/model/identity.py compares it with the log): the distinct
+    # Who the server says it is (tui/model/status/identity.py compares it with the log): the distinct
     # ``model_name`` labels (--served-model-name, default the model path) of the families read
     # here, the pool of each DP group (lowest rank of the group; DP0 first), and the highest
     # ``tp_rank`` / ``dp_rank`` / ``pp_rank`` label a series carried (None: no such label).

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import psutil
 
-from tui.model.process_owner import ProcessInfo
+from tui.model.memory.process_owner import ProcessInfo
 
 COMMAND_MAX = 200  # characters of a command line kept (GPU detail shows one line)
 

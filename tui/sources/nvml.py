@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from tui.model.gpu_reading import GpuProcess, GpuSample, NvmlReading
-from tui.model.notes import gpu_span
+from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
+from tui.model.status.notes import gpu_span
 from tui.sglang.bounds import MAX_GIB
 from tui.sources.nvml_checks import (
     PERCENT_MAX,

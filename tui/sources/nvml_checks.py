@@ -9,7 +9,7 @@ reason) travels with the sample so the report can say what was left out.
 
 from __future__ import annotations
 
-from tui.model.gpu_reading import RefusedValue
+from tui.model.memory.gpu_reading import RefusedValue
 from tui.sglang.bounds import MAX_GIB, refusal
 
 GIB = 2**30

@@ -1,0 +1,306 @@
+"""The Textual app: runs the session's snapshot feed and shows it on the current screen."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Protocol
+
+from textual import work
+from textual.app import SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from tui.live.base import FeedApp, stylesheet
+from tui.live.screens.base import OpenGpuDetail, RequestLength, SelectGpu, ShowsState
+from tui.live.screens.overview import OverviewScreen
+from tui.live.view_state import ViewState, kv_facts, next_interval, status_facts
+from tui.model.build_snapshot import Snapshot
+from tui.model.memory.gpu_order import next_order
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
+
+
+class SnapshotFeed(Protocol):
+    """What the app needs from a session: snapshots every `interval_s`, changeable live."""
+
+    interval_s: float
+
+    def snapshots(self) -> AsyncIterator[Snapshot]: ...
+
+
+class KvtopApp(FeedApp):
+    TITLE = "kvtop"
+    CSS_PATH = stylesheet()
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [  # noqa: RUF012 - Textual's convention
+        Binding("q", "quit", "quit"),
+        Binding("question_mark,f1", "help", "help"),
+        Binding("f", "formula", "formula"),
+        Binding("e", "events('events')", "events"),
+        Binding("l", "events('log')", "log", show=False),
+        Binding("c", "toggle_compact", "compact"),
+        Binding("space", "toggle_pause", "pause"),
+        Binding("d", "dismiss_notes", "dismiss note", show=False),
+        Binding("plus,equals_sign", "interval(1)", "slower", show=False),
+        Binding("minus", "interval(-1)", "faster", show=False),
+    ]
+
+    def __init__(
+        self,
+        feed: SnapshotFeed,
+        *,
+        source_label: str,
+        demo: bool = False,
+        request_len: int | None = None,
+        compact: bool | None = None,
+        clock: Callable[[], float] = time.time,
+        host_name: str | None = None,
+        theme: str | None = None,
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
+        config_path: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.config_path = config_path  # --config; None: the default file (Save theme writes it)
+        if theme is not None:  # the config file's, checked against Textual's names (tui/config.py)
+            self.theme = theme
+        self.feed = feed
+        self.clock = clock  # for uptimes; tests fix it
+        self.state = ViewState(
+            source_label=source_label,
+            demo=demo,
+            interval_s=feed.interval_s,
+            request_len=request_len,
+            compact=compact,
+            host_name=host_name or socket.gethostname(),
+            thresholds=thresholds,
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen[object]:
+        return self._with_state(OverviewScreen())
+
+    def on_mount(self) -> None:
+        self.leave_on_hangup()
+        self.state.rows = self.size.height
+        self._feed = self._consume()
+
+    @work(group="feed", exclusive=True, exit_on_error=False)
+    async def _consume(self) -> None:
+        try:
+            async for snapshot in self.feed.snapshots():
+                self.apply(snapshot)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug in a source must not leave a traceback on screen
+            self.state.problem = (
+                f"kvtop stopped reading its sources ({type(exc).__name__}: {exc}). "
+                "The screen shows the last readings; restart kvtop, and please report this."
+            )
+            self.notify(self.state.problem, severity="error", timeout=30)
+            self.show_state()
+
+    def apply(self, snapshot: Snapshot) -> None:
+        """One new snapshot: history always, the screen unless paused."""
+        state = self.state
+        state.history.record(snapshot, state.interval_s)
+        state.latest = snapshot
+        if not state.paused:
+            state.snapshot = snapshot
+            self.show_state()
+
+    def show_state(self) -> None:
+        """The one way screens learn of a change: the state, to every visible screen."""
+        self._facts()
+        for screen in (self.screen, *self._under_modal()):
+            if isinstance(screen, ShowsState):
+                screen.show_state(self.state)
+
+    def _with_state(self, screen: Screen[object]) -> Screen[object]:
+        if isinstance(screen, ShowsState):
+            self._facts()
+            screen.show_state(self.state)
+        return screen
+
+    def _facts(self) -> None:
+        """What the status line and the KV panel show, from the state and the clock now."""
+        self.state.status = status_facts(self.state, self.clock)
+        self.state.kv = kv_facts(self.state, self.clock)
+
+    def _under_modal(self) -> Iterable[Screen[object]]:
+        """The screen under a modal is visible too: keep it current."""
+        stack = self.screen_stack
+        if len(stack) >= 2 and self.screen.is_modal:
+            return (stack[-2],)
+        return ()
+
+    @property
+    def compact(self) -> bool:
+        return self.state.compact_now
+
+    # -- what the screens ask for ---------------------------------------------------------------
+    def on_select_gpu(self, message: SelectGpu) -> None:
+        message.stop()
+        if message.gpu_index != self.state.selected_gpu:
+            self.state.selected_gpu = message.gpu_index
+            self.show_state()
+
+    def on_open_gpu_detail(self, message: OpenGpuDetail) -> None:
+        message.stop()
+        self.open_detail()
+
+    def on_request_length(self, message: RequestLength) -> None:
+        message.stop()
+        self.state.request_len = message.tokens
+
+    # -- actions --------------------------------------------------------------------------------
+    def open_detail(self) -> None:
+        from tui.live.screens.gpu_detail import GpuDetailScreen
+
+        view = self.state.selected_view()
+        if view is None:
+            self.notify("No GPU to show: kvtop has no GPU readings (see the NVML marker).")
+            return
+        self.state.selected_gpu = view.sample.index
+        self.push_screen(self._with_state(GpuDetailScreen()))
+
+    def action_formula(self) -> None:
+        from tui.live.screens.formula import FormulaScreen
+
+        if isinstance(self.screen, FormulaScreen):
+            return
+        self.push_screen(self._with_state(FormulaScreen(self.state.selected_rank())))
+
+    def action_events(self, mode: str) -> None:
+        """The events pane (e) or the raw log (l): scroll, search, filter, save, copy."""
+        from tui.live.screens.events import EventsScreen
+
+        if isinstance(self.screen, EventsScreen):
+            return
+        screen = EventsScreen(mode, self.raw_log_lines, self.save_view)
+        self.push_screen(self._with_state(screen))
+
+    def save_view(self, kind: str, text: str) -> tuple[str | None, str]:
+        """The events pane's `s`: a new file with the lines shown, and the sentence saying
+        where (or why not)."""
+        from datetime import datetime
+
+        from tui.live.view_file import save_view
+
+        saved = save_view(kind, text, datetime.now(), os.environ, os.getcwd())
+        return saved.path, saved.sentence
+
+    def raw_log_lines(self) -> tuple[str, ...]:
+        """The latest log lines as written, when the feed keeps them (the session does)."""
+        ring = getattr(self.feed, "raw_lines", None)
+        return ring.lines() if ring is not None else ()
+
+    def action_help(self) -> None:
+        from tui.live.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(self._with_state(HelpScreen()))
+
+    def action_dismiss_notes(self) -> None:
+        """Hide the advisory notes on screen (the rank-by-order mapping): the help lists them."""
+        snapshot = self.state.snapshot
+        kinds = {n.kind for n in snapshot.kinded_notes if n.advisory} if snapshot else set()
+        if kinds - self.state.dismissed_notes:
+            self.state.dismissed_notes |= kinds
+            self.show_state()
+
+    def action_gpu_order(self) -> None:
+        """o: the next GPU order (index, free, used, temperature); the selection stays."""
+        self.state.gpu_order = next_order(self.state.gpu_order)
+        self.show_state()
+
+    def action_save_screenshot(self) -> None:
+        """The screen as an SVG file named for the time, in the current directory (else the
+        temporary one); the toast says where (works over SSH: no browser, no Downloads)."""
+        from tui.live.screenshot import save_svg
+
+        saved = save_svg(self)
+        self.notify(saved.sentence, severity="information" if saved.path else "error", timeout=15)
+
+    def action_save_theme(self) -> None:
+        """Write `theme = "…"` into the config file, keeping its other keys and comments."""
+        from tui.config import ConfigError, save_theme
+
+        try:
+            path = save_theme(self.theme, self.config_path)
+        except ConfigError as exc:
+            self.notify(str(exc), severity="error", timeout=20)
+            return
+        self.notify(f'theme = "{self.theme}" saved in {path}', timeout=10)
+
+    def action_toggle_compact(self) -> None:
+        self.state.compact = not self.compact
+        self.show_state()
+
+    def action_toggle_pause(self) -> None:
+        state = self.state
+        state.paused = not state.paused
+        if not state.paused and state.latest is not None:
+            state.snapshot = state.latest
+        self.show_state()
+
+    def action_interval(self, step: int) -> None:
+        new = next_interval(self.state.interval_s, step)
+        self.state.interval_s = new
+        self.feed.interval_s = new
+        self.show_state()
+
+    def on_resize(self) -> None:
+        self.state.rows = self.size.height
+        if self.state.compact is None:
+            self.show_state()
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        # Textual's own entries are replaced: its Keys shows Textual's default key summary,
+        # and its Screenshot goes to a Downloads folder through the browser delivery.
+        yield SystemCommand(
+            "Theme", "Change the colours (Save theme keeps it)", self.action_change_theme
+        )
+        yield SystemCommand(
+            "Save theme to config", "Write theme = … into config.toml", self.action_save_theme
+        )
+        yield SystemCommand(
+            "Screenshot",
+            "Save this screen as an SVG file (the path is shown)",
+            self._screenshot_later,
+        )
+        yield SystemCommand("Keys", "kvtop's keys (the help view)", self.action_help)
+        yield SystemCommand(
+            "Sort GPUs", "Next order: index, free, used, temperature (o)", self.action_gpu_order
+        )
+        yield SystemCommand("Quit", "Quit kvtop (q)", self.action_quit)
+        yield SystemCommand("GPU detail", "Drill into the selected GPU", self._detail_command)
+        yield SystemCommand("Formula", "SGLang's KV sizing with live numbers", self.action_formula)
+        yield SystemCommand("Help", "Keys, glyphs and sources", self.action_help)
+        yield SystemCommand(
+            "Pause / resume", "Freeze the display (sources keep running)", self.action_toggle_pause
+        )
+        yield SystemCommand(
+            "Compact / full", "One line per GPU, fewer panels", self.action_toggle_compact
+        )
+        yield SystemCommand(
+            "Dismiss note", "Hide the advisory note (d); help lists it", self.action_dismiss_notes
+        )
+        yield SystemCommand(
+            "Slower refresh", "Longer refresh interval (+)", lambda: self.action_interval(1)
+        )
+        yield SystemCommand(
+            "Faster refresh", "Shorter refresh interval (-)", lambda: self.action_interval(-1)
+        )
+
+    def _screenshot_later(self) -> None:
+        # After the palette has closed, so the picture is of kvtop's screen, not the palette.
+        self.set_timer(0.1, self.action_save_screenshot)
+
+    def _detail_command(self) -> None:
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.open_detail()

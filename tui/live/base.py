@@ -1,0 +1,67 @@
+"""What the live view and the fleet view share as Textual apps: the stylesheet, the quiet
+terminal driver, leaving at once when the terminal or systemd goes away, and waiting for the
+feed's worker on the way out (its sources close when its generator ends)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import threading
+from importlib import resources
+
+from textual.app import App
+from textual.driver import Driver
+from textual.worker import Worker, WorkerCancelled, WorkerFailed
+
+EXIT_GRACE_S = 2.0  # after SIGHUP/SIGTERM, the longest a clean shutdown may take
+
+
+def exit_grace_s() -> float:
+    """EXIT_GRACE_S, or KVTOP_EXIT_GRACE_S from the environment: the fault matrix sets a long
+    one, so a shutdown that only ends because the watchdog fired fails its test."""
+    try:
+        return max(0.1, float(os.environ["KVTOP_EXIT_GRACE_S"]))
+    except (KeyError, ValueError):
+        return EXIT_GRACE_S
+
+
+def stylesheet() -> str:
+    """styles/kvtop.tcss, installed as the tui.styles package."""
+    return str(resources.files("tui.styles") / "kvtop.tcss")
+
+
+class FeedApp(App[int]):
+    """An app that shows a feed: `_feed` is the worker consuming it (started in on_mount)."""
+
+    _feed: Worker[None] | None = None
+
+    def get_driver_class(self) -> type[Driver]:
+        from tui.live.quiet_driver import driver_class
+
+        return driver_class(super().get_driver_class())
+
+    def leave_on_hangup(self) -> None:
+        """SIGHUP (the SSH session went away) or SIGTERM (systemd stops us): leave, status 0."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._leave)
+
+    def _leave(self) -> None:
+        """Exit now, and for certain: with the terminal gone, Textual's shutdown can block for
+        ever (seen: LinuxDriver.close waiting on its writer thread's queue, SIGTERM ignored
+        because the event loop is stuck in that call). There is nothing left to restore."""
+        watchdog = threading.Timer(exit_grace_s(), os._exit, args=(0,))
+        watchdog.daemon = True
+        watchdog.start()
+        self.exit(0)
+
+    async def on_unmount(self) -> None:
+        # Textual cancels its workers after the app's last message without waiting for them;
+        # the feed closes its sources when its generator ends, so wait for that here.
+        if self._feed is not None:
+            self._feed.cancel()
+            with contextlib.suppress(WorkerCancelled, WorkerFailed, asyncio.CancelledError):
+                await self._feed.wait()

@@ -1,0 +1,208 @@
+"""The events pane: every event (newest first) or the raw log (e / l), scrolled, searched,
+filtered, saved to a file or copied to the clipboard (OSC 52).
+
+What it shows comes from tui/model/event_view.py as plain lines; this screen only keeps the
+operator's choices (mode, filters, query) and draws them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from tui.live.screens.base import ShowsState
+from tui.live.view_state import ViewState
+from tui.live.widgets.lines_view import LinesView
+from tui.live.widgets.status_line import StatusLine
+from tui.model.event_view import (
+    EVENTS,
+    LOG,
+    Filters,
+    Line,
+    cycled,
+    event_lines,
+    log_lines,
+    matches,
+    next_match,
+    phases_of,
+    ranks_of,
+)
+from tui.model.timeline import Timeline, timeline
+
+KEYS_HINT = (
+    "e events  l log  / search  n/N next/prev  r rank  p phase  x failures  s save  y copy  "
+    "Esc back"
+)
+
+
+class EventsScreen(ShowsState, Screen[None]):
+    BINDINGS = [  # noqa: RUF012 - Textual's convention
+        Binding("escape", "close", "back"),
+        Binding("e", "mode('events')", "events"),
+        Binding("l", "mode('log')", "raw log"),
+        Binding("slash", "search", "search"),
+        Binding("n", "next_match(1)", "next", show=False),
+        Binding("N", "next_match(-1)", "previous", show=False),
+        Binding("r", "rank", "rank", show=False),
+        Binding("p", "phase", "phase", show=False),
+        Binding("x", "failures", "failures", show=False),
+        Binding("s", "save", "save"),
+        Binding("y", "copy", "copy"),
+    ]
+
+    def __init__(
+        self,
+        mode: str,
+        raw_lines: Callable[[], Sequence[str]],
+        save: Callable[[str, str], tuple[str | None, str]],
+    ) -> None:
+        super().__init__()
+        self._save = save  # (kind, text) -> (path or None, the sentence to show)
+        self.mode = mode if mode in (EVENTS, LOG) else EVENTS
+        self._raw = raw_lines
+        self.filters = Filters()
+        self.query_text = ""
+        self.current: int | None = None
+        self.lines: list[Line] = []
+        self.events = Timeline(())
+        self._shown_key: object = None
+        self.saved_to: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine(id="status", second_line=True)
+        yield Static(id="events-bar")
+        yield LinesView(id="events-lines")
+        yield Input(id="events-search", placeholder="search (Enter: find, Esc: cancel)")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#events-search", Input).display = False
+        self.query_one(LinesView).focus()
+        self._shown_on_mount()
+
+    # -- data -----------------------------------------------------------------------------------
+    def show(self, state: ViewState) -> None:
+        if state.status is not None:
+            self.query_one(StatusLine).show(state.status)
+        snapshot = state.snapshot
+        analysis = snapshot.analysis if snapshot is not None else None
+        raw = self._raw() if self.mode == LOG else ()
+        key = (self.mode, self.filters, id(analysis), len(raw), raw[-1:] if raw else ())
+        if key == self._shown_key:
+            return
+        self._shown_key = key
+        if analysis is not None:
+            self.events = timeline(analysis.startup)
+        self._rebuild(raw)
+
+    def _rebuild(self, raw: Sequence[str] | None = None) -> None:
+        if self.mode == LOG:
+            lines = log_lines(self._raw() if raw is None else raw, self.filters)
+        else:
+            lines = event_lines(self.events, self.filters)
+        self.lines = lines
+        view = self.query_one(LinesView)
+        view.set_lines(lines, keep_end=self.mode == LOG)
+        self._search_again()
+        self._bar()
+
+    def _search_again(self) -> None:
+        found = matches(self.lines, self.query_text)
+        if self.current not in found:
+            self.current = next_match(found, None, 1)
+        self.query_one(LinesView).highlight(self.query_text, self.current)
+
+    def _bar(self) -> None:
+        title = "events, newest first" if self.mode == EVENTS else "raw log, oldest first"
+        words = [f"{title} · {len(self.lines)} lines · filters: {self.filters.words()}"]
+        if self.query_text:
+            found = matches(self.lines, self.query_text)
+            at = found.index(self.current) + 1 if self.current in found else 0
+            words.append(f'"{self.query_text}": {at}/{len(found)} matches')
+        if self.mode == LOG and not self.lines and not self._raw():
+            words.append("no log lines yet (kvtop keeps the latest 5,000)")
+        if self.saved_to:
+            words.append(f"saved to {self.saved_to}")
+        bar = self.query_one("#events-bar", Static)
+        bar.update(" " + " · ".join(words) + "\n " + KEYS_HINT)
+
+    # -- actions --------------------------------------------------------------------------------
+    def action_close(self) -> None:
+        search = self.query_one("#events-search", Input)
+        if search.display:
+            search.display = False
+            self.query_one(LinesView).focus()
+            return
+        self.dismiss(None)
+
+    def action_mode(self, mode: str) -> None:
+        if mode != self.mode:
+            self.mode = mode
+            self.filters = Filters(rank=self.filters.rank, failures_only=self.filters.failures_only)
+            self._rebuild()
+            view = self.query_one(LinesView)
+            if mode == LOG:
+                view.call_after_refresh(view.scroll_end, animate=False)
+            else:
+                view.scroll_home(animate=False)
+
+    def action_search(self) -> None:
+        search = self.query_one("#events-search", Input)
+        search.display = True
+        search.value = self.query_text
+        search.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        event.input.display = False
+        self.query_text = event.value.strip()
+        self.current = None
+        self.query_one(LinesView).focus()
+        self._search_again()
+        self._bar()
+
+    def action_next_match(self, step: int) -> None:
+        self.current = next_match(matches(self.lines, self.query_text), self.current, step)
+        self.query_one(LinesView).highlight(self.query_text, self.current)
+        self._bar()
+
+    def _filter(self, filters: Filters) -> None:
+        self.filters = filters
+        self._rebuild()
+
+    def action_rank(self) -> None:
+        rank = cycled(ranks_of(self.events.rows), self.filters.rank)
+        self._filter(Filters(rank, self.filters.phase, self.filters.failures_only))
+
+    def action_phase(self) -> None:
+        if self.mode == EVENTS:
+            phase = cycled(phases_of(self.events.rows), self.filters.phase)
+            self._filter(Filters(self.filters.rank, phase, self.filters.failures_only))
+
+    def action_failures(self) -> None:
+        f = self.filters
+        self._filter(Filters(f.rank, f.phase, not f.failures_only))
+
+    def view_text(self) -> str:
+        return "\n".join(line.text for line in self.lines) + "\n"
+
+    def action_save(self) -> None:
+        """The lines shown to a new file (the app writes it: tui/live/view_file.py)."""
+        path, sentence = self._save(self.mode, self.view_text())
+        if path is None:
+            self.notify(sentence, severity="error", timeout=15)
+            return
+        self.saved_to = path
+        self.notify(sentence, timeout=15)
+        self._bar()
+
+    def action_copy(self) -> None:
+        self.app.copy_to_clipboard(self.view_text())
+        self.notify(
+            f"Copied {len(self.lines)} lines to the clipboard (OSC 52). If nothing arrives, "
+            "the terminal does not allow it: s saves to a file."
+        )

@@ -1,0 +1,123 @@
+"""Alert levels: when a number is fine, a warning or critical, by thresholds the user may set.
+
+One rule for every screen, the report and `kvtop --check`: a value at or above its warning
+threshold is a warning, at or above its critical threshold critical (see docs/alerts.md).
+Colour shows the level; a glyph shows it too, for NO_COLOR and for colour-blind readers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tui.model.sizing.replay import SAFE_HEADROOM_GIB
+
+OK, WARNING, CRITICAL = "ok", "warning", "critical"
+_ORDER = {OK: 0, WARNING: 1, CRITICAL: 2}
+# Shown beside a value whose level is not ok (readable without colour).
+GLYPHS = {WARNING: "▲", CRITICAL: "✖"}
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Where warning and critical begin. Defaults: docs/alerts.md; the config file sets them."""
+
+    kv_usage_warning_pct: float = 85.0
+    kv_usage_critical_pct: float = 95.0
+    # Requests waiting in the queue without a break for this long.
+    queue_warning_s: float = 30.0
+    queue_critical_s: float = 300.0
+    # Free GiB on a GPU after startup under this: large prefills may run out of memory.
+    safe_margin_gib: float = SAFE_HEADROOM_GIB
+    temperature_warning_c: float = 83.0
+    temperature_critical_c: float = 90.0
+    # Power draw as a share of the enforced power limit.
+    power_warning_pct: float = 90.0
+    power_critical_pct: float = 98.0
+    # A startup still in progress after this long.
+    startup_warning_s: float = 1800.0
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+def level_above(value: float | None, warning: float, critical: float) -> str:
+    """The level of a value that is bad when high (None: nothing known, ok)."""
+    if value is None or value != value:  # NaN
+        return OK
+    if value >= critical:
+        return CRITICAL
+    if value >= warning:
+        return WARNING
+    return OK
+
+
+def worst(levels: Iterable[str]) -> str:
+    """The most severe level of several (ok when none)."""
+    return max(levels, key=_ORDER.__getitem__, default=OK)
+
+
+def kv_usage_level(usage_pct: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> str:
+    return level_above(usage_pct, t.kv_usage_warning_pct, t.kv_usage_critical_pct)
+
+
+def queue_level(queued_for_s: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> str:
+    """`queued_for_s`: how long requests have been waiting without the queue emptying."""
+    return level_above(queued_for_s, t.queue_warning_s, t.queue_critical_s)
+
+
+def temperature_level(celsius: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> str:
+    return level_above(celsius, t.temperature_warning_c, t.temperature_critical_c)
+
+
+def power_level(
+    watts: float | None, limit_w: float | None, t: Thresholds = DEFAULT_THRESHOLDS
+) -> str:
+    if watts is None or not limit_w or limit_w <= 0:
+        return OK
+    return level_above(100 * watts / limit_w, t.power_warning_pct, t.power_critical_pct)
+
+
+def free_after_startup_level(free_gib: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> str:
+    """Free GiB on a GPU once the server is ready: under the safe margin is a warning."""
+    if free_gib is None or free_gib != free_gib:
+        return OK
+    return WARNING if free_gib < t.safe_margin_gib else OK
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One thing an operator should look at: its level, what kind of problem, one sentence, and
+    what it is about ("GPU 3", "KV cache", "server"). Made by tui/model/status/alert_rule.py."""
+
+    level: str  # WARNING or CRITICAL
+    kind: str  # one of the KINDS below
+    text: str
+    subject: str
+
+
+# Alert kinds, worst first within a level (the order --check names them in).
+KINDS = (
+    "startup_failed",
+    "server_down",
+    "gpu_lost",
+    "kv_usage",
+    "mismatch",
+    "source_down",
+    "headroom",
+    "startup_slow",
+    "queue",
+    "temperature",
+    "power",
+)
+
+
+def alert_order(alert: Alert) -> tuple[int, int]:
+    """Sort key: critical before warning, then by kind as in KINDS."""
+    kind = KINDS.index(alert.kind) if alert.kind in KINDS else len(KINDS)
+    return (-_ORDER[alert.level], kind)
+
+
+def glyph(level: str) -> str:
+    """▲ for a warning, ✖ for critical, nothing when ok."""
+    return GLYPHS.get(level, "")

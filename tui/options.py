@@ -1,0 +1,87 @@
+"""The rules every kvtop command line shares: exit statuses, the output flags, usage errors and
+the monitoring plugin's line. The single host's (tui/cli.py), the exporter's and the fleet's
+(tui/fleet/cli.py) commands read the same flags the same way, so each rule is written here once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from typing import Protocol
+
+from tui.report.width import MAX_WIDTH, MIN_WIDTH
+
+EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
+# Stopped by a signal before the report (128 + the signal's number, as shells do).
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 3600
+
+
+class PluginResult(Protocol):
+    """What a `--check` run ends with: its one line and the plugin's exit status."""
+
+    @property
+    def line(self) -> str: ...
+
+    @property
+    def exit_code(self) -> int: ...
+
+
+def first_broken(rules: tuple[tuple[bool, str], ...]) -> str | None:
+    """The message of the first (broken, message) rule that is broken."""
+    return next((message for broken, message in rules if broken), None)
+
+
+def output_problem(args: argparse.Namespace) -> str | None:
+    """The first misuse of --json, --width or --interval, in words; None when they are fine.
+    --interval may be unset (None) when no flag and no config file gave it."""
+    rules = (
+        (args.json and not args.once, "--json goes with --once"),
+        (
+            args.width is not None and (args.json or not args.once),
+            "--width goes with --once (the text report)",
+        ),
+        (
+            args.width is not None and not MIN_WIDTH <= args.width <= MAX_WIDTH,
+            f"--width takes columns from {MIN_WIDTH} to {MAX_WIDTH}",
+        ),
+    )
+    return first_broken(rules)
+
+
+def interval_problem(interval_s: float | None) -> str | None:
+    if interval_s is not None and not MIN_INTERVAL_S <= interval_s <= MAX_INTERVAL_S:
+        return f"--interval takes seconds from {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g}"
+    return None
+
+
+def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    """argparse's usage line and the sentence on stderr; exit status 2."""
+    parser.print_usage(sys.stderr)
+    print(f"kvtop: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def print_check(result: PluginResult) -> int:
+    """The plugin's one line on stdout; its exit status is the result's."""
+    with contextlib.suppress(OSError, ValueError):
+        print(result.line, flush=True)
+    return int(result.exit_code)
+
+
+DUMB_TERMINAL = "TERM=dumb cannot draw the live view: use --once (or TERM=xterm-256color)."
+NO_TERMINAL = (
+    "the live view needs a terminal; for a pipe or a script use --once "
+    "(add --json for machine-readable output)"
+)
+
+
+def dumb_terminal() -> bool:
+    """Textual would draw anyway, sending escape codes such a terminal prints as garbage."""
+    return os.environ.get("TERM", "") in ("dumb", "unknown")
+
+
+def has_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
