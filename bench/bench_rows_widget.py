@@ -36,7 +36,7 @@ from tui.live.app import KvtopApp  # noqa: E402
 from tui.live.widgets.gpu_rows import GpuRow, bar_segments, bar_width  # noqa: E402
 from tui.live.widgets.segments import MemoryWidget  # noqa: E402
 from tui.live.widgets.stacked_bar import render_bar  # noqa: E402
-from tui.model.build_snapshot import GpuView, Snapshot  # noqa: E402
+from tui.model.snapshot import GpuView, Snapshot  # noqa: E402
 
 SIZE = (120, 40)
 

@@ -49,9 +49,9 @@ from still import STILL_EPOCH  # noqa: E402
 
 from tui.demo.scenario import POOL_TOKENS, DemoScenario  # noqa: E402
 from tui.live.app import KvtopApp  # noqa: E402
-from tui.model.build_snapshot import Snapshot  # noqa: E402
 from tui.model.history import POINTS  # noqa: E402
 from tui.model.memory.gpu_reading import NvmlReading  # noqa: E402
+from tui.model.snapshot import Snapshot  # noqa: E402
 from tui.session import Options, Session  # noqa: E402
 
 WARM_UP_S = 120.0  # simulated seconds: the startup replay, the story's traffic, first paints

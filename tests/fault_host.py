@@ -33,7 +33,7 @@ from sglang_http import Deployment, FakeSGLang
 from tui_support import screen_text
 
 from tui.live.app import KvtopApp
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.report.json_report import snapshot_json
 from tui.report.text import render_snapshot
 from tui.session import Options, Session

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 
 from tui.demo.scenario import DemoScenario
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.session import Options, Session
 
 # 2026-11-30 10:00:00 UTC: the demo's clock in stills (its log times, uptimes, NVML times).

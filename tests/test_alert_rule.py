@@ -11,7 +11,7 @@ from conftest import REAL_LOGS
 from still import still_snapshot
 from tui_support import log_snapshot
 
-from tui.model.build_snapshot import DEGRADED, OFF, Snapshot, SourceHealth
+from tui.model.snapshot import DEGRADED, OFF, Snapshot, SourceHealth
 from tui.model.status.alert_rule import (
     anything_read,
     asked_off,

@@ -20,7 +20,7 @@ from test_identity_live import another_server
 
 from tui.export import families as ff
 from tui.export.collector import FAMILIES, GIB, SnapshotCollector, headroom_by_gpu, render
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.model.status.identity import FIELDS, compared_fields
 from tui.report.check import headroom_gib
 from tui.report.json_report import snapshot_json

@@ -58,8 +58,8 @@ from journal_tools import (
 from sglang_http import MODEL, Deployment, build_exposition, build_server_info
 
 from tui.live.app import KvtopApp
-from tui.model.build_snapshot import Snapshot
 from tui.model.kv_usage import kv_usage
+from tui.model.snapshot import Snapshot
 
 pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML")
 

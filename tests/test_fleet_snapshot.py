@@ -11,8 +11,8 @@ from fleet_examples import KIMI_SEGMENTS_GIB, TAKEN_AT, kimi_gpu, kimi_host, qwe
 from tui.fleet.host_snapshot import fleet_snapshot
 from tui.fleet.model import FleetGpu, FleetKv
 from tui.live.widgets.gpu_rows import bar_segments
-from tui.model.build_snapshot import DEGRADED, OK
 from tui.model.kv_usage import kv_now
+from tui.model.snapshot import DEGRADED, OK
 from tui.model.status.gpu_alerts import gpu_alerts
 
 

@@ -16,8 +16,8 @@ from sglang_http import Deployment, build_exposition
 from tui_support import demo_snapshot, log_snapshot, utc
 
 from tui.live.view_state import ViewState, kv_facts, status_facts
-from tui.model.build_snapshot import DEGRADED, OFF, Snapshot, SourceHealth
 from tui.model.kv_usage import BATCH_CURRENT_S, kv_usage, source_text
+from tui.model.snapshot import DEGRADED, OFF, Snapshot, SourceHealth
 from tui.model.status.freshness import is_fresh, stale_after_s, stale_age_s
 from tui.model.status.identity import Mismatch
 from tui.model.status.levels import CRITICAL, OK, WARNING, Thresholds

@@ -27,7 +27,7 @@ from tui_support import screen_text, until, utc
 
 from tui.live.app import KvtopApp
 from tui.live.widgets.status_line import StatusLine
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.model.status.levels import OK, WARNING
 from tui.report.json_report import snapshot_json
 from tui.session import Options, Session

@@ -19,7 +19,7 @@ from tui_support import demo_snapshot, log_snapshot, make_app, screen_text, unti
 from tui.live.app import KvtopApp
 from tui.live.widgets.kv_panel import KvPanel
 from tui.live.widgets.status_line import StatusLine
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.model.status.identity import Mismatch
 from tui.model.status.levels import WARNING, Thresholds
 from tui.sglang.metrics import parse_exposition

@@ -26,8 +26,8 @@ from tui.live.screens.gpu_detail import GpuDetailScreen
 from tui.live.screens.help import HelpScreen
 from tui.live.widgets.gpu_rows import GpuRow
 from tui.live.widgets.text_panels import NoticesPanel
-from tui.model.build_snapshot import Snapshot
 from tui.model.memory.gpu_memory import reconcile
+from tui.model.snapshot import Snapshot
 from tui.model.status.identity import Mismatch
 from tui.report.json_report import snapshot_json
 from tui.report.text import render_snapshot

@@ -12,8 +12,8 @@ from still import still_series
 from tui_support import demo_snapshot
 
 from tui.live.widgets.sparkline import sparkline
-from tui.model.build_snapshot import Snapshot
 from tui.model.history import GAP, History, Series, is_gap
+from tui.model.snapshot import Snapshot
 from tui.sglang.metrics import parse_exposition
 
 STEP_S = 5.0  # still_series' spacing: the refresh interval of these histories

@@ -19,7 +19,7 @@ from tui_support import make_app, screen_text, until, utc
 
 from tui.live.widgets.gpu_rows import GpuRow, MemoryLegend
 from tui.live.widgets.stacked_bar import GLYPHS
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.session import Options, Session
 
 pytestmark = [

@@ -21,7 +21,7 @@ from conftest import REAL_LOGS, ROOT, STORY_LOG
 from journal_tools import invocation, journal_remote_missing, sglang_entries, write_journal
 
 from tui.model.analysis import analyse
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import evaluate
 from tui.model.status.levels import CRITICAL
 from tui.model.status.server_status import header_state, server_status

@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import STORY_LOG
 from sglang_http import Deployment, FakeSGLang
 
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.session import Options, Session
 
 

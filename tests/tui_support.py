@@ -16,7 +16,7 @@ from pathlib import Path
 from still import STILL_EPOCH, StillFeed, still_snapshot
 
 from tui.live.app import KvtopApp
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.session import Options, Session
 
 FIXED_EPOCH = STILL_EPOCH

@@ -13,17 +13,10 @@ import psutil
 
 from tui.demo.scenario import LOG_NAME, DemoScenario
 from tui.model.analysis import Analysis, analyse
-from tui.model.build_snapshot import (
-    DEGRADED,
-    OFF,
-    OK,
-    HostMemory,
-    Snapshot,
-    SourceHealth,
-    build_snapshot,
-)
+from tui.model.build_snapshot import build_snapshot
 from tui.model.memory.process_owner import ProcessInfo
 from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
+from tui.model.snapshot import DEGRADED, OFF, OK, HostMemory, Snapshot, SourceHealth
 from tui.model.status.identity import find_mismatches, server_info_mismatches
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 from tui.server_url import is_loopback, url_problem

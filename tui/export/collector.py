@@ -22,9 +22,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from tui.export import families as ff
-from tui.model.build_snapshot import OK, GpuView, Snapshot, SourceHealth
 from tui.model.deployment_shape import deployment_shape
 from tui.model.memory.headroom import headrooms
+from tui.model.snapshot import OK, GpuView, Snapshot, SourceHealth
 from tui.model.status.identity import FIELDS, compared_fields
 from tui.model.status.server_status import server_status
 

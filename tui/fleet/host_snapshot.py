@@ -22,9 +22,9 @@ from tui.export.families import SEGMENT_FIELDS
 from tui.fleet.model import EXPORTERS, FleetGpu, FleetHost, FleetKv
 from tui.fleet.summary import GIB, gb, gpu_free_bytes, gpu_used_bytes
 from tui.model.analysis import Analysis, analyse
-from tui.model.build_snapshot import DEGRADED, OK, GpuView, HostMemory, Snapshot, SourceHealth
 from tui.model.memory.gpu_memory import GpuMemory
 from tui.model.memory.gpu_reading import GpuSample
+from tui.model.snapshot import DEGRADED, OK, GpuView, HostMemory, Snapshot, SourceHealth
 from tui.sglang.metrics import MetricsSample
 from tui.sglang.start_state import READY
 from tui.sglang.startup import StartupTracker

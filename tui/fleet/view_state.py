@@ -19,8 +19,8 @@ from tui.fleet.model import SGLANG, Fleet, FleetHost
 from tui.fleet.rows import FleetRow, RowKey, find_host, fleet_rows
 from tui.fleet.summary import shape_text
 from tui.live.view_state import StatusFacts, ViewState, kv_facts
-from tui.model.build_snapshot import OFF, SourceHealth
-from tui.model.build_snapshot import OK as SOURCE_OK
+from tui.model.snapshot import OFF, SourceHealth
+from tui.model.snapshot import OK as SOURCE_OK
 from tui.model.status.levels import DEFAULT_THRESHOLDS, OK, Thresholds
 from tui.model.status.server_status import (
     AMBIENT,

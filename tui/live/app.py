@@ -18,8 +18,8 @@ from tui.live.base import FeedApp, stylesheet
 from tui.live.screens.base import OpenGpuDetail, RequestLength, SelectGpu, ShowsState
 from tui.live.screens.overview import OverviewScreen
 from tui.live.view_state import ViewState, kv_facts, next_interval, status_facts
-from tui.model.build_snapshot import Snapshot
 from tui.model.memory.gpu_order import next_order
+from tui.model.snapshot import Snapshot
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 
 

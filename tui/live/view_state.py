@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from tui.model.build_snapshot import DEGRADED, GpuView, Snapshot, SourceHealth
-from tui.model.build_snapshot import OK as SOURCE_OK
 from tui.model.history import History, Series
 from tui.model.kv_usage import KvUsage, kv_usage, source_text
 from tui.model.memory.gpu_order import sorted_gpus
 from tui.model.sizing.formula import format_version
+from tui.model.snapshot import DEGRADED, GpuView, Snapshot, SourceHealth
+from tui.model.snapshot import OK as SOURCE_OK
 from tui.model.status.freshness import is_fresh, stale_after_s, stale_age_s
 from tui.model.status.levels import (
     DEFAULT_THRESHOLDS,

@@ -1,4 +1,4 @@
-"""One immutable Snapshot per refresh: GPUs, ranks, startup analysis, metrics and source health."""
+"""The Snapshot built: the startup analysed, NVML joined with the log by rank, notes, sources."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from tui.model.analysis import Analysis
 from tui.model.deployment_shape import deployment_shape
 from tui.model.memory.gpu_memory import (
-    GpuMemory,
     choose_rank_mapping,
     lost_memory,
     parse_visible_devices,
@@ -17,97 +16,20 @@ from tui.model.memory.gpu_memory import (
 from tui.model.memory.gpu_reading import GpuSample, NvmlReading
 from tui.model.memory.process_owner import ProcessInfo, other_pids, other_processes_gib
 from tui.model.memory.rank_memory import MemoryBreakdown
-from tui.model.server_target import ServerTarget
-from tui.model.status.identity import Mismatch
-from tui.model.status.notes import LOG_VS_NVML, OTHER, RANK_ORDER, SHAPE, UNPLACED, Note, collapse
+from tui.model.snapshot import (
+    DEGRADED,
+    OK,
+    GpuProcessView,
+    GpuView,
+    HostMemory,
+    Snapshot,
+    SourceHealth,
+)
+from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, SHAPE, UNPLACED, Note, collapse
 from tui.sglang.metrics import MetricsSample, ServerInfo
 
-OK, DEGRADED, OFF = "ok", "degraded", "off"
 # NVML in use below what the log itemises by more than rounding: log and GPUs do not match.
 MISMATCH_GIB = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class SourceHealth:
-    """One input's state: ok, degraded (with the reason) or off (with the reason)."""
-
-    name: str
-    state: str
-    detail: str | None = None
-    # Seconds since this source's last good reading (None: none yet, or not tracked).
-    age_s: float | None = None
-    # Off because the user asked for it (--no-gpus, no log given): not a fault.
-    asked_off: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class GpuProcessView:
-    pid: int
-    used_gib: float | None
-    rank: str | None
-    user: str | None = None
-    command: str | None = None  # its command line, when visible here
-    other: bool = False  # not the server's (tui/model/memory/process_owner.py)
-
-
-@dataclass(frozen=True, slots=True)
-class GpuView:
-    sample: GpuSample
-    ranks: tuple[str, ...]
-    memory: GpuMemory
-    processes: tuple[GpuProcessView, ...]
-
-    @property
-    def lost(self) -> bool:
-        """NVML lost the GPU or cannot read its memory: no numbers for it."""
-        return self.sample.status != "ok"
-
-
-@dataclass(frozen=True, slots=True)
-class HostMemory:
-    """Host RAM in decimal GB, the unit of SGLang's hierarchical-cache lines."""
-
-    total_gb: float
-    used_gb: float
-    available_gb: float
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    taken_at: float
-    analysis: Analysis
-    gpus: tuple[GpuView, ...]
-    rank_mapping: str  # "process", "order" or "none"
-    metrics: MetricsSample | None
-    server_info: ServerInfo | None
-    host: HostMemory | None
-    sources: tuple[SourceHealth, ...]
-    notes: tuple[str, ...] = ()
-    driver_version: str | None = None
-    server: ServerTarget | None = None  # the server scraped (None in the demo)
-    # Facts on which the log and /server_info or /metrics disagree (tui/model/status/identity.py).
-    mismatches: tuple[Mismatch, ...] = ()
-    # The model's notes with their kinds (collapsed); `notes` holds their sentences (JSON).
-    note_items: tuple[Note, ...] = ()
-
-    @property
-    def kinded_notes(self) -> tuple[Note, ...]:
-        """Every note with a kind: the model's, then sentences added without one (kind other)."""
-        known = {n.text for n in self.note_items}
-        return self.note_items + tuple(Note(OTHER, t) for t in self.notes if t not in known)
-
-    @property
-    def trusted_metrics(self) -> MetricsSample | None:
-        """The scrape, unless it is about another server than the log (then the log's own
-        numbers stand in, labelled: tui/model/kv_usage.py)."""
-        if any(m.source == "metrics" for m in self.mismatches):
-            return None
-        return self.metrics
-
-    @property
-    def host_kv_total_gb(self) -> float | None:
-        sizes = [r.host_kv_gb for r in self.analysis.ranks if r.host_kv_gb is not None]
-        return round(sum(sizes), 2) if sizes else None
 
 
 def _ranks_by_process(

@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tui.model.build_snapshot import Snapshot
 from tui.model.kv_usage import kv_now
+from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import queue_since
 from tui.model.status.freshness import STALE_INTERVALS
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tui import fmt
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.model.status.freshness import named
 from tui.model.status.server_status import duration_text
 from tui.sglang.events import BatchStats

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tui.model.build_snapshot import Snapshot
 from tui.model.kv_usage import kv_now
 from tui.model.memory.headroom import least_headroom_gib
+from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import anything_read, evaluate, log_known, pct_1, unread_sources
 from tui.model.status.levels import CRITICAL, OK, WARNING, Alert, Thresholds
 from tui.model.status.server_status import server_status

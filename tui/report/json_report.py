@@ -6,12 +6,12 @@ from dataclasses import fields
 from datetime import datetime
 
 from tui.model.analysis import Analysis
-from tui.model.build_snapshot import GpuView, Snapshot
 from tui.model.deployment_shape import deployment_shape
 from tui.model.memory.rank_memory import MemoryBreakdown
 from tui.model.sizing.formula import DraftBudgetRule, WhatIf
 from tui.model.sizing.model_config import CellSize
 from tui.model.sizing.replay import RankSizing
+from tui.model.snapshot import GpuView, Snapshot
 from tui.sglang.events import RANK_TAGS, BatchStats, Failure, OomSizes, Summary
 from tui.sglang.lifecycle import crash_loop, phase_in_progress
 from tui.sglang.start_state import ModelMemory, RankStartup

@@ -7,11 +7,11 @@ from rich.text import Text
 
 from tui import fmt
 from tui.model.analysis import Analysis
-from tui.model.build_snapshot import Snapshot
 from tui.model.deployment_shape import deployment_shape
 from tui.model.kv_usage import kv_now, load_from_batch, load_from_metrics, load_line, source_text
 from tui.model.sizing.formula import version_text
 from tui.model.sizing.replay import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
+from tui.model.snapshot import Snapshot
 from tui.model.status.identity import mismatch_text
 from tui.model.status.insights import oom_text
 from tui.model.status.server_status import stopped_text

@@ -14,8 +14,8 @@ from textual.strip import Strip
 from tui import fmt
 from tui.live.widgets.segments import ALERT_CLASSES, SEGMENT_CLASSES, MemoryWidget
 from tui.live.widgets.stacked_bar import GLYPHS, RESERVE_MARK, SHORT, render_bar, wrap_items
-from tui.model.build_snapshot import GpuView
 from tui.model.memory.gpu_order import order_named
+from tui.model.snapshot import GpuView
 from tui.model.status.gpu_alerts import GpuAlert
 from tui.model.status.levels import GLYPHS as ALERT_GLYPHS
 from tui.model.status.levels import OK

@@ -13,9 +13,9 @@ from rich.text import Text
 
 from tui import fmt
 from tui.live.widgets.segments import StyledWidget
-from tui.model.build_snapshot import OK, HostMemory, SourceHealth
 from tui.model.event_view import event_words
 from tui.model.kv_usage import KvUsage
+from tui.model.snapshot import OK, HostMemory, SourceHealth
 from tui.model.status.notes import Note
 from tui.model.timeline import EventRow
 from tui.sglang.control_chars import make_visible

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tui.model.build_snapshot import GpuView, Snapshot
 from tui.model.memory.gpu_memory import GpuMemory
 from tui.model.memory.rank_memory import MemoryBreakdown
+from tui.model.snapshot import GpuView, Snapshot
 from tui.sglang.start_state import Phase, RankStartup
 
 

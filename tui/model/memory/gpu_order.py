@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tui.model.build_snapshot import GpuView
+from tui.model.snapshot import GpuView
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.model.build_snapshot import GpuView, Snapshot
+from tui.model.snapshot import GpuView, Snapshot
 from tui.sglang.start_state import READY
 
 

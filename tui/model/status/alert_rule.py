@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from tui import fmt
-from tui.model.build_snapshot import OFF, GpuView, Snapshot, SourceHealth
 from tui.model.kv_usage import kv_now
+from tui.model.snapshot import OFF, GpuView, Snapshot, SourceHealth
 from tui.model.status import levels as alerts
 from tui.model.status.identity import mismatch_text
 from tui.model.status.levels import (

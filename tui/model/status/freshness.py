@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tui.model.build_snapshot import SourceHealth
+from tui.model.snapshot import SourceHealth
 
 # A source whose last good reading is older than this many refresh intervals shows its age:
 # one late reading is normal (a slow scrape joins the next tick), three in a row are not.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tui.model.build_snapshot import Snapshot
+from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import evaluate
 from tui.model.status.levels import DEFAULT_THRESHOLDS, OK, Alert, Thresholds, worst
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from tui.model.build_snapshot import SourceHealth
 from tui.model.deployment_shape import deployment_shape
+from tui.model.snapshot import SourceHealth
 from tui.model.status.freshness import is_fresh, named
 from tui.model.status.levels import CRITICAL, GLYPHS, OK, WARNING, worst
 from tui.sglang.control_chars import make_visible
