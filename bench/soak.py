@@ -48,6 +48,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from still import STILL_EPOCH  # noqa: E402
 
 from tui.demo.scenario import POOL_TOKENS, DemoScenario  # noqa: E402
+from tui.demo.source import DemoSource  # noqa: E402
 from tui.live.app import KvtopApp  # noqa: E402
 from tui.model.history import POINTS  # noqa: E402
 from tui.model.memory.gpu_reading import NvmlReading  # noqa: E402
@@ -142,9 +143,10 @@ class SoakFeed:
         self.scenario = self._scenario(POOL_TOKENS)
         self.session = Session(
             Options(demo=True, interval_s=self.interval_s),
-            scenario=self.scenario,
+            demo=DemoSource(self.scenario),
             clock=self.clock,
         )
+        self.raw_lines = self.session.raw_lines
         self.render_every = 1
         self.finished = asyncio.Event()
         # The feed stops at every `render_every`-th refresh until the driver has painted.
@@ -170,7 +172,7 @@ class SoakFeed:
             # The server restarts: the same log gets a whole new startup with another pool.
             pool = RESTART_POOLS[self.restarts_done]
             self.scenario = self._scenario(pool)
-            self.session.scenario = self.scenario
+            self.session.demo = self.session.host = DemoSource(self.scenario)
             self.restarts_done += 1
 
     async def snapshots(self) -> AsyncIterator[Snapshot]:

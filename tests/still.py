@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 
 from tui.demo.scenario import DemoScenario
+from tui.demo.source import DemoSource
 from tui.model.snapshot import Snapshot
 from tui.session import Options, Session
+from tui.sglang.raw_lines import RawLines
 
 # 2026-11-30 10:00:00 UTC: the demo's clock in stills (its log times, uptimes, NVML times).
 STILL_EPOCH = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc).timestamp()
@@ -23,7 +25,7 @@ def still_snapshot(serving_s: float = 0.0, epoch: float = STILL_EPOCH) -> Snapsh
     """The demo one minute (plus `serving_s`) after the server got ready, at `epoch`."""
     now = [epoch]
     scenario = DemoScenario(clock=lambda: now[0])
-    session = Session(Options(demo=True), scenario=scenario, clock=lambda: now[0])
+    session = Session(Options(demo=True), demo=DemoSource(scenario), clock=lambda: now[0])
     scenario.finish_startup()
     now[0] += serving_s
     session.demo_tick()
@@ -34,7 +36,7 @@ def still_series(count: int, step_s: float = 5.0, epoch: float = STILL_EPOCH) ->
     """`count` snapshots `step_s` apart, ending at `epoch` + one minute of serving (history)."""
     now = [epoch - (count - 1) * step_s]
     scenario = DemoScenario(clock=lambda: now[0])
-    session = Session(Options(demo=True), scenario=scenario, clock=lambda: now[0])
+    session = Session(Options(demo=True), demo=DemoSource(scenario), clock=lambda: now[0])
     scenario.finish_startup()
     series = []
     for _ in range(count):
@@ -49,6 +51,7 @@ class StillFeed:
 
     def __init__(self, *snapshots: Snapshot, interval_s: float = 1.0) -> None:
         self.interval_s = interval_s
+        self.raw_lines = RawLines()  # a still has no log lines of its own
         self._queue: asyncio.Queue[Snapshot] = asyncio.Queue()
         for snapshot in snapshots:
             self._queue.put_nowait(snapshot)

@@ -30,10 +30,11 @@ from tui_support import (
 from tui.live.app import KvtopApp
 from tui.live.screens.events import EventsScreen
 from tui.live.screens.help import HelpScreen
+from tui.live.view_file import save_dir
 from tui.live.view_state import StatusFacts, header_layout
 from tui.live.widgets.lines_view import LinesView
 from tui.live.widgets.stacked_bar import wrap_items
-from tui.model.event_view import Filters, event_lines, log_lines, matches, save_dir
+from tui.model.event_view import Filters, event_lines, log_lines, matches
 from tui.model.status.server_status import short_model
 from tui.model.timeline import timeline
 from tui.session import Options, Session
@@ -191,7 +192,7 @@ def _session(tmp_path: Path, lines: list[str]) -> Session:
 
 def _app(session: Session) -> KvtopApp:
     feed = StillFeed(session.snapshot())
-    feed.raw_lines = session.raw_lines  # type: ignore[attr-defined] # as a live Session has
+    feed.raw_lines = session.raw_lines  # as a live Session has
     return KvtopApp(feed, source_label="sglang.log", clock=fixed_clock, host_name="gpu-host")
 
 
@@ -365,7 +366,7 @@ async def test_overview_uses_spare_rows_for_the_log_tail(tmp_path: Path) -> None
         assert last[:150] in text
     with utc():
         app = make_app(demo_snapshot())  # eight GPUs: the events are cut at 120x40
-        app.feed.raw_lines = session.raw_lines  # type: ignore[attr-defined]
+        app.feed.raw_lines = session.raw_lines
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, "+N more", lambda: "more (e: all events)" in screen_text(app))
             assert not re.search(r"(?m)^log {7}\S", screen_text(app))

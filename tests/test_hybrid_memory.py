@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -38,7 +37,7 @@ def fold_text(text: str) -> StartupTracker:
 
 
 def analysis_of(text: str, **options: object) -> Analysis:
-    return analyse(fold_text(text), "synthetic", config_path=os.devnull, **options)  # type: ignore[arg-type]
+    return analyse(fold_text(text), "synthetic", **options)  # type: ignore[arg-type]
 
 
 def pools(model) -> list[tuple[str, int | None, float | None]]:  # type: ignore[no-untyped-def]
@@ -181,7 +180,7 @@ def test_real_hybrid_pools_per_rank_match_the_sidecar(log: Path) -> None:
 def test_granite_mamba_state_is_its_own_item_not_other() -> None:
     """PR 18040: state 0.03 + 2.74 = 2.77 GiB for 38 slots beside a 3.04 GiB KV cache; the
     itemised startup leaves 0.47 GiB other startup allocations (15.24 − 2.89 − 11.88), not 3.24."""
-    report = analyse(fold_text(GRANITE.read_text()), GRANITE.name, config_path=os.devnull)
+    report = analyse(fold_text(GRANITE.read_text()), GRANITE.name)
     rank = report.startup.ranks["TP0"]
     assert rank.target.mamba_gib == pytest.approx(2.77)
     assert rank.target.mamba_slots == 38

@@ -315,3 +315,46 @@ def test_the_circle_finder_finds_circles() -> None:
             "tui.sglang.lifecycle": {"tui.sglang.startup"},
         }
     ) == [["tui.sglang.failures", "tui.sglang.lifecycle", "tui.sglang.startup"]]
+
+
+# The model is pure: files and the environment are read by sources and handed in (the model's
+# config.json by tui/sources/model_config_file.py, off the event loop).
+READ_CALLS = {"open", "getenv"}
+READ_ATTRIBUTES = {
+    *READ_CALLS,
+    "environ",
+    "read_text",
+    "read_bytes",
+    "home",
+    "glob",
+    "iterdir",
+    "stat",
+    "is_dir",
+    "is_file",
+    "exists",
+}
+
+
+def reads_of(path: Path) -> set[str]:
+    """The file and environment reads a module makes: open() and getenv(), and the attributes
+    above (os.environ, Path.read_text, Path.home, Path.is_dir...)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name) and node.id in READ_CALLS:
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and node.attr in READ_ATTRIBUTES:
+            found.add(node.attr)
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in MODULES if _within(_module_name(p), PURE)],
+    ids=lambda p: str(p.relative_to(TUI.parent)),
+)
+def test_the_pure_layers_read_no_file_and_no_environment(path: Path) -> None:
+    assert reads_of(path) == set()
+
+
+def test_the_read_scan_sees_reads() -> None:
+    assert reads_of(TUI / "sources" / "model_config_file.py") >= {"open", "home", "glob"}

@@ -15,10 +15,9 @@ from tui.model.sizing.model_config import (
     ModelDims,
     cell_size_from_dims,
     cell_size_inferred,
-    find_config_json,
-    load_model_dims,
     sglang_model_dtype,
 )
+from tui.sources.model_config_file import find_config_json, load_model_dims
 
 # Shaped like Kimi-K2.5's config: the DeepSeek-V3 language model sits in text_config.
 KIMI_LIKE: dict[str, Any] = {
@@ -350,3 +349,66 @@ def test_cell_size_inferred_with_pages() -> None:
     cell = cell_size_inferred(1.0, 1000, page_size=64)
     assert cell.bytes == pytest.approx(2**30 / 1064)
     assert "(1,000 + 64)" in cell.explanation
+
+
+# --------------------------------------------------------------------------- the session's read
+
+
+def test_the_session_reads_the_config_in_a_thread_once_per_model_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, story_log: Path
+) -> None:
+    """config.json is read off the event loop, and again only when the model path (or
+    --model-config) changes: every refresh of a live view must not touch the disk.
+
+    The reader is wrapped (not replaced) to see which thread calls it and how often: the file
+    and the Hugging Face cache it reads are real (tmp_path)."""
+    import asyncio
+    import threading
+
+    import tui.session
+    from tui.session import Options, Session
+
+    hub = tmp_path / "hf" / "hub"
+    found = _hf_snapshot(hub, "moonshotai/Kimi-K2.5", "aaaa", KIMI_LIKE)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    calls: list[str] = []
+    real = tui.session.read_model_config
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tui.session, "read_model_config", recorded)
+    session = Session(Options(log_file=str(story_log), nvml=False, metrics=False))
+
+    async def twice() -> tuple[Any, Any]:
+        first = await session.collect_once()
+        await session.read_model_config()  # the same model path: nothing read
+        second = session.snapshot()
+        await session.close()
+        return first, second
+
+    first, second = asyncio.run(twice())
+    assert len(calls) == 1 and calls[0] != threading.main_thread().name
+    assert first.analysis.cell.note == f"from {found}"
+    assert second.analysis is first.analysis  # nothing changed: not analysed again
+    assert first.analysis.cell.cell is not None and first.analysis.cell.cell.bytes == 70_272
+
+
+def test_an_unreadable_config_is_said_and_the_kv_line_stands_in(tmp_path: Path) -> None:
+    from tui.model.analysis import analyse
+    from tui.sglang.startup import StartupTracker
+    from tui.sglang.story import fold_lines
+    from tui.sources.model_config_file import read_model_config
+
+    missing = read_model_config(str(tmp_path / "nope.json"), None)
+    assert missing is not None and missing.text is None
+    assert "cannot read model config" in (missing.problem or "")
+    assert read_model_config(None, None) is None  # nothing to look for: nothing read
+    tracker = StartupTracker()
+    story = Path(__file__).resolve().parent.parent / "tui" / "data"
+    with open(next(story.glob("*.log")), encoding="utf-8") as handle:
+        fold_lines(handle, tracker)
+    analysis = analyse(tracker, "story", model_config=missing)
+    assert analysis.cell.note.startswith(f"cannot read model config {tmp_path / 'nope.json'}")
+    assert "inferred from the KV Cache line" in analysis.cell.note

@@ -46,7 +46,7 @@ def _retired(text: str) -> dict[str, str]:
 
 def _analysis(log: Path) -> Analysis:
     with log.open(encoding="utf-8", errors="replace") as handle:
-        return analyse(fold_lines(handle), log.name, config_path=os.devnull)
+        return analyse(fold_lines(handle), log.name)
 
 
 def _plain(renderable: object, width: int = 100) -> str:

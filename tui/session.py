@@ -7,35 +7,34 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-import psutil
-
-from tui.demo.scenario import LOG_NAME, DemoScenario
+from tui.demo.source import DEMO_LOG, LOG_HEALTH, DemoSource
 from tui.model.analysis import Analysis, analyse
 from tui.model.build_snapshot import build_snapshot
-from tui.model.memory.process_owner import ProcessInfo
+from tui.model.memory.gpu_reading import NvmlReading
 from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
+from tui.model.sizing.model_config import ConfigFile
 from tui.model.snapshot import DEGRADED, OFF, OK, HostMemory, Snapshot, SourceHealth
 from tui.model.status.identity import find_mismatches, server_info_mismatches
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 from tui.server_url import is_loopback, url_problem
-from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition
+from tui.sglang.metrics import MetricsSample, ServerInfo
 from tui.sglang.raw_lines import RawLines
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
-from tui.sources.gpu_processes import info_of_pid, pids_visible, rank_of_pid, user_of_pid
+from tui.sources.local_host import LocalHost, ProcessFacts
 from tui.sources.log_follow import LogFollower
 from tui.sources.log_text import LogUnreadable, log_lines
 from tui.sources.metrics import MetricsSource
-from tui.sources.nvml import NvmlReading, NvmlSource
+from tui.sources.model_config_file import read_model_config
+from tui.sources.nvml import NvmlSource
 from tui.sources.pacing import Lane, Pacer
 
 if TYPE_CHECKING:
     from tui.sources.journal import JournalLine, JournalSource
 
 DEFAULT_URL = "http://127.0.0.1:30000"
-DEMO_LOG = LOG_NAME  # the story the demo replays (tui/data)
 # How long the first live frame waits for the sources' first round (a GPU reading, the log read
 # so far, a scrape); a hung driver must not keep the screen empty: after this the frame shows
 # what there is, and the rest follows.
@@ -51,8 +50,16 @@ SETTLE_MAX_S = 0.25
 STOP_WAIT_S, STOP_TRIES = 0.5, 10
 # A log notice (truncated, rotated) stays on screen this long after it happened.
 NOTICE_SHOW_S = 60.0
-# The demo host's RAM (simulated, like its GPUs): 1 TiB, with the 8 HiCache host pools in use.
-DEMO_HOST = HostMemory(total_gb=1099.51, used_gb=412.6, available_gb=686.91)
+
+
+class Host(Protocol):
+    """The machine beside the GPUs: this one (tui/sources/local_host.py) or the demo's."""
+
+    def processes(self, reading: NvmlReading | None) -> ProcessFacts: ...
+
+    def memory(self) -> HostMemory: ...
+
+    def nvml_health(self, reading: NvmlReading | None) -> SourceHealth: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,46 +116,6 @@ def server_url(explicit: str | None, tracker: StartupTracker) -> tuple[str, str]
     return DEFAULT_URL, FROM_DEFAULT
 
 
-def host_memory() -> HostMemory:
-    mem = psutil.virtual_memory()
-    return HostMemory(
-        total_gb=round(mem.total / 1e9, 2),
-        used_gb=round((mem.total - mem.available) / 1e9, 2),
-        available_gb=round(mem.available / 1e9, 2),
-    )
-
-
-def _nvml_health(reading: NvmlReading | None) -> SourceHealth:
-    if reading is None:
-        return SourceHealth(
-            "nvml", OFF, "GPU readings are off (--no-gpus, or the demo).", asked_off=True
-        )
-    if not reading.available:
-        return SourceHealth("nvml", OFF, reading.problem)
-    if reading.stale or reading.problem or any(g.status != "ok" for g in reading.gpus):
-        return SourceHealth("nvml", DEGRADED, reading.problem or "a GPU is not answering.")
-    return SourceHealth("nvml", OK)
-
-
-def _process_facts(
-    reading: NvmlReading | None, cache: dict[int, tuple[str | None, str | None, ProcessInfo]]
-) -> tuple[dict[int, str | None], dict[int, str | None], dict[int, ProcessInfo]]:
-    """pid -> rank from each GPU process's title, pid -> user, pid -> command line and start
-    (cached: none of them changes)."""
-    if reading is None:
-        return {}, {}, {}
-    pids = {p.pid for g in reading.gpus for p in g.processes}
-    for pid in cache.keys() - pids:
-        del cache[pid]  # gone: a long session must not keep every pid it ever saw
-    for pid in pids - cache.keys():
-        cache[pid] = (rank_of_pid(pid), user_of_pid(pid), info_of_pid(pid))
-    return (
-        {pid: cache[pid][0] for pid in pids},
-        {pid: cache[pid][1] for pid in pids},
-        {pid: cache[pid][2] for pid in pids},
-    )
-
-
 @dataclass
 class Session:
     """Owns the sources and the startup tracker; `collect_once()` or `snapshots()` for a live view."""
@@ -176,57 +143,53 @@ class Session:
     _info_task: asyncio.Task[None] | None = None
     _info_generation: int = 0  # bumped by forget_server_info: a fetch in flight is for before
     latest_nvml: NvmlReading | None = None
-    _pid_cache: dict[int, tuple[str | None, str | None, ProcessInfo]] = field(default_factory=dict)
     _info_for_restarts: int = 0
     _analysis: Analysis | None = None
-    _analysed_at: tuple[int, int] = (-1, -1)
-    scenario: DemoScenario | None = None
+    _analysed_at: tuple[int, int, int] = (-1, -1, -1)
+    # The model's config.json as read for (--model-config, the server's model path): the
+    # sizing's cell size; read in a thread when that pair changes, never on the event loop.
+    _model_config: ConfigFile | None = None
+    _model_config_for: tuple[str | None, str | None] | None = None
+    # The simulated server of --demo, standing in for the log, NVML, the host and /metrics.
+    demo: DemoSource | None = None
+    host: Host = field(default_factory=LocalHost)
     _follower: LogFollower | None = None
     _journal: JournalSource | None = None
     _notice: tuple[int, str | None] = (0, None)  # (count seen, latest text)
     _notice_at: float = 0.0
-    _demo_exposition: str | None = None
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
     clock: Callable[[], float] = time.time  # stamps snapshots (tests fix it)
 
     def __post_init__(self) -> None:
         self.interval_s = self.options.interval_s
-        if self.options.demo and self.scenario is None:
-            self.scenario = DemoScenario(self.options.demo_speed, clock=self.clock)
+        if self.options.demo and self.demo is None:
+            self.demo = DemoSource(speed=self.options.demo_speed, clock=self.clock)
+        if self.demo is not None:
+            self.host = self.demo
         elif self.options.nvml:
             self.nvml = NvmlSource(process_interval_s=self.options.process_interval_s)
 
     # -- demo -----------------------------------------------------------------------------------
     def demo_tick(self) -> None:
-        """Release the lines that are due, then read the simulated GPUs and /metrics."""
-        scenario = self.scenario
-        assert scenario is not None
-        lines = scenario.due_lines()
+        """The demo's round: the lines that are due, then its GPUs and /metrics."""
+        demo = self.demo
+        assert demo is not None
+        lines = demo.due_lines()
         if lines:
             fold_lines(lines, self.tracker, self.raw_lines)
-        self.log_health = SourceHealth("log", OK, "demo: the embedded story log, replayed")
-        self.latest_nvml = scenario.nvml_reading(self.tracker.current)
+        self.log_health = LOG_HEALTH
+        self.latest_nvml = demo.nvml_reading(self.tracker.current)
         self._log_at = self._nvml_at = time.monotonic()
-        text = scenario.exposition()
-        if text is None:
-            self.metrics_health = SourceHealth(
-                "metrics",
-                DEGRADED,
-                "the demo server is still starting: /metrics answers once it is ready.",
-            )
-        else:
-            if text != self._demo_exposition:  # its gauges move only with a new batch line
-                self._demo_exposition = text
-                self.latest_metrics = parse_exposition(text)
-            self._metrics_at = time.monotonic()
-            self.metrics_health = SourceHealth("metrics", OK, "demo: simulated /metrics")
+        sample, self.metrics_health = demo.metrics()
+        if sample is not None:
+            self.latest_metrics, self._metrics_at = sample, time.monotonic()
 
     # -- log ------------------------------------------------------------------------------------
     def _read_whole_log(self) -> None:
         opts = self.options
-        if self.scenario is not None:
-            self.scenario.finish_startup()
+        if self.demo is not None:
+            self.demo.finish_startup()
             self.demo_tick()
         elif opts.log_file:
             self._fold_file(opts.log_file)
@@ -309,9 +272,26 @@ class Session:
             self.info_health = SourceHealth("metrics", DEGRADED, info.problem)
 
     # -- snapshot -------------------------------------------------------------------------------
+    def _model_path(self) -> str | None:
+        """The model path the sizing reads config.json for: the log's, else /server_info's."""
+        args = self.tracker.current.server_args
+        if args is None:
+            info = self._same_server_info()
+            args = info.server_args if info else None
+        return args.model_path if args else None
+
+    async def read_model_config(self) -> None:
+        """Read the model's config.json again when --model-config or the model path changed:
+        in a thread (a slow disk or a large Hugging Face cache must not stop the screen)."""
+        wanted = (self.options.model_config, self._model_path())
+        if wanted == self._model_config_for:
+            return
+        self._model_config = await asyncio.to_thread(read_model_config, *wanted)
+        self._model_config_for = wanted
+
     def analysis(self) -> Analysis:
-        """Re-analysed only when the log or /server_info changed (config.json is read then)."""
-        key = (self.tracker.changes, id(self.latest_info))
+        """Re-analysed only when the log, /server_info or the model's config.json changed."""
+        key = (self.tracker.changes, id(self.latest_info), id(self._model_config))
         if self._analysis is None or key != self._analysed_at:
             opts = self.options
             info = self._same_server_info()
@@ -319,7 +299,7 @@ class Session:
             self._analysis = analyse(
                 self.tracker,
                 opts.source_name,
-                config_path=opts.model_config,
+                model_config=self._model_config,
                 # The server knows its version; the log only narrows it down.
                 version_override=opts.sglang_version or (info.version if info else None),
                 what_if_mfs=opts.what_if,
@@ -337,21 +317,12 @@ class Session:
         return info
 
     def snapshot(self) -> Snapshot:
+        """One Snapshot of everything read so far, built once (the model's notes, the server
+        scraped and the facts on which the sources disagree are inputs, never patched in)."""
         reading = self.latest_nvml
-        demo = self.scenario is not None
-        if self.scenario is not None:
-            ranks: dict[int, str | None] = dict(self.scenario.process_ranks())
-            users: dict[int, str | None] = dict.fromkeys(ranks, "sglang (simulated)")
-            infos = {
-                pid: ProcessInfo(f"sglang::scheduler_{rank} (simulated)")
-                for pid, rank in ranks.items()
-            }
-            visible = True
-            nvml_health = SourceHealth("nvml", OK, "demo: simulated GPUs")
-        else:
-            ranks, users, infos = _process_facts(reading, self._pid_cache)
-            visible = pids_visible(ranks) if ranks else True
-            nvml_health = _nvml_health(reading if self.options.nvml else None)
+        processes = self.host.processes(reading)
+        nvml_on = self.options.nvml or self.demo is not None
+        nvml_health = self.host.nvml_health(reading if nvml_on else None)
         notes: tuple[str, ...] = ()
         if self._follower is not None:
             notes = self._log_file_state()
@@ -364,30 +335,31 @@ class Session:
             self._aged(self.log_health, self._log_at),
             self._aged(nvml_health, self._nvml_at),
         ]
-        if self.options.metrics or demo:
+        if self.options.metrics or self.demo is not None:
             metrics_ok = self.metrics_health.state == OK
             metrics = self.info_health if metrics_ok and self.info_health else self.metrics_health
             sources.append(self._aged(metrics, self._metrics_at))
-        snapshot = build_snapshot(
+        server = None if self.demo is not None else self.server_target()
+        if server is not None and server.contacted and server.key_withheld:
+            notes += (server.withheld_sentence(),)
+        return build_snapshot(
             self.analysis(),
             taken_at=self.clock(),
             nvml=reading,
-            process_ranks=ranks,
-            pids_visible=visible,
+            process_ranks=processes.ranks,
+            pids_visible=processes.visible,
             metrics=self.latest_metrics,
             # Another server's version and args are not shown as this one's (the header).
             server_info=self._same_server_info(),
-            host=DEMO_HOST if demo else host_memory(),
+            host=self.host.memory(),
             sources=tuple(sources),
             cuda_visible_devices=self.options.cuda_visible_devices,
-            process_users=users,
-            process_infos=infos,
+            process_users=processes.users,
+            process_infos=processes.infos,
+            notes=notes,
+            server=server,
+            mismatches=find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info),
         )
-        server = None if demo else self.server_target()
-        if server is not None and server.contacted and server.key_withheld:
-            notes += (server.withheld_sentence(),)
-        mismatches = find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info)
-        return replace(snapshot, notes=snapshot.notes + notes, server=server, mismatches=mismatches)
 
     @staticmethod
     def _aged(health: SourceHealth, good_at: float | None) -> SourceHealth:
@@ -414,7 +386,8 @@ class Session:
     async def collect_once(self) -> Snapshot:
         """Read the whole log, one NVML poll and one scrape (concurrently), and join them."""
         await asyncio.to_thread(self._read_whole_log)
-        if self.scenario is not None:
+        if self.demo is not None:
+            await self.read_model_config()
             return self.snapshot()
         if self.options.unit:
             await self._read_journal_once()
@@ -424,6 +397,7 @@ class Session:
         if self.options.metrics:
             jobs.append(self._scrape(wait_info=True))
         await asyncio.gather(*jobs)
+        await self.read_model_config()
         return self.snapshot()
 
     async def _poll_nvml(self) -> None:
@@ -462,7 +436,7 @@ class Session:
         (or after `_settle_s()`, when one is slow; it joins a later tick when it is done)."""
         pacer = Pacer()
         pacer.interval_s = self.interval_s
-        if self.scenario is not None:
+        if self.demo is not None:
             tasks = {"demo": asyncio.create_task(self._demo_loop(pacer.lane("demo")))}
         else:
             tasks = {"log": asyncio.create_task(self._follow_log(pacer.lane("log")))}
@@ -481,6 +455,7 @@ class Session:
                 await pacer.settled(FIRST_READING_WAIT_S if first else self._settle_s())
                 first = False
                 _raise_failed(tasks)
+                await self.read_model_config()
                 yield self.snapshot()
                 # A fixed beat: the period stays the interval however long the round took.
                 next_at += self.interval_s

@@ -21,12 +21,15 @@ from tui.live.view_state import ViewState, kv_facts, next_interval, status_facts
 from tui.model.memory.gpu_order import next_order
 from tui.model.snapshot import Snapshot
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
+from tui.sglang.raw_lines import RawLines
 
 
 class SnapshotFeed(Protocol):
-    """What the app needs from a session: snapshots every `interval_s`, changeable live."""
+    """What the app needs from a session: snapshots every `interval_s`, changeable live, and
+    the log's latest lines as written (the raw log view and the overview's tail)."""
 
     interval_s: float
+    raw_lines: RawLines
 
     def snapshots(self) -> AsyncIterator[Snapshot]: ...
 
@@ -80,7 +83,7 @@ class KvtopApp(FeedApp):
 
     # -- lifecycle ------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen[object]:
-        return self._with_state(OverviewScreen())
+        return self._with_state(OverviewScreen(self.raw_log_lines))
 
     def on_mount(self) -> None:
         self.leave_on_hangup()
@@ -193,9 +196,8 @@ class KvtopApp(FeedApp):
         return saved.path, saved.sentence
 
     def raw_log_lines(self) -> tuple[str, ...]:
-        """The latest log lines as written, when the feed keeps them (the session does)."""
-        ring = getattr(self.feed, "raw_lines", None)
-        return ring.lines() if ring is not None else ()
+        """The latest log lines as written (oldest first)."""
+        return self.feed.raw_lines.lines()
 
     def action_help(self) -> None:
         from tui.live.screens.help import HelpScreen

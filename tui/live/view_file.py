@@ -7,9 +7,26 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
-from tui.model.event_view import save_path
 from tui.saved_files import create_new, make_directory, temporary_directory
+
+
+def save_dir(env: Mapping[str, str], cwd: str) -> Path:
+    """$XDG_STATE_HOME/kvtop when set (or ~/.local/state/kvtop when it exists), else the
+    current directory: a file an operator on SSH can find and `scp`."""
+    state = env.get("XDG_STATE_HOME")
+    if state:
+        return Path(state) / "kvtop"
+    home = env.get("HOME")
+    if home and (Path(home) / ".local" / "state").is_dir():
+        return Path(home) / ".local" / "state" / "kvtop"
+    return Path(cwd)
+
+
+def save_path(kind: str, now: datetime, env: Mapping[str, str], cwd: str) -> Path:
+    """`kvtop-events-20261130-100000.txt` in save_dir."""
+    return save_dir(env, cwd) / f"kvtop-{kind}-{now:%Y%m%d-%H%M%S}.txt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +37,7 @@ class SavedView:
 
 def save_view(kind: str, text: str, now: datetime, env: Mapping[str, str], cwd: str) -> SavedView:
     """`kvtop-events-20261130-100000.txt` in $XDG_STATE_HOME/kvtop (or ~/.local/state/kvtop,
-    or the current directory: tui.model.event_view.save_dir), else the temporary directory;
+    or the current directory: save_dir), else the temporary directory;
     never over a file (`-2`, `-3`... for two in one second)."""
     first = save_path(kind, now, env, cwd)
     places = [str(first.parent), temporary_directory()]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tui.model.memory.rank_memory import MemoryBreakdown, memory_breakdown
+from tui.model.sizing.model_config import ConfigFile
 from tui.model.sizing.replay import (
     CellSizeChoice,
     RankSizing,
@@ -44,20 +45,21 @@ def analyse(
     tracker: StartupTracker,
     source: str,
     *,
-    config_path: str | None = None,
+    model_config: ConfigFile | None = None,
     version_override: str | None = None,
     what_if_mfs: Sequence[float] = (),
     request_len: int | None = None,
     server_args_fallback: ServerArgs | None = None,
 ) -> Analysis:
     """Everything the report shows; `server_args_fallback` (from /server_info) fills a log
-    that has no `server_args=` line."""
+    that has no `server_args=` line; `model_config` is the model's config.json as read (None:
+    the cell size comes from the log's KV line)."""
     startup = tracker.current
     if startup.server_args is None and server_args_fallback is not None:
         startup = replace(startup, server_args=server_args_fallback)
     ranks = tuple(startup.sorted_ranks())
     mfs = mem_fraction_static(startup)
-    cell = choose_cell_size(startup, config_path)
+    cell = choose_cell_size(startup, model_config)
     version = sglang_version(startup, version_override)
     problem = None
     try:

@@ -16,6 +16,7 @@ from tui.model.memory.gpu_memory import (
 from tui.model.memory.gpu_reading import GpuSample, NvmlReading
 from tui.model.memory.process_owner import ProcessInfo, other_pids, other_processes_gib
 from tui.model.memory.rank_memory import MemoryBreakdown
+from tui.model.server_target import ServerTarget
 from tui.model.snapshot import (
     DEGRADED,
     OK,
@@ -25,6 +26,7 @@ from tui.model.snapshot import (
     Snapshot,
     SourceHealth,
 )
+from tui.model.status.identity import Mismatch
 from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, SHAPE, UNPLACED, Note, collapse
 from tui.sglang.metrics import MetricsSample, ServerInfo
 
@@ -206,9 +208,13 @@ def build_snapshot(
     cuda_visible_devices: str | None = None,
     process_users: Mapping[int, str | None] | None = None,
     process_infos: Mapping[int, ProcessInfo] | None = None,
+    notes: tuple[str, ...] = (),
+    server: ServerTarget | None = None,
+    mismatches: tuple[Mismatch, ...] = (),
 ) -> Snapshot:
     """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title;
-    `process_infos`: pid -> command line and start time (whose process it is)."""
+    `process_infos`: pid -> command line and start time (whose process it is); `notes`: the
+    sources' own sentences (a log notice, a withheld API key), after the model's."""
     samples = nvml.gpus if nvml is not None else ()
     base = _base_gpu_id(analysis)
     visible = parse_visible_devices(cuda_visible_devices, [s.uuid for s in samples])
@@ -228,7 +234,7 @@ def build_snapshot(
     by_order = _by_order_note(pids_visible, base, cuda_visible_devices, visible)
     placement = _placement_notes(nvml, mapping, how, log_ranks, by_order)
     shape_notes = [Note(SHAPE, text) for text in shape.flags()]
-    notes = collapse(_mismatch_notes(gpus) + placement + shape_notes)
+    items = collapse(_mismatch_notes(gpus) + placement + shape_notes)
     if placement and not samples:
         sources = _with_gpus_missing(sources, placement[0].text)
     return Snapshot(
@@ -240,7 +246,9 @@ def build_snapshot(
         server_info=server_info,
         host=host,
         sources=sources,
-        notes=tuple(n.text for n in notes),
-        note_items=notes,
+        notes=tuple(n.text for n in items) + notes,
+        note_items=items,
         driver_version=nvml.driver_version if nvml is not None else None,
+        server=server,
+        mismatches=mismatches,
     )

@@ -6,10 +6,8 @@ saving and copying take the same lines, so what is saved is what is shown.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
 
 from tui.model.timeline import EventRow, Timeline
 from tui.sglang.control_chars import make_visible
@@ -160,20 +158,3 @@ def next_match(found: Sequence[int], current: int | None, step: int) -> int | No
     if step > 0:
         return next((i for i in found if i > current), found[0])
     return next((i for i in reversed(found) if i < current), found[-1])
-
-
-def save_dir(env: Mapping[str, str], cwd: str) -> Path:
-    """$XDG_STATE_HOME/kvtop when set (or ~/.local/state/kvtop when it exists), else the
-    current directory: a file an operator on SSH can find and `scp`."""
-    state = env.get("XDG_STATE_HOME")
-    if state:
-        return Path(state) / "kvtop"
-    home = env.get("HOME")
-    if home and (Path(home) / ".local" / "state").is_dir():
-        return Path(home) / ".local" / "state" / "kvtop"
-    return Path(cwd)
-
-
-def save_path(kind: str, now: datetime, env: Mapping[str, str], cwd: str) -> Path:
-    """`kvtop-events-20261130-100000.txt` in save_dir."""
-    return save_dir(env, cwd) / f"kvtop-{kind}-{now:%Y%m%d-%H%M%S}.txt"

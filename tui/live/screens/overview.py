@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -35,8 +37,10 @@ class OverviewScreen(ShowsState, Screen[None]):
         Binding("o", "app.gpu_order", "sort"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, raw_lines: Callable[[], Sequence[str]] = tuple) -> None:
+        """`raw_lines`: the log's latest lines as written (none for a fleet host's GPUs)."""
         super().__init__()
+        self._raw_lines = raw_lines
         self._rows: list[GpuRow] = []
         self._marked = -1  # the row drawn as selected
         self._analysis_shown: object = None
@@ -149,8 +153,8 @@ class OverviewScreen(ShowsState, Screen[None]):
         self.query_one(HostKvLane).show(per_rank, snapshot.host_kv_total_gb, snapshot.host, usage)
         self.query_one(InsightsPanel).show(analysis.insights, 1 if compact else 4)
         # The session re-analyses only when the log changed: same object, same events.
-        raw = getattr(self.app, "raw_log_lines", None)  # the log's tail, where room is left
-        tail = raw()[-LOG_TAIL_LINES:] if raw is not None and not compact else ()
+        # The log's tail, where room is left.
+        tail = tuple(self._raw_lines()[-LOG_TAIL_LINES:]) if not compact else ()
         if analysis is not self._analysis_shown or tail != self._tail_shown:
             self._analysis_shown, self._tail_shown = analysis, tail
             self.query_one(EventsPanel).show(recent_events(analysis.startup, 500), 500, tail)

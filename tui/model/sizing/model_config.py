@@ -1,11 +1,9 @@
-"""Read a model's config.json (local or in the Hugging Face cache) into KV-cache dimensions."""
+"""A model's config.json (its text, read by tui/sources/model_config_file.py) into KV-cache
+dimensions and the cell size per token. Pure: no file or environment is read here."""
 
 from __future__ import annotations
 
 import json
-import os
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,12 +18,8 @@ from tui.model.sizing.formula import (
     mla_cell_size_bytes,
 )
 
-CONFIG_NAME = "config.json"
-
 # Multimodal checkpoints nest the language model under one of these keys.
 _NESTED_LM_KEYS = ("text_config", "language_config", "llm_config")
-
-_REPO_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)?$")
 
 
 class ModelConfigError(ValueError):
@@ -59,103 +53,21 @@ class CellSize:
     explanation: str
 
 
-# --------------------------------------------------------------------------- finding
+# --------------------------------------------------------------------------- parsing
 
 
-def find_config_json(
-    model_path: str | None,
-    env: Mapping[str, str] | None = None,
-    home: Path | None = None,
-) -> Path | None:
-    """config.json for ``--model-path``: a local directory or file, else the HF cache.
+@dataclass(frozen=True, slots=True)
+class ConfigFile:
+    """A model's config.json as read from disk (tui/sources/model_config_file.py): its text, or
+    why it could not be read. Parsing it is pure; finding and reading it is a source's job."""
 
-    Never touches the network; returns None when nothing local matches.
-    """
-    if not model_path or not model_path.strip():
-        return None
-    env = os.environ if env is None else env
-    model_path = model_path.strip()
-    local = Path(model_path).expanduser()
-    try:
-        if local.is_dir() and (local / CONFIG_NAME).is_file():
-            return local / CONFIG_NAME
-        if local.is_file() and local.name.endswith(".json"):
-            return local
-    except OSError:
-        pass
-    repo_id = model_path.rstrip("/")
-    if not _REPO_ID_RE.match(repo_id) or repo_id.startswith("."):
-        return None
-    cache_dir_name = "models--" + repo_id.replace("/", "--")
-    for hub in _hub_cache_dirs(env, home):
-        found = _snapshot_config(hub / cache_dir_name)
-        if found is not None:
-            return found
-    return None
+    path: str
+    text: str | None
+    problem: str | None = None
 
 
-def _hub_cache_dirs(env: Mapping[str, str], home: Path | None) -> list[Path]:
-    """Hub cache roots in huggingface_hub's own order of precedence."""
-    if home is None:
-        try:
-            home = Path.home()
-        except RuntimeError:
-            home = None
-    candidates: list[Path] = []
-    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if env.get(key):
-            candidates.append(Path(env[key]).expanduser())
-    if env.get("HF_HOME"):
-        candidates.append(Path(env["HF_HOME"]).expanduser() / "hub")
-    if env.get("XDG_CACHE_HOME"):
-        candidates.append(Path(env["XDG_CACHE_HOME"]).expanduser() / "huggingface" / "hub")
-    if home is not None:
-        candidates.append(home / ".cache" / "huggingface" / "hub")
-    unique: list[Path] = []
-    for path in candidates:
-        if path not in unique:
-            unique.append(path)
-    return unique
-
-
-def _snapshot_config(repo_dir: Path) -> Path | None:
-    """The snapshot refs/main names (what SGLang would load), else the newest one."""
-    try:
-        ref = (repo_dir / "refs" / "main").read_text(encoding="utf-8").strip()
-    except OSError:
-        ref = ""
-    try:
-        if ref:
-            pinned = repo_dir / "snapshots" / ref / CONFIG_NAME
-            if pinned.is_file():
-                return pinned
-        snapshots = [p for p in (repo_dir / "snapshots").glob(f"*/{CONFIG_NAME}") if p.is_file()]
-        if not snapshots:
-            return None
-        return max(snapshots, key=lambda p: (p.stat().st_mtime, p.parent.name))
-    except OSError:
-        return None
-
-
-# --------------------------------------------------------------------------- loading
-
-
-# A model's config.json is a few KB; a file far beyond that is the wrong one (or never ends).
-MAX_CONFIG_CHARS = 16 << 20
-
-
-def load_model_dims(config_path: Path) -> ModelDims:
-    """Parse ``config_path``; raises ModelConfigError naming the file on any problem."""
-    try:
-        with open(config_path, encoding="utf-8") as handle:
-            text = handle.read(MAX_CONFIG_CHARS + 1)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelConfigError(f"cannot read model config {config_path}: {exc}") from exc
-    if len(text) > MAX_CONFIG_CHARS:  # /dev/zero, a log given by mistake
-        raise ModelConfigError(
-            f"model config {config_path} is over {MAX_CONFIG_CHARS >> 20} MiB: a config.json is "
-            "a few KB. Check the path."
-        )
+def parse_model_dims(text: str, config_path: str | Path) -> ModelDims:
+    """Parse a config.json's text; raises ModelConfigError naming the file on any problem."""
     try:
         top = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from tui.model.memory.rank_memory import free_after_startup
 from tui.model.sizing import formula
 from tui.model.sizing.hybrid import HybridRule, hybrid_rule
 from tui.model.sizing.model_config import (
     CellSize,
+    ConfigFile,
     ModelConfigError,
     cell_size_from_dims,
     cell_size_inferred,
-    find_config_json,
-    load_model_dims,
+    parse_model_dims,
 )
 from tui.sglang.server_args import ServerArgs
 from tui.sglang.start_state import RankStartup, Startup
@@ -263,11 +261,11 @@ def _attention_tp_size(args: ServerArgs | None) -> int:
     return args.tp_size
 
 
-def _cell_from_config(startup: Startup, found: Path) -> CellSize:
+def _cell_from_config(startup: Startup, config: ConfigFile, text: str) -> CellSize:
     """The cell size from the model's config.json (raises ModelConfigError or ValueError)."""
     args = startup.server_args
     return cell_size_from_dims(
-        load_model_dims(found),
+        parse_model_dims(text, config.path),
         (args.kv_cache_dtype if args else None) or "auto",
         attn_tp_size=_attention_tp_size(args),
         pp_size=(args.pp_size if args and args.pp_size else 1),
@@ -289,21 +287,19 @@ def _cell_from_kv_line(startup: Startup) -> CellSize | None:
     return cell_size_inferred(kv_gib, tokens, page_size(startup))
 
 
-def choose_cell_size(
-    startup: Startup,
-    config_path: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> CellSizeChoice:
-    """config.json when it can be read (explicit path, local model_path, HF cache), else the KV line."""
+def choose_cell_size(startup: Startup, config: ConfigFile | None = None) -> CellSizeChoice:
+    """The model's config.json when one was read (--model-config, the local model_path or the
+    Hugging Face cache: tui/sources/model_config_file.py) and parses, else the KV line."""
     args = startup.server_args
     model_path = args.model_path if args else None
-    found: Path | None = Path(config_path) if config_path else None
-    if found is None and model_path:
-        found = find_config_json(model_path, env=env if env is not None else os.environ)
     problem = ""
-    if found is not None:
+    if config is not None and config.text is None:
+        problem = f"{config.problem}; "
+    elif config is not None and config.text is not None:
         try:
-            return CellSizeChoice(_cell_from_config(startup, found), f"from {found}")
+            return CellSizeChoice(
+                _cell_from_config(startup, config, config.text), f"from {config.path}"
+            )
         except (ModelConfigError, ValueError) as exc:
             problem = f"{exc}; "
     cell = _cell_from_kv_line(startup)

@@ -1,0 +1,84 @@
+"""The demo as a source behind the session: the embedded story's log lines, its simulated GPUs,
+host and /metrics, each answering as the real source it stands in for (tui/demo/scenario.py
+makes the numbers)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from tui.demo.scenario import LOG_NAME, DemoScenario
+from tui.model.memory.gpu_reading import NvmlReading
+from tui.model.memory.process_owner import ProcessInfo
+from tui.model.snapshot import DEGRADED, OK, HostMemory, SourceHealth
+from tui.sglang.metrics import MetricsSample, parse_exposition
+from tui.sglang.start_state import Startup
+from tui.sources.local_host import ProcessFacts
+
+# The demo host's RAM (simulated, like its GPUs): 1 TiB, with the 8 HiCache host pools in use.
+DEMO_HOST = HostMemory(total_gb=1099.51, used_gb=412.6, available_gb=686.91)
+LOG_HEALTH = SourceHealth("log", OK, "demo: the embedded story log, replayed")
+NVML_HEALTH = SourceHealth("nvml", OK, "demo: simulated GPUs")
+METRICS_HEALTH = SourceHealth("metrics", OK, "demo: simulated /metrics")
+STARTING_HEALTH = SourceHealth(
+    "metrics", DEGRADED, "the demo server is still starting: /metrics answers once it is ready."
+)
+DEMO_LOG = LOG_NAME  # the story the demo replays (tui/data)
+
+
+class DemoSource:
+    """One simulated server on one simulated host."""
+
+    def __init__(
+        self,
+        scenario: DemoScenario | None = None,
+        *,
+        speed: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.scenario = scenario if scenario is not None else DemoScenario(speed, clock=clock)
+        self._exposition: str | None = None
+        self._sample: MetricsSample | None = None
+        ranks: dict[int, str | None] = dict(self.scenario.process_ranks())
+        self._processes = ProcessFacts(
+            ranks=ranks,
+            users=dict.fromkeys(ranks, "sglang (simulated)"),
+            infos={
+                pid: ProcessInfo(f"sglang::scheduler_{rank} (simulated)")
+                for pid, rank in ranks.items()
+            },
+        )
+
+    # -- the log ----------------------------------------------------------------------------------
+    def finish_startup(self) -> None:
+        """The whole startup due now (the one-shot report and screenshots start served)."""
+        self.scenario.finish_startup()
+
+    def due_lines(self) -> list[str]:
+        return self.scenario.due_lines()
+
+    # -- the GPUs and the host --------------------------------------------------------------------
+    def nvml_reading(self, startup: Startup) -> NvmlReading:
+        return self.scenario.nvml_reading(startup)
+
+    def processes(self, reading: NvmlReading | None) -> ProcessFacts:
+        return self._processes
+
+    @staticmethod
+    def memory() -> HostMemory:
+        return DEMO_HOST
+
+    @staticmethod
+    def nvml_health(reading: NvmlReading | None) -> SourceHealth:
+        return NVML_HEALTH
+
+    # -- /metrics ---------------------------------------------------------------------------------
+    def metrics(self) -> tuple[MetricsSample | None, SourceHealth]:
+        """The latest sample and the source's state: none before the ready line."""
+        text = self.scenario.exposition()
+        if text is None:
+            return self._sample, STARTING_HEALTH
+        if text != self._exposition:  # its gauges move only with a new batch line
+            self._exposition = text
+            self._sample = parse_exposition(text)
+        return self._sample, METRICS_HEALTH

@@ -1,0 +1,71 @@
+"""This machine as the session sees it beside NVML: whose each GPU process is, host RAM, and
+what NVML's reading says about the GPUs' health."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import psutil
+
+from tui.model.memory.gpu_reading import NvmlReading
+from tui.model.memory.process_owner import ProcessInfo
+from tui.model.snapshot import DEGRADED, OFF, OK, HostMemory, SourceHealth
+from tui.sources.gpu_processes import info_of_pid, pids_visible, rank_of_pid, user_of_pid
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessFacts:
+    """The GPU processes' ranks (from their titles), users and command lines, and whether this
+    host's process table shows them at all (a container without the host's PID namespace)."""
+
+    ranks: dict[int, str | None] = field(default_factory=dict)
+    users: dict[int, str | None] = field(default_factory=dict)
+    infos: dict[int, ProcessInfo] = field(default_factory=dict)
+    visible: bool = True
+
+
+class LocalHost:
+    """The host kvtop runs on. A pid's rank, user and command line do not change, so each is
+    looked up once and kept while the pid holds GPU memory."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[str | None, str | None, ProcessInfo]] = {}
+
+    def processes(self, reading: NvmlReading | None) -> ProcessFacts:
+        if reading is None:
+            return ProcessFacts()
+        pids = {p.pid for g in reading.gpus for p in g.processes}
+        cache = self._cache
+        for pid in cache.keys() - pids:
+            del cache[pid]  # gone: a long session must not keep every pid it ever saw
+        for pid in pids - cache.keys():
+            cache[pid] = (rank_of_pid(pid), user_of_pid(pid), info_of_pid(pid))
+        ranks = {pid: cache[pid][0] for pid in pids}
+        return ProcessFacts(
+            ranks=ranks,
+            users={pid: cache[pid][1] for pid in pids},
+            infos={pid: cache[pid][2] for pid in pids},
+            visible=pids_visible(ranks) if ranks else True,
+        )
+
+    @staticmethod
+    def memory() -> HostMemory:
+        mem = psutil.virtual_memory()
+        return HostMemory(
+            total_gb=round(mem.total / 1e9, 2),
+            used_gb=round((mem.total - mem.available) / 1e9, 2),
+            available_gb=round(mem.available / 1e9, 2),
+        )
+
+    @staticmethod
+    def nvml_health(reading: NvmlReading | None) -> SourceHealth:
+        """NVML's state from its latest reading (None: GPU readings are off)."""
+        if reading is None:
+            return SourceHealth(
+                "nvml", OFF, "GPU readings are off (--no-gpus, or the demo).", asked_off=True
+            )
+        if not reading.available:
+            return SourceHealth("nvml", OFF, reading.problem)
+        if reading.stale or reading.problem or any(g.status != "ok" for g in reading.gpus):
+            return SourceHealth("nvml", DEGRADED, reading.problem or "a GPU is not answering.")
+        return SourceHealth("nvml", OK)
