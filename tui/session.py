@@ -30,6 +30,7 @@ from tui.sources.metrics import MetricsSource
 from tui.sources.model_config_file import read_model_config
 from tui.sources.nvml import NvmlSource
 from tui.sources.pacing import Lane, Pacer
+from tui.sources.server_readings import ServerReadings, age_s
 
 if TYPE_CHECKING:
     from tui.sources.journal import JournalLine, JournalSource
@@ -39,10 +40,6 @@ DEFAULT_URL = "http://127.0.0.1:30000"
 # so far, a scrape); a hung driver must not keep the screen empty: after this the frame shows
 # what there is, and the rest follows.
 FIRST_READING_WAIT_S = 0.5
-# After a failed scrape the last sample stays on screen this long (one slow scrape must not
-# make the KV panel flicker), then the log's batch lines stand in: old numbers are not shown
-# as current. A server that refuses or lacks /metrics ("off") loses its numbers at once.
-METRICS_STALE_S = 10.0
 # The longest a tick waits for its sources' round before the snapshot (also at most half the
 # interval): a normal round takes milliseconds; a slow source joins a later tick.
 SETTLE_MAX_S = 0.25
@@ -125,25 +122,15 @@ class Session:
     # The latest log lines as written (bounded): the events pane's raw log view.
     raw_lines: RawLines = field(default_factory=RawLines)
     nvml: NvmlSource | None = None
-    metrics_source: MetricsSource | None = None
+    # The server's /metrics and /server_info, and the state of each read.
+    server: ServerReadings = field(default_factory=ServerReadings)
     log_health: SourceHealth = field(
         default_factory=lambda: SourceHealth("log", OFF, "no log given.", asked_off=True)
     )
-    metrics_health: SourceHealth = field(
-        default_factory=lambda: SourceHealth("metrics", DEGRADED, "waiting for the first scrape.")
-    )
-    latest_metrics: MetricsSample | None = None
     # time.monotonic() of each source's latest good reading (None: none yet): SourceHealth.age_s.
-    _metrics_at: float | None = None  # a scrape with a sample
     _nvml_at: float | None = None  # a poll with GPUs answering
     _log_at: float | None = None  # a read of the file or journal (not its latest line)
-    latest_info: ServerInfo | None = None
-    # A /server_info failure while /metrics is fine; read in a task of its own (_info_task).
-    info_health: SourceHealth | None = None
-    _info_task: asyncio.Task[None] | None = None
-    _info_generation: int = 0  # bumped by forget_server_info: a fetch in flight is for before
     latest_nvml: NvmlReading | None = None
-    _info_for_restarts: int = 0
     _analysis: Analysis | None = None
     _analysed_at: tuple[int, int, int] = (-1, -1, -1)
     # The model's config.json as read for (--model-config, the server's model path): the
@@ -181,9 +168,7 @@ class Session:
         self.log_health = LOG_HEALTH
         self.latest_nvml = demo.nvml_reading(self.tracker.current)
         self._log_at = self._nvml_at = time.monotonic()
-        sample, self.metrics_health = demo.metrics()
-        if sample is not None:
-            self.latest_metrics, self._metrics_at = sample, time.monotonic()
+        self.server.take(*demo.metrics())
 
     # -- log ------------------------------------------------------------------------------------
     def _read_whole_log(self) -> None:
@@ -217,59 +202,29 @@ class Session:
             contacted=self.options.metrics,
         )
 
+    @property
+    def latest_metrics(self) -> MetricsSample | None:
+        return self.server.sample
+
+    @property
+    def latest_info(self) -> ServerInfo | None:
+        return self.server.info
+
     def _metrics(self) -> MetricsSource:
-        target = self.server_target()
-        url = target.url
-        if self.metrics_source is None or self.metrics_source.url != url:
-            old = self.metrics_source
-            if old is not None:
-                asyncio.get_running_loop().create_task(old.aclose())
-            # The key goes only where the user sent it (see tui/model/server_target.py).
-            key = self.options.api_key if target.key_allowed else None
-            self.metrics_source = MetricsSource(url, api_key=key, interval_s=self.interval_s)
-            self.latest_info = self.info_health = None
-            self._metrics_at = None  # another server: its age starts with its first scrape
-        return self.metrics_source
+        return self.server.client(self.server_target(), self.options.api_key, self.interval_s)
 
     async def _scrape(self, *, wait_info: bool = False) -> None:
-        source = self._metrics()
-        reading = await source.scrape()
-        if reading.sample is not None:
-            self.latest_metrics, self._metrics_at = reading.sample, time.monotonic()
-        elif reading.status == OFF or (_age_s(self._metrics_at) or 0.0) > METRICS_STALE_S:
-            self.latest_metrics = None
-        if reading.status == OK:
-            self.metrics_health = SourceHealth("metrics", OK)
-        else:
-            self.metrics_health = SourceHealth("metrics", reading.status, reading.problem)
-        # server_info once per server start: when missing, or when the log shows a new start.
-        restarts = self.tracker.current.restarts
-        if restarts != self._info_for_restarts:
-            self._info_for_restarts = restarts
-            self.forget_server_info()
-        if reading.status == OK and self.latest_info is None and source.server_info_due():
-            # In a task of its own: a hung /server_info must not hold up the next scrape.
-            if self._info_task is None or self._info_task.done():
-                read = self._read_server_info(source, self._info_generation)
-                self._info_task = asyncio.create_task(read)
-            if wait_info:
-                await self._info_task
+        await self.server.scrape(
+            self.server_target(),
+            api_key=self.options.api_key,
+            interval_s=self.interval_s,
+            restarts=self.tracker.current.restarts,
+            wait_info=wait_info,
+        )
 
     def forget_server_info(self) -> None:
         """Read /server_info again (the server started anew); a fetch in flight is discarded."""
-        self.latest_info = None
-        self._info_generation += 1
-
-    async def _read_server_info(self, source: MetricsSource, generation: int) -> None:
-        info = await source.server_info()
-        if source is not self.metrics_source or generation != self._info_generation:
-            return  # for a server --url was changed away from, or from before a restart
-        self.latest_info = info.info
-        withheld = info.status == OFF and self.server_target().key_withheld
-        if info.status == OK or withheld:  # withheld: the snapshot's note says why and what to do
-            self.info_health = None
-        else:
-            self.info_health = SourceHealth("metrics", DEGRADED, info.problem)
+        self.server.forget_server_info()
 
     # -- snapshot -------------------------------------------------------------------------------
     def _model_path(self) -> str | None:
@@ -336,9 +291,7 @@ class Session:
             self._aged(nvml_health, self._nvml_at),
         ]
         if self.options.metrics or self.demo is not None:
-            metrics_ok = self.metrics_health.state == OK
-            metrics = self.info_health if metrics_ok and self.info_health else self.metrics_health
-            sources.append(self._aged(metrics, self._metrics_at))
+            sources.append(self._aged(self.server.shown_health(), self.server.good_at))
         server = None if self.demo is not None else self.server_target()
         if server is not None and server.contacted and server.key_withheld:
             notes += (server.withheld_sentence(),)
@@ -364,7 +317,7 @@ class Session:
     @staticmethod
     def _aged(health: SourceHealth, good_at: float | None) -> SourceHealth:
         """The source's health with its age: seconds since its last good reading."""
-        return replace(health, age_s=_age_s(good_at))
+        return replace(health, age_s=age_s(good_at))
 
     def _log_file_state(self) -> tuple[str, ...]:
         """The followed file's state now (it changes without a new line: removed, truncated),
@@ -492,10 +445,11 @@ class Session:
             if time.monotonic() < due:
                 continue
             await self._scrape()
-            assert self.metrics_source is not None
-            self.metrics_source.interval_s = self.interval_s
+            source = self.server.source
+            assert source is not None
+            source.interval_s = self.interval_s
             # Backing off counts in ticks: half an interval early is the tick it was meant for.
-            due = time.monotonic() + self.metrics_source.next_delay_s() - self.interval_s / 2
+            due = time.monotonic() + source.next_delay_s() - self.interval_s / 2
 
     async def _follow_log(self, lane: Lane) -> None:
         opts = self.options
@@ -524,17 +478,11 @@ class Session:
             lane.leave()  # ended (stdin closed, no log): the ticks no longer wait for it
 
     async def close(self) -> None:
-        if self._info_task is not None:
-            await _stop([self._info_task])
-        if self.metrics_source is not None:
-            await self.metrics_source.aclose()
+        if self.server.info_task is not None:
+            await _stop([self.server.info_task])
+        await self.server.close()
         if self.nvml is not None:
             self.nvml.close()
-
-
-def _age_s(good_at: float | None) -> float | None:
-    """Seconds since a time.monotonic() stamp (None: no good reading yet)."""
-    return None if good_at is None else max(0.0, time.monotonic() - good_at)
 
 
 def _raise_failed(tasks: dict[str, asyncio.Task[None]]) -> None:
