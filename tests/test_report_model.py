@@ -17,6 +17,7 @@ from tui.model.kv_usage import load_from_batch, load_line
 from tui.report.json_report import to_json
 from tui.report.text import print_report
 from tui.sglang.story import fold_lines
+from tui.sources.model_config_file import read_model_config
 
 KIMI_CONFIG = {
     "architectures": ["KimiK25ForConditionalGeneration"],
@@ -77,7 +78,10 @@ def test_reserve_explains_the_11_gib(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 def test_what_if_090_and_092(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_HOME", str(hf_cache(tmp_path)))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    report = story(what_if_mfs=[0.92])
+    # The session reads the cache's config.json (tui/sources/model_config_file.py) and hands
+    # the text to the analysis.
+    config = read_model_config(None, "moonshotai/Kimi-K2.5")
+    report = story(what_if_mfs=[0.92], model_config=config)
     assert report.cell.cell is not None and report.cell.cell.source == "config"
     assert report.cell.cell.bytes == 70_272
     by_mfs = {w.mem_fraction_static: w for w in report.explanation.what_ifs}  # type: ignore[union-attr]
