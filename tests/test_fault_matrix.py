@@ -1070,8 +1070,8 @@ async def run_row(
                 journal_more(host)
                 await wait_screen(app, pilot, "journal lines after", journal_tokens(777), 15, seen)
                 if row.id == "journal-no-systemd-python":
-                    assert session._journal is not None
-                    assert session._journal.backend_used == "journalctl"
+                    assert session.log.journal is not None
+                    assert session.log.journal.backend_used == "journalctl"
             snap = app.state.latest
             assert snap is not None
             for name in ("nvml", "metrics"):

@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from tui.demo.source import DEMO_LOG, LOG_HEALTH, DemoSource
 from tui.model.analysis import Analysis, analyse
@@ -15,7 +15,7 @@ from tui.model.build_snapshot import build_snapshot
 from tui.model.memory.gpu_reading import NvmlReading
 from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
 from tui.model.sizing.model_config import ConfigFile
-from tui.model.snapshot import DEGRADED, OFF, OK, HostMemory, Snapshot, SourceHealth
+from tui.model.snapshot import HostMemory, Snapshot, SourceHealth
 from tui.model.status.identity import find_mismatches, server_info_mismatches
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 from tui.server_url import is_loopback, url_problem
@@ -24,16 +24,12 @@ from tui.sglang.raw_lines import RawLines
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
 from tui.sources.local_host import LocalHost, ProcessFacts
-from tui.sources.log_follow import LogFollower
-from tui.sources.log_text import LogUnreadable, log_lines
+from tui.sources.log_reader import LogReader
 from tui.sources.metrics import MetricsSource
 from tui.sources.model_config_file import read_model_config
 from tui.sources.nvml import NvmlSource
 from tui.sources.pacing import Lane, Pacer
 from tui.sources.server_readings import ServerReadings, age_s
-
-if TYPE_CHECKING:
-    from tui.sources.journal import JournalLine, JournalSource
 
 DEFAULT_URL = "http://127.0.0.1:30000"
 # How long the first live frame waits for the sources' first round (a GPU reading, the log read
@@ -45,8 +41,6 @@ FIRST_READING_WAIT_S = 0.5
 SETTLE_MAX_S = 0.25
 # Shutting the sources down: cancel, wait this long, cancel again (see _stop).
 STOP_WAIT_S, STOP_TRIES = 0.5, 10
-# A log notice (truncated, rotated) stays on screen this long after it happened.
-NOTICE_SHOW_S = 60.0
 
 
 class Host(Protocol):
@@ -122,14 +116,12 @@ class Session:
     # The latest log lines as written (bounded): the events pane's raw log view.
     raw_lines: RawLines = field(default_factory=RawLines)
     nvml: NvmlSource | None = None
+    # The log: a file, stdin or the journal, folded into the tracker and the raw lines.
+    log: LogReader = field(init=False)
     # The server's /metrics and /server_info, and the state of each read.
     server: ServerReadings = field(default_factory=ServerReadings)
-    log_health: SourceHealth = field(
-        default_factory=lambda: SourceHealth("log", OFF, "no log given.", asked_off=True)
-    )
     # time.monotonic() of each source's latest good reading (None: none yet): SourceHealth.age_s.
     _nvml_at: float | None = None  # a poll with GPUs answering
-    _log_at: float | None = None  # a read of the file or journal (not its latest line)
     latest_nvml: NvmlReading | None = None
     _analysis: Analysis | None = None
     _analysed_at: tuple[int, int, int] = (-1, -1, -1)
@@ -140,16 +132,20 @@ class Session:
     # The simulated server of --demo, standing in for the log, NVML, the host and /metrics.
     demo: DemoSource | None = None
     host: Host = field(default_factory=LocalHost)
-    _follower: LogFollower | None = None
-    _journal: JournalSource | None = None
-    _notice: tuple[int, str | None] = (0, None)  # (count seen, latest text)
-    _notice_at: float = 0.0
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
     clock: Callable[[], float] = time.time  # stamps snapshots (tests fix it)
 
     def __post_init__(self) -> None:
         self.interval_s = self.options.interval_s
+        opts = self.options
+        self.log = LogReader(
+            self.tracker,
+            self.raw_lines,
+            log_file=opts.log_file,
+            unit=opts.unit,
+            journal_dir=opts.journal_dir,
+        )
         if self.options.demo and self.demo is None:
             self.demo = DemoSource(speed=self.options.demo_speed, clock=self.clock)
         if self.demo is not None:
@@ -165,30 +161,18 @@ class Session:
         lines = demo.due_lines()
         if lines:
             fold_lines(lines, self.tracker, self.raw_lines)
-        self.log_health = LOG_HEALTH
+        self.log.take(LOG_HEALTH)
         self.latest_nvml = demo.nvml_reading(self.tracker.current)
-        self._log_at = self._nvml_at = time.monotonic()
+        self._nvml_at = time.monotonic()
         self.server.take(*demo.metrics())
 
     # -- log ------------------------------------------------------------------------------------
     def _read_whole_log(self) -> None:
-        opts = self.options
         if self.demo is not None:
             self.demo.finish_startup()
             self.demo_tick()
-        elif opts.log_file:
-            self._fold_file(opts.log_file)
-
-    def _fold_file(self, path: str) -> None:
-        try:
-            with log_lines(path) as lines:
-                fold_lines(lines, self.tracker, self.raw_lines)
-        except LogUnreadable as exc:
-            self.log_health = SourceHealth("log", OFF, str(exc))
-            raise
-        self._log_at = time.monotonic()
-        # Read in part (an endless stream, or a huge file): the report says which part.
-        self.log_health = SourceHealth("log", DEGRADED if lines.cut else OK, lines.cut)
+        else:
+            self.log.read_file()
 
     # -- metrics --------------------------------------------------------------------------------
     def server_target(self) -> ServerTarget:
@@ -278,16 +262,9 @@ class Session:
         processes = self.host.processes(reading)
         nvml_on = self.options.nvml or self.demo is not None
         nvml_health = self.host.nvml_health(reading if nvml_on else None)
-        notes: tuple[str, ...] = ()
-        if self._follower is not None:
-            notes = self._log_file_state()
-        if self._journal is not None:
-            status = self._journal.status
-            self.log_health = SourceHealth("journal", DEGRADED if status else OK, status)
-            if not status:
-                self._log_at = time.monotonic()
+        notes = self.log.state_now()
         sources = [
-            self._aged(self.log_health, self._log_at),
+            self._aged(self.log.health, self.log.good_at),
             self._aged(nvml_health, self._nvml_at),
         ]
         if self.options.metrics or self.demo is not None:
@@ -319,23 +296,6 @@ class Session:
         """The source's health with its age: seconds since its last good reading."""
         return replace(health, age_s=age_s(good_at))
 
-    def _log_file_state(self) -> tuple[str, ...]:
-        """The followed file's state now (it changes without a new line: removed, truncated),
-        and its latest notice while it is recent."""
-        follower = self._follower
-        assert follower is not None
-        status = follower.status
-        self.log_health = SourceHealth("log", DEGRADED if status else OK, status)
-        if not status:  # read this tick (or waiting on a quiet file): fresh
-            self._log_at = time.monotonic()
-        notices = follower.notices
-        key = (len(notices), notices[-1] if notices else None)
-        if notices and key != self._notice:
-            self._notice, self._notice_at = key, time.monotonic()
-        if notices and time.monotonic() - self._notice_at < NOTICE_SHOW_S:
-            return (f"log: {notices[-1]}",)
-        return ()
-
     async def collect_once(self) -> Snapshot:
         """Read the whole log, one NVML poll and one scrape (concurrently), and join them."""
         await asyncio.to_thread(self._read_whole_log)
@@ -343,7 +303,7 @@ class Session:
             await self.read_model_config()
             return self.snapshot()
         if self.options.unit:
-            await self._read_journal_once()
+            await self.log.read_journal()
         jobs = []
         if self.nvml is not None:
             jobs.append(self._poll_nvml())
@@ -360,28 +320,6 @@ class Session:
         if reading.available and not reading.stale and answered:
             self._nvml_at = time.monotonic()
 
-    async def _read_journal_once(self) -> None:
-        from tui.sources.journal import JournalSource  # imports systemd only when asked for
-
-        source = JournalSource(self.options.unit or "", directory=self.options.journal_dir)
-        latest = [line async for line in source.read_latest()]
-        if latest:
-            await self._fold_earlier_runs(source, latest[0])
-        lines = [line.text for line in latest]
-        fold_lines(lines, self.tracker, self.raw_lines)
-        if lines or not source.status:
-            self._log_at = time.monotonic()
-        self.log_health = SourceHealth(
-            "journal", DEGRADED if source.status else OK, source.status or None
-        )
-
-    async def _fold_earlier_runs(self, source: JournalSource, first: JournalLine) -> None:
-        """The unit's runs before its latest are restarts, as the live view counts those it
-        sees start; each one is a start of its own, whatever its first lines are."""
-        for run in await source.read_earlier(first):
-            fold_lines([line.text for line in run], self.tracker, self.raw_lines)
-            self.tracker.begin_new_start()
-
     # -- live -------------------------------------------------------------------------------------
     async def snapshots(self) -> AsyncIterator[Snapshot]:
         """A Snapshot every interval. One tick per refresh releases every source for one round
@@ -392,7 +330,7 @@ class Session:
         if self.demo is not None:
             tasks = {"demo": asyncio.create_task(self._demo_loop(pacer.lane("demo")))}
         else:
-            tasks = {"log": asyncio.create_task(self._follow_log(pacer.lane("log")))}
+            tasks = {"log": asyncio.create_task(self.log.follow(pacer.lane("log")))}
             if self.nvml is not None:
                 tasks["nvml"] = asyncio.create_task(self._nvml_loop(pacer.lane("nvml")))
             if self.options.metrics:
@@ -450,32 +388,6 @@ class Session:
             source.interval_s = self.interval_s
             # Backing off counts in ticks: half an interval early is the tick it was meant for.
             due = time.monotonic() + source.next_delay_s() - self.interval_s / 2
-
-    async def _follow_log(self, lane: Lane) -> None:
-        opts = self.options
-        try:
-            if opts.unit:
-                from tui.sources.journal import JournalSource
-
-                journal = self._journal = JournalSource(
-                    opts.unit, directory=opts.journal_dir, lane=lane
-                )
-                self.log_health = SourceHealth("journal", OK)
-                run: str | None = None
-                async for line in journal.lines():
-                    if run is not None and line.invocation_id not in (None, run):
-                        self.tracker.begin_new_start()  # a new invocation is a new start
-                    run = line.invocation_id or run
-                    fold_lines([line.text], self.tracker, self.raw_lines)
-                return
-            if not opts.log_file:
-                return
-            follower = self._follower = LogFollower(opts.log_file, lane=lane)
-            self.log_health = SourceHealth("log", OK)
-            async for line in follower.lines():
-                fold_lines([line], self.tracker, self.raw_lines)
-        finally:
-            lane.leave()  # ended (stdin closed, no log): the ticks no longer wait for it
 
     async def close(self) -> None:
         if self.server.info_task is not None:

@@ -1,0 +1,140 @@
+"""The server's log as the session reads it: a file or stdin read whole, a file followed, or
+the systemd journal (the latest run, earlier runs as restarts, then followed), each line folded
+into the startup tracker and the raw-lines ring; the log's state and age for the Snapshot."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from tui.model.snapshot import DEGRADED, OFF, OK, SourceHealth
+from tui.sglang.raw_lines import RawLines
+from tui.sglang.startup import StartupTracker
+from tui.sglang.story import fold_lines
+from tui.sources.log_follow import LogFollower
+from tui.sources.log_text import LogUnreadable, log_lines
+from tui.sources.pacing import Lane
+
+if TYPE_CHECKING:  # the journal imports systemd: only when a unit is asked for
+    from tui.sources.journal import JournalLine, JournalSource
+
+# A log notice (truncated, rotated) stays on screen this long after it happened.
+NOTICE_SHOW_S = 60.0
+NO_LOG = SourceHealth("log", OFF, "no log given.", asked_off=True)
+
+
+class LogReader:
+    """One log source feeding one tracker and its raw-lines ring."""
+
+    def __init__(
+        self,
+        tracker: StartupTracker,
+        raw_lines: RawLines,
+        *,
+        log_file: str | None = None,
+        unit: str | None = None,
+        journal_dir: str | None = None,
+    ) -> None:
+        self.tracker, self.raw_lines = tracker, raw_lines
+        self.log_file, self.unit, self.journal_dir = log_file, unit, journal_dir
+        self.health = NO_LOG
+        self.good_at: float | None = None  # a read of the file or journal (not its latest line)
+        self.follower: LogFollower | None = None
+        self.journal: JournalSource | None = None
+        self._notice: tuple[int, str | None] = (0, None)  # (count seen, latest text)
+        self._notice_at = 0.0
+
+    def take(self, health: SourceHealth) -> None:
+        """Lines folded by another source (the demo's story): its state, read now."""
+        self.health, self.good_at = health, time.monotonic()
+
+    def _fold(self, lines: list[str]) -> None:
+        fold_lines(lines, self.tracker, self.raw_lines)
+
+    # -- once ---------------------------------------------------------------------------------
+    def read_file(self) -> None:
+        """The whole file (or stdin); raises LogUnreadable with the log marked off."""
+        if not self.log_file:
+            return
+        try:
+            with log_lines(self.log_file) as lines:
+                fold_lines(lines, self.tracker, self.raw_lines)
+        except LogUnreadable as exc:
+            self.health = SourceHealth("log", OFF, str(exc))
+            raise
+        self.good_at = time.monotonic()
+        # Read in part (an endless stream, or a huge file): the report says which part.
+        self.health = SourceHealth("log", DEGRADED if lines.cut else OK, lines.cut)
+
+    async def read_journal(self) -> None:
+        """The unit's latest run, its earlier runs as restarts before it."""
+        from tui.sources.journal import JournalSource
+
+        source = JournalSource(self.unit or "", directory=self.journal_dir)
+        latest = [line async for line in source.read_latest()]
+        if latest:
+            await self._fold_earlier_runs(source, latest[0])
+        lines = [line.text for line in latest]
+        self._fold(lines)
+        if lines or not source.status:
+            self.good_at = time.monotonic()
+        self.health = SourceHealth(
+            "journal", DEGRADED if source.status else OK, source.status or None
+        )
+
+    async def _fold_earlier_runs(self, source: JournalSource, first: JournalLine) -> None:
+        """The unit's runs before its latest are restarts, as the live view counts those it
+        sees start; each one is a start of its own, whatever its first lines are."""
+        for run in await source.read_earlier(first):
+            self._fold([line.text for line in run])
+            self.tracker.begin_new_start()
+
+    # -- live ---------------------------------------------------------------------------------
+    async def follow(self, lane: Lane) -> None:
+        """The journal or the file, line by line as they come, paced by `lane`."""
+        try:
+            if self.unit:
+                from tui.sources.journal import JournalSource
+
+                journal = self.journal = JournalSource(
+                    self.unit, directory=self.journal_dir, lane=lane
+                )
+                self.health = SourceHealth("journal", OK)
+                run: str | None = None
+                async for line in journal.lines():
+                    if run is not None and line.invocation_id not in (None, run):
+                        self.tracker.begin_new_start()  # a new invocation is a new start
+                    run = line.invocation_id or run
+                    self._fold([line.text])
+                return
+            if not self.log_file:
+                return
+            follower = self.follower = LogFollower(self.log_file, lane=lane)
+            self.health = SourceHealth("log", OK)
+            async for text in follower.lines():
+                fold_lines([text], self.tracker, self.raw_lines)
+        finally:
+            lane.leave()  # ended (stdin closed, no log): the ticks no longer wait for it
+
+    def state_now(self) -> tuple[str, ...]:
+        """Bring the health up to date (a followed file or the journal changes state without a
+        new line: removed, truncated, unreachable); the log's notice while it is recent."""
+        if self.journal is not None:
+            status = self.journal.status
+            self.health = SourceHealth("journal", DEGRADED if status else OK, status)
+            if not status:
+                self.good_at = time.monotonic()
+        follower = self.follower
+        if follower is None:
+            return ()
+        status = follower.status
+        self.health = SourceHealth("log", DEGRADED if status else OK, status)
+        if not status:  # read this tick (or waiting on a quiet file): fresh
+            self.good_at = time.monotonic()
+        notices = follower.notices
+        key = (len(notices), notices[-1] if notices else None)
+        if notices and key != self._notice:
+            self._notice, self._notice_at = key, time.monotonic()
+        if notices and time.monotonic() - self._notice_at < NOTICE_SHOW_S:
+            return (f"log: {notices[-1]}",)
+        return ()
