@@ -23,8 +23,8 @@ from tui.fleet.model import EXPORTERS, FleetGpu, FleetHost, FleetKv
 from tui.fleet.summary import GIB, gb, gpu_free_bytes, gpu_used_bytes
 from tui.model.analysis import Analysis, analyse
 from tui.model.memory.gpu_memory import GpuMemory
-from tui.model.memory.gpu_reading import GpuSample
-from tui.model.snapshot import DEGRADED, OK, GpuView, HostMemory, Snapshot, SourceHealth
+from tui.model.memory.gpu_reading import GpuSample, GpuStatus
+from tui.model.snapshot import GpuView, HostMemory, Snapshot, SourceHealth, SourceState
 from tui.sglang.metrics import MetricsSample
 from tui.sglang.start_state import READY
 from tui.sglang.startup import StartupTracker
@@ -102,14 +102,14 @@ def gpu_sample(gpu: FleetGpu) -> GpuSample:
         temperature_c=None if gpu.temperature_c is None else round(gpu.temperature_c),
         power_w=gpu.power_w,
         power_limit_w=None,
-        status="lost" if gpu.lost else "ok" if known else "error",
+        status=GpuStatus.LOST if gpu.lost else GpuStatus.OK if known else GpuStatus.ERROR,
         field_errors=() if known or gpu.lost else ((_NO_MEMORY, why),),
     )
 
 
 def gpu_view(gpu: FleetGpu) -> GpuView:
     sample = gpu_sample(gpu)
-    memory = gpu_memory(gpu) if sample.status == "ok" else GpuMemory(*(None,) * 12)
+    memory = gpu_memory(gpu) if sample.status == GpuStatus.OK else GpuMemory(*(None,) * 12)
     return GpuView(sample=sample, ranks=gpu.ranks, memory=memory, processes=())
 
 
@@ -156,7 +156,12 @@ def host_sources(host: FleetHost) -> tuple[SourceHealth, ...]:
         if down:
             detail = "; ".join(f"{t.instance}: {t.error or 'down'}" for t in down)
         found.append(
-            SourceHealth(exporter, DEGRADED if down else OK, detail, max(ages) if ages else None)
+            SourceHealth(
+                exporter,
+                SourceState.DEGRADED if down else SourceState.OK,
+                detail,
+                max(ages) if ages else None,
+            )
         )
     return tuple(found)
 

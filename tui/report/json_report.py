@@ -7,6 +7,7 @@ from datetime import datetime
 
 from tui.model.analysis import Analysis
 from tui.model.deployment_shape import deployment_shape
+from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.memory.rank_memory import MemoryBreakdown
 from tui.model.sizing.formula import DraftBudgetRule, WhatIf
 from tui.model.sizing.model_config import CellSize
@@ -289,7 +290,7 @@ def to_json(report: Analysis) -> dict[str, object]:
 def _gpu_json(view: GpuView) -> dict[str, object]:
     sample, memory = view.sample, view.memory
     # A lost GPU or memory NVML could not read (or gave impossibly): no number, not 0.
-    known = sample.status == "ok"
+    known = sample.status == GpuStatus.OK
     return {
         "index": sample.index,
         "name": sample.name,

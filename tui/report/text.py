@@ -9,6 +9,7 @@ from tui import fmt
 from tui.model.analysis import Analysis
 from tui.model.deployment_shape import deployment_shape
 from tui.model.kv_usage import kv_now, load_from_batch, load_from_metrics, load_line, source_text
+from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.sizing.formula import version_text
 from tui.model.sizing.replay import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
 from tui.model.snapshot import Snapshot
@@ -442,10 +443,9 @@ def print_report(report: Analysis, console: Console | None = None) -> None:
 
 
 def _sources_line(snapshot: Snapshot) -> Text:
-    marks = {"ok": "●", "degraded": "◐", "off": "○"}
     text = Text("sources: ")
     for source in snapshot.sources:
-        text.append(f"{source.name} {marks.get(source.state, '?')} {source.state}  ")
+        text.append(f"{source.name} {source.state.mark} {source.state}  ")
     ages = [
         f"{s.name} {s.age_s:.1f} s ago" if s.age_s is not None else f"{s.name} none yet"
         for s in snapshot.sources
@@ -497,7 +497,7 @@ def _gpu_table(snapshot: Snapshot) -> Group:
         cells: list[RenderableType] = [
             str(s.index),
             _text(" ".join(view.ranks) or "—"),
-            _text(s.name if s.status == "ok" else f"{s.name} ({s.status})"),
+            _text(s.name if s.status == GpuStatus.OK else f"{s.name} ({s.status})"),
             fmt.number(m.total_gib),
             fmt.number(m.baseline_gib),
             fmt.number(m.other_processes_gib),

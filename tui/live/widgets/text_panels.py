@@ -15,7 +15,7 @@ from tui import fmt
 from tui.live.widgets.segments import StyledWidget
 from tui.model.event_view import event_words
 from tui.model.kv_usage import KvUsage
-from tui.model.snapshot import OK, HostMemory, SourceHealth
+from tui.model.snapshot import HostMemory, SourceHealth, SourceState
 from tui.model.status.notes import Note
 from tui.model.timeline import EventRow
 from tui.sglang.control_chars import make_visible
@@ -245,7 +245,7 @@ class NoticesPanel(TextPanel):
         mismatches: Sequence[str] = (),
         max_lines: int = 6,
     ) -> None:
-        bad = tuple(h for h in sources if h.state != OK and h.detail)
+        bad = tuple(h for h in sources if h.state != SourceState.OK and h.detail)
         items = tuple(n if isinstance(n, Note) else Note("other", n) for n in notes)
         width = self.app.size.width if self.is_attached else 0
         key = (bad, items, tuple(mismatches), max_lines, width)
