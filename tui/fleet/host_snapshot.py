@@ -86,16 +86,19 @@ def gpu_sample(gpu: FleetGpu) -> GpuSample:
     """NVML's reading as Prometheus has it; no memory numbers: an unreadable GPU ("error")."""
     total, free = _gib(gpu.total_bytes), _gib(gpu_free_bytes(gpu))
     used = _gib(gpu_used_bytes(gpu))
-    known = total is not None and free is not None and used is not None and not gpu.lost
+    if gpu.lost or total is None or free is None or used is None:
+        known, total, used, free = False, 0.0, 0.0, 0.0  # zeros, as NVML's lost GPUs have
+    else:
+        known = True
     why = "Prometheus has no memory numbers for this GPU (no DCGM or kvtop exporter sample)"
     return GpuSample(
         index=gpu.index,
         name=gpu.name or "GPU",
         uuid=gpu.uuid or "",
         pci_bus_id="",
-        total_gib=total if known else 0.0,  # type: ignore[arg-type]
-        used_gib=used if known else 0.0,  # type: ignore[arg-type]
-        free_gib=free if known else 0.0,  # type: ignore[arg-type]
+        total_gib=total,
+        used_gib=used,
+        free_gib=free,
         reserved_gib=None,
         utilization_pct=None if gpu.utilization_pct is None else round(gpu.utilization_pct),
         memory_utilization_pct=None,

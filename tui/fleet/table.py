@@ -5,7 +5,7 @@ selected row's alerts. They only lay out and style what tui/model/fleet_rows wor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.cells import cell_len
 from rich.style import Style
@@ -78,8 +78,8 @@ class FleetTable(StyledWidget):
         "fleet--stale",
     }
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.rows: tuple[FleetRow, ...] = ()
         self.selected = 0
         self.stale = False
@@ -99,7 +99,13 @@ class FleetTable(StyledWidget):
         self._top = max(0, min(self._top, max(0, len(self.rows) - room)))
         return range(self._top, min(len(self.rows), self._top + room))
 
-    def _line(self, row: FleetRow | None, columns, widths, name: int) -> Text:  # type: ignore[no-untyped-def]
+    def _line(
+        self,
+        row: FleetRow | None,
+        columns: Sequence[tuple[str, str, str]],
+        widths: Sequence[int],
+        name: int,
+    ) -> Text:
         if row is None:
             cells = {key: title for key, title, _ in columns} | {"name": "deployment / host"}
         else:
@@ -150,8 +156,8 @@ class FleetSentences(StyledWidget):
     """
     COMPONENT_CLASSES: ClassVar[set[str]] = {"fleet--warning", "fleet--critical", "fleet--dim"}
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._lines: tuple[tuple[str, str], ...] = ()
 
     def show_alerts(self, title: str | None, alerts: Sequence[Alert]) -> None:
@@ -163,7 +169,9 @@ class FleetSentences(StyledWidget):
     def show_problem(self, sentence: str | None, warnings: Sequence[str] = ()) -> None:
         """Prometheus' problem (✖), then its warnings about partial data (▲)."""
         critical, warning = Level.CRITICAL, Level.WARNING
-        lines = () if sentence is None else ((str(critical), f"{critical.glyph} {sentence}"),)
+        lines: tuple[tuple[str, str], ...] = (
+            () if sentence is None else ((str(critical), f"{critical.glyph} {sentence}"),)
+        )
         lines += tuple((str(warning), f"{warning.glyph} Prometheus warns: {w}") for w in warnings)
         self._set(lines)
 

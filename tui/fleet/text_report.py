@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, Group, JustifyMethod, RenderableType
 from rich.text import Text
 
 from tui.fleet.alerts import FleetAlerts, fleet_alerts
@@ -19,7 +19,7 @@ from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
 from tui.report.reflow import FitColumn, FitTable, Hanging, hang
 
 # The host table's columns: (title, the row_cells key, justify).
-_COLUMNS = (
+_COLUMNS: tuple[tuple[str, str, JustifyMethod], ...] = (
     ("host", "name", "left"),
     ("node", "nodes", "left"),
     ("state", "state", "left"),

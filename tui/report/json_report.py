@@ -264,8 +264,7 @@ def to_json(report: Analysis) -> dict[str, object]:
         "summary": _summary_json(startup.summary),
         "ranks": [_rank_json(r) for r in report.ranks],
         "memory": [
-            {key: getattr(b, key) for key in MemoryBreakdown.__slots__}  # type: ignore[attr-defined]
-            for b in report.breakdowns
+            {key: getattr(b, key) for key in MemoryBreakdown.__slots__} for b in report.breakdowns
         ],
         "sizing": [_sizing_json(s) for s in report.sizings],
         "formula": _formula_json(report),

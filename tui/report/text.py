@@ -52,7 +52,13 @@ _WORD_COLUMNS = {
 _WRAP_COLUMNS = {"arithmetic", "phase", "answer", "tokens needed", "requests"}
 
 
-def _table(*columns: str, gap: int = 2, transpose: bool = True, **fit: object) -> FitTable:
+def _table(
+    *columns: str,
+    gap: int = 2,
+    transpose: bool = True,
+    aside: int | None = None,
+    key_prefix: str = "",
+) -> FitTable:
     """A borderless table that reflows to the console's width (tui.report.reflow): wide while
     every column fits, else one column per record or one block per record; numeric columns
     right-aligned and never cut; `gap` spaces between columns."""
@@ -67,7 +73,8 @@ def _table(*columns: str, gap: int = 2, transpose: bool = True, **fit: object) -
         ],
         gap=gap,
         transpose=transpose,
-        **fit,  # type: ignore[arg-type]
+        aside=aside,
+        key_prefix=key_prefix,
     )
 
 

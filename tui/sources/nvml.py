@@ -32,7 +32,7 @@ from tui.sources.nvml_checks import (
 try:  # nvidia-ml-py is a dependency, but a broken install must not take kvtop down.
     import pynvml
 except ImportError:  # pragma: no cover - exercised only without nvidia-ml-py
-    pynvml = None  # type: ignore[assignment]
+    pynvml = None
 
 GIB = float(2**30)
 KEEP_GOING = "kvtop keeps going with logs and metrics."
@@ -109,7 +109,7 @@ def _unavailable_sentence(exc: BaseException) -> str:
 def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
     """The notice for this reading: GPUs lost, fewer GPUs than before, impossible numbers."""
     lost = [s.index for s in samples if s.status == GpuStatus.LOST]
-    sentences = []
+    sentences: list[str | None] = []
     if lost:
         which = gpu_span(lost)
         if len(lost) == len(samples):

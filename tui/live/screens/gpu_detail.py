@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from rich.console import Group
+from typing import Any
+
+from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -46,14 +48,14 @@ def history_width(width: int) -> int:
     return max(MIN_HISTORY, width - HISTORY_LABEL - HISTORY_AFTER)
 
 
-def _table(*columns: tuple[str, str], gives: str | None = None) -> Table:
+def _table(*columns: tuple[str, JustifyMethod], gives: str | None = None) -> Table:
     """A borderless table whose columns never wrap except `gives`, the one prose column that
     wraps (or cuts its own text) when the screen is narrow, so that no number is cut."""
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for name, justify in columns:
         table.add_column(
             name,
-            justify=justify,  # type: ignore[arg-type]
+            justify=justify,
             no_wrap=name != gives,
             ratio=1 if name == gives else None,
             overflow="fold",
@@ -66,8 +68,8 @@ class Waterfall(MemoryWidget):
 
     DEFAULT_CSS = "Waterfall { height: auto; }"
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(classes="memory section", **kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(classes="memory section", **kwargs)
         self._detail: GpuDetail | None = None
 
     def show(self, detail: GpuDetail) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -200,7 +200,7 @@ class GpuRow(MemoryWidget):
         text.append(
             render_bar(
                 bar_segments(view),
-                memory.total_gib,
+                memory.total_gib or 0.0,  # unknown: no segments, an empty bar
                 width,
                 self.segment_style,
                 memory.reserve_starts_at_gib,
@@ -234,8 +234,8 @@ class MemoryLegend(MemoryWidget):
 
     DEFAULT_CSS = "MemoryLegend { height: auto; }"
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(classes="memory", **kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(classes="memory", **kwargs)
         self._view: GpuView | None = None
         self._compact = False
 

@@ -4,7 +4,7 @@ a warning or critical usage or queue gets its colour and its glyph (readable wit
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -33,8 +33,8 @@ class KvPanel(StyledWidget):
         "kv--critical",
     }
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._key: tuple | None = None
         self._facts: KvFacts | None = None
         self._compact = False
@@ -68,7 +68,7 @@ class KvPanel(StyledWidget):
         super().notify_style_update()
         self._shown = None  # its colours are baked into the cached text (a theme change)
 
-    def _style(self, name: str):
+    def _style(self, name: str) -> Style:
         return self.component_style(name)
 
     def render(self) -> Text:
@@ -105,7 +105,7 @@ class KvPanel(StyledWidget):
     def _load(self, facts: KvFacts) -> Text:
         """The load; a queue that has not emptied for a while in its alert colour, for how long."""
         usage, level = facts.usage, facts.queue_level
-        load = Text(load_line(usage.load), None if usage.current else self._style("kv--dim"))
+        load = Text(load_line(usage.load), "" if usage.current else self._style("kv--dim"))
         if level != Level.OK and facts.queued_for_s is not None:
             style = self._style(f"kv--{level}")
             load.highlight_regex(r"[\d,]+ queued", style)
