@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from tui import __version__
 from tui.options import (
@@ -31,6 +32,10 @@ from tui.options import (
 )
 from tui.report.unexpected import debugging, unexpected_error
 from tui.report.width import MAX_WIDTH, MIN_WIDTH, PIPE_WIDTH, report_width
+
+if TYPE_CHECKING:  # imported where used, so that `kvtop --help` starts fast
+    from tui.model.snapshot import Snapshot
+    from tui.session import Options
 
 MAX_REQUEST_LEN = 100_000_000  # far beyond any model's context; keeps the arithmetic finite
 
@@ -170,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _options(args: argparse.Namespace, api_key: str | None):
+def _options(args: argparse.Namespace, api_key: str | None) -> Options:
     from tui.session import Options
 
     return Options(
@@ -204,7 +209,7 @@ def _api_key(args: argparse.Namespace) -> tuple[bool, str | None]:
         return False, None
 
 
-def _live_label(options) -> str:
+def _live_label(options: Options) -> str:
     if options.demo:
         return "demo"
     if options.log_file or options.unit:
@@ -243,13 +248,13 @@ def run_live(args: argparse.Namespace) -> int:
     return result if isinstance(result, int) else EXIT_OK
 
 
-def _collect(args: argparse.Namespace, api_key: str | None):  # type: ignore[no-untyped-def]
+def _collect(args: argparse.Namespace, api_key: str | None) -> Snapshot:
     """One Snapshot from every source asked for (the log read whole, one poll, one scrape)."""
     from tui.session import Session
 
     session = Session(_options(args, api_key))
 
-    async def collect():  # type: ignore[no-untyped-def]
+    async def collect() -> Snapshot:
         try:
             return await session.collect_once()
         finally:
@@ -280,7 +285,7 @@ def run_once(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _write_report(snapshot, as_json: bool, width: int | None = None) -> None:  # type: ignore[no-untyped-def]
+def _write_report(snapshot: Snapshot, as_json: bool, width: int | None = None) -> None:
     from rich.console import Console
 
     from tui.report.json_report import snapshot_json
@@ -295,7 +300,7 @@ def _write_report(snapshot, as_json: bool, width: int | None = None) -> None:  #
         return
     out = sys.stdout if unicode_ok else PlainWriter(sys.stdout)
     console = Console(
-        file=out,  # type: ignore[arg-type]
+        file=out,  # type: ignore[arg-type]  # PlainWriter: write() here, the rest of TextIO its stream's
         highlight=False,
         soft_wrap=False,
         width=report_width(width),

@@ -10,12 +10,13 @@ with (pass it in `edges`): near an edge the number gets the decimals it needs, u
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 UNKNOWN = "—"
 EDGE_DIGITS = 1  # extra decimals a percentage near 0 or 100 may take before ">"/"<"
 
 
-def _known(value: float | None) -> bool:
+def _known(value: float | None) -> TypeGuard[float]:
     # nan and inf are no reading at all: shown like a missing one, never as "nan".
     return value is not None and math.isfinite(value)
 
@@ -69,7 +70,7 @@ def pct(value: float | None, digits: int = 0, edges: tuple[float, ...] = ()) -> 
 
 def fraction_pct(value: float | None, digits: int = 0) -> str:
     """A fraction (0–1 scale, as /metrics and the batch line give usage) as a percentage."""
-    return pct(None if not _known(value) else 100 * value, digits)  # type: ignore[operator]
+    return pct(100 * value if _known(value) else None, digits)
 
 
 def change_pct(value: float | None, digits: int = 1) -> str:

@@ -82,10 +82,10 @@ def parse_address(addr: str | None) -> ListenAddress:
             f"--export {text}: write an IPv6 address in brackets with its port, e.g. [::1]:9877."
         )
     if text.startswith(":"):
-        port = _port(text[1:], text)
+        number = _port(text[1:], text)
         raise AddressError(
             f"--export {text}: kvtop does not listen on every interface unasked; give "
-            f"127.0.0.1:{port} (this host only) or 0.0.0.0:{port} (every interface)."
+            f"127.0.0.1:{number} (this host only) or 0.0.0.0:{number} (every interface)."
         )
     host, sep, port = text.rpartition(":")
     if not sep:

@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 from tui.export import families as ff
 from tui.model.deployment_shape import deployment_shape
 from tui.model.memory.headroom import headrooms
-from tui.model.snapshot import OK, GpuView, Snapshot, SourceHealth
+from tui.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
 from tui.model.status.identity import FIELDS, compared_fields
 from tui.model.status.server_status import server_status
 
@@ -191,7 +191,7 @@ def source_families(snapshot: Snapshot) -> list[Metric]:
         name = _exported(source)
         if name is None:
             continue
-        up.add_metric([name], 1 if source.state == OK else 0)
+        up.add_metric([name], 1 if source.state == SourceState.OK else 0)
         if source.age_s is not None:
             age.add_metric([name], round(source.age_s, 3))
     return [up, age]

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from tui.export.address import AddressError, ListenAddress, parse_address
 from tui.export.collector import SnapshotCollector
+from tui.model.snapshot import Snapshot
 from tui.options import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREADABLE
 from tui.report.unexpected import debugging, unexpected_error
 from tui.session import Options, Session
@@ -66,7 +67,7 @@ def print_once(options: Options) -> int:
 
     session = Session(options)
 
-    async def collect():  # type: ignore[no-untyped-def]
+    async def collect() -> Snapshot:
         try:
             return await session.collect_once()
         finally:

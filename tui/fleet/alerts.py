@@ -22,16 +22,7 @@ from tui.fleet.model import DCGM, KVTOP, NODE, SGLANG, Deployment, Fleet, FleetH
 from tui.fleet.summary import kv_usage_pct, missing_node_ranks, worst_headroom
 from tui.model.status import levels as alerts
 from tui.model.status.alert_rule import pct_1
-from tui.model.status.levels import (
-    CRITICAL,
-    DEFAULT_THRESHOLDS,
-    OK,
-    WARNING,
-    Alert,
-    Thresholds,
-    alert_order,
-    worst,
-)
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds, alert_order, worst
 from tui.model.status.server_status import duration_text
 
 _MAX_DETAIL = 200  # characters of Prometheus' lastError quoted in a sentence
@@ -58,9 +49,9 @@ def _words(text: str | None) -> str:
 def _state_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
     name = host.host
     if host.state == "failed":
-        return [Alert(CRITICAL, "startup_failed", f"{name}: the server failed (kvtop)", name)]
+        return [Alert(Level.CRITICAL, "startup_failed", f"{name}: the server failed (kvtop)", name)]
     if host.state == "stopped":
-        return [Alert(CRITICAL, "server_stopped", f"{name}: the server has stopped", name)]
+        return [Alert(Level.CRITICAL, "server_stopped", f"{name}: the server has stopped", name)]
     if host.state != "starting":
         return []
     running_s = startup_seconds(host)
@@ -70,7 +61,7 @@ def _state_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
         f"{name}: startup still in progress after at least {duration_text(running_s)} "
         f"(warning after {duration_text(t.startup_warning_s)})"
     )
-    return [Alert(WARNING, "startup_slow", text, name)]
+    return [Alert(Level.WARNING, "startup_slow", text, name)]
 
 
 def startup_seconds(host: FleetHost) -> float | None:
@@ -90,8 +81,8 @@ def target_alert(host: FleetHost, target: TargetState) -> Alert | None:
     text = f"{host.host}: {what} at {target.instance} is down (Prometheus: {error})"
     if target.exporter in _CRITICAL_TARGETS:
         kind = "server_down" if target.exporter == SGLANG else "source_down"
-        return Alert(CRITICAL, kind, text, host.host)
-    return Alert(WARNING, "source_down", text, host.host)
+        return Alert(Level.CRITICAL, kind, text, host.host)
+    return Alert(Level.WARNING, "source_down", text, host.host)
 
 
 def _target_alerts(host: FleetHost) -> list[Alert]:
@@ -106,7 +97,7 @@ def _stale_alerts(host: FleetHost, target_down: bool) -> list[Alert]:
         f"{host.host}: no fresh kvtop numbers, last seen {duration_text(age)} ago "
         "(is kvtop --export still running there?)"
     )
-    return [Alert(WARNING, "source_down", text, host.host)]
+    return [Alert(Level.WARNING, "source_down", text, host.host)]
 
 
 def _source_alerts(host: FleetHost) -> list[Alert]:
@@ -118,7 +109,7 @@ def _source_alerts(host: FleetHost) -> list[Alert]:
             continue
         age = f", last read {duration_text(age_s)} ago" if age_s is not None else ""
         text = f"{host.host}: kvtop cannot read its {source} source{age}"
-        found.append(Alert(WARNING, "source_down", text, host.host))
+        found.append(Alert(Level.WARNING, "source_down", text, host.host))
     return found
 
 
@@ -127,15 +118,15 @@ def _mismatch_alerts(host: FleetHost) -> list[Alert]:
         return []
     fields = ", ".join(host.mismatches)
     text = f"{host.host}: kvtop's sources disagree about {fields} (run kvtop there to see)"
-    return [Alert(WARNING, "mismatch", text, host.host)]
+    return [Alert(Level.WARNING, "mismatch", text, host.host)]
 
 
 def _kv_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
     pct = kv_usage_pct(host)
     level = alerts.kv_usage_level(pct, t)
-    if pct is None or level == OK:
+    if pct is None or level == Level.OK:
         return []
-    bound = t.kv_usage_critical_pct if level == CRITICAL else t.kv_usage_warning_pct
+    bound = t.kv_usage_critical_pct if level == Level.CRITICAL else t.kv_usage_warning_pct
     kv = host.kv
     tokens = ""
     if kv.used_tokens is not None and kv.pool_tokens:
@@ -148,13 +139,13 @@ def _kv_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
 
 def _headroom_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
     room = worst_headroom(host)
-    if room is None or alerts.free_after_startup_level(room.gib, t) == OK:
+    if room is None or alerts.free_after_startup_level(room.gib, t) == Level.OK:
         return []
     text = (
         f"{host.host} {room.where}: {room.gib:.2f} GiB free after startup, under the "
         f"{_number(t.safe_margin_gib)} GiB safe margin: large prefills may run out of memory"
     )
-    return [Alert(WARNING, "headroom", text, f"{host.host} {room.where}")]
+    return [Alert(Level.WARNING, "headroom", text, f"{host.host} {room.where}")]
 
 
 def _lost_alerts(host: FleetHost) -> list[Alert]:
@@ -166,7 +157,7 @@ def _lost_alerts(host: FleetHost) -> list[Alert]:
             ranks = f" ({', '.join(gpu.ranks)})" if gpu.ranks else ""
             subject = f"{host.host} GPU {gpu.index}"
             text = f"{subject}{ranks} is lost: kvtop there cannot read it; check nvidia-smi and dmesg on {host.host}"
-            found.append(Alert(CRITICAL, "gpu_lost", text, subject))
+            found.append(Alert(Level.CRITICAL, "gpu_lost", text, subject))
     return found
 
 
@@ -174,9 +165,9 @@ def _temperature_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
     found = []
     for gpu in host.gpus:
         level = alerts.temperature_level(gpu.temperature_c, t)
-        if level == OK or gpu.temperature_c is None:
+        if level == Level.OK or gpu.temperature_c is None:
             continue
-        bound = t.temperature_critical_c if level == CRITICAL else t.temperature_warning_c
+        bound = t.temperature_critical_c if level == Level.CRITICAL else t.temperature_warning_c
         subject = f"{host.host} GPU {gpu.index}"
         text = f"{subject} at {gpu.temperature_c:.0f} °C ({level} from {_number(bound)} °C)"
         found.append(Alert(level, "temperature", text, subject))
@@ -206,7 +197,7 @@ def deployment_alerts(deployment: Deployment) -> tuple[Alert, ...]:
         f"{deployment.model or deployment.key}: {seen} of {deployment.nnodes} nodes seen "
         f"(node_rank {ranks} missing: is kvtop --export running there, and scraped?)"
     )
-    return (Alert(WARNING, "source_down", text, deployment.key),)
+    return (Alert(Level.WARNING, "source_down", text, deployment.key),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +211,7 @@ class FleetAlerts:
     def of_host(self, deployment: Deployment, host: FleetHost) -> tuple[Alert, ...]:
         return self.hosts.get((deployment.key, host.host), ())
 
-    def host_level(self, deployment: Deployment, host: FleetHost) -> str:
+    def host_level(self, deployment: Deployment, host: FleetHost) -> Level:
         return worst(a.level for a in self.of_host(deployment, host))
 
     def of_deployment(self, deployment: Deployment) -> tuple[Alert, ...]:
@@ -230,7 +221,7 @@ class FleetAlerts:
             found += self.of_host(deployment, host)
         return tuple(sorted(found, key=alert_order))
 
-    def deployment_level(self, deployment: Deployment) -> str:
+    def deployment_level(self, deployment: Deployment) -> Level:
         return worst(a.level for a in self.of_deployment(deployment))
 
     def everything(self) -> tuple[Alert, ...]:
@@ -239,7 +230,7 @@ class FleetAlerts:
         return tuple(sorted(found, key=alert_order))
 
     @property
-    def level(self) -> str:
+    def level(self) -> Level:
         return worst(a.level for a in self.everything())
 
 

@@ -19,7 +19,6 @@ from typing import Protocol
 
 from textual import work
 from textual.binding import Binding
-from textual.screen import Screen
 
 from tui.fleet.model import Fleet
 from tui.fleet.rows import RowKey
@@ -81,7 +80,7 @@ class FleetApp(FeedApp):
         self._fleet_screen = FleetScreen()
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def get_default_screen(self) -> Screen[object]:
+    def get_default_screen(self) -> FleetScreen:
         self._show()
         return self._fleet_screen
 
@@ -191,7 +190,7 @@ class FleetApp(FeedApp):
         )
 
     # -- actions ------------------------------------------------------------------------------
-    def action_back(self) -> None:
+    async def action_back(self) -> None:  # async as App's, which it replaces
         """Back one screen; on the fleet screen, nothing (q quits)."""
         if len(self.screen_stack) <= 1:
             return

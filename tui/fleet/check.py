@@ -14,7 +14,7 @@ from tui.fleet.summary import (
     deployment_kv_usage_pct,
     deployment_state,
 )
-from tui.model.status.levels import DEFAULT_THRESHOLDS, OK, Alert, Thresholds
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
 from tui.report.check import EXIT_CHECK, NAMED_AT_MOST, STATE_WORD, CheckResult, unknown
 
 
@@ -23,7 +23,7 @@ def _plain(text: str) -> str:
     return " ".join(text.replace("|", "/").split())
 
 
-def _named(found: tuple[Alert, ...], level: str) -> str:
+def _named(found: tuple[Alert, ...], level: Level) -> str:
     """The alerts at the worst level (up to NAMED_AT_MOST), then how many more there are."""
     top = [a for a in found if a.level == level]
     words = "; ".join(a.text for a in top[:NAMED_AT_MOST])
@@ -44,8 +44,8 @@ def performance_data(fleet: Fleet, t: Thresholds) -> str:
         f"deployments={len(fleet.deployments)};;;0;",
         f"hosts={len(fleet.hosts)};;;0;",
         f"hosts_down={sum(1 for h in fleet.hosts if not h.up)};;;0;",
-        f"warning={levels.count('warning')};;;0;",
-        f"critical={levels.count('critical')};;;0;",
+        f"warning={levels.count(Level.WARNING)};;;0;",
+        f"critical={levels.count(Level.CRITICAL)};;;0;",
     ]
     margin = f"{t.safe_margin_gib:g}:"
     for deployment in fleet.deployments:
@@ -81,7 +81,7 @@ def fleet_check(fleet: Fleet, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Ch
             f"Prometheus at {fleet.prometheus_url} has no kvtop, DCGM or SGLang host{selector}"
         )
     found = fleet_alerts(fleet, thresholds).everything()
-    level = found[0].level if found else OK
+    level = found[0].level if found else Level.OK
     words = _named(found, level) if found else _ok_words(fleet)
     line = f"KVTOP {STATE_WORD[level]} - {_plain(words)}"
     perf = performance_data(fleet, thresholds)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from tui.fleet.model import Fleet
 from tui.options import (
@@ -41,6 +42,11 @@ from tui.server_url import (
     SPACES,
     url_fault,
 )
+
+if TYPE_CHECKING:  # imported where used, so that the single-host commands start fast
+    from tui.config import Config
+    from tui.fleet.feed import FleetFeed
+    from tui.model.status.levels import Thresholds
 
 MAX_SELECTOR_CHARS = 2000
 _EXAMPLE = "e.g. --prometheus http://prometheus:9090"
@@ -122,14 +128,14 @@ def option_problem(args: argparse.Namespace) -> str | None:
     return problem or prometheus_url_problem(args.prometheus) or _selector_problem(args.selector)
 
 
-def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _config(args: argparse.Namespace) -> Config:
     """The config file (thresholds, theme, interval); raises tui.config.ConfigError."""
     from tui.config import load_config
 
     return load_config(args.config)
 
 
-def _interval_s(args: argparse.Namespace, config) -> float:  # type: ignore[no-untyped-def]
+def _interval_s(args: argparse.Namespace, config: Config) -> float:
     from tui.fleet.feed import DEFAULT_INTERVAL_S
 
     if args.interval is not None:
@@ -137,7 +143,7 @@ def _interval_s(args: argparse.Namespace, config) -> float:  # type: ignore[no-u
     return config.interval_s if config.interval_s is not None else DEFAULT_INTERVAL_S
 
 
-def _feed(args: argparse.Namespace, token: str | None, interval_s: float):  # type: ignore[no-untyped-def]
+def _feed(args: argparse.Namespace, token: str | None, interval_s: float) -> FleetFeed:
     from tui.fleet.feed import FleetFeed, open_reader
 
     reader = open_reader(args.prometheus, selector=args.selector, bearer_token=token)
@@ -160,7 +166,7 @@ def read_fleet(args: argparse.Namespace, token: str | None) -> Fleet:
 
 
 # -- the three ways to show it --------------------------------------------------------------------
-def write_once(fleet: Fleet, args: argparse.Namespace, thresholds) -> int:  # type: ignore[no-untyped-def]
+def write_once(fleet: Fleet, args: argparse.Namespace, thresholds: Thresholds) -> int:
     """`--once` (text) or `--once --json`; 1 when Prometheus gave nothing (the sentence is in
     the report), else 0."""
     from tui.report.plain_output import PlainWriter, takes_unicode
@@ -179,7 +185,7 @@ def write_once(fleet: Fleet, args: argparse.Namespace, thresholds) -> int:  # ty
 
         out = sys.stdout if unicode_ok else PlainWriter(sys.stdout)
         console = Console(
-            file=out,  # type: ignore[arg-type]
+            file=out,  # type: ignore[arg-type]  # PlainWriter: write() here, the rest of TextIO its stream's
             highlight=False,
             soft_wrap=False,
             width=report_width(args.width),
@@ -225,7 +231,7 @@ def _terminal_problem() -> str | None:
     return None
 
 
-def run_live(args: argparse.Namespace, token: str | None, config) -> int:  # type: ignore[no-untyped-def]
+def run_live(args: argparse.Namespace, token: str | None, config: Config) -> int:
     from tui.fleet.app import FleetApp
 
     app = FleetApp(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from tui.fleet.model import Fleet
@@ -55,7 +55,7 @@ class FleetFeed:
         reader: Reader,
         interval_s: float = DEFAULT_INTERVAL_S,
         *,
-        monotonic=time.monotonic,  # type: ignore[no-untyped-def]
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.reader = reader
         self.interval_s = interval_s

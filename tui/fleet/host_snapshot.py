@@ -23,8 +23,8 @@ from tui.fleet.model import EXPORTERS, FleetGpu, FleetHost, FleetKv
 from tui.fleet.summary import GIB, gb, gpu_free_bytes, gpu_used_bytes
 from tui.model.analysis import Analysis, analyse
 from tui.model.memory.gpu_memory import GpuMemory
-from tui.model.memory.gpu_reading import GpuSample
-from tui.model.snapshot import DEGRADED, OK, GpuView, HostMemory, Snapshot, SourceHealth
+from tui.model.memory.gpu_reading import GpuSample, GpuStatus
+from tui.model.snapshot import GpuView, HostMemory, Snapshot, SourceHealth, SourceState
 from tui.sglang.metrics import MetricsSample
 from tui.sglang.start_state import READY
 from tui.sglang.startup import StartupTracker
@@ -86,30 +86,33 @@ def gpu_sample(gpu: FleetGpu) -> GpuSample:
     """NVML's reading as Prometheus has it; no memory numbers: an unreadable GPU ("error")."""
     total, free = _gib(gpu.total_bytes), _gib(gpu_free_bytes(gpu))
     used = _gib(gpu_used_bytes(gpu))
-    known = total is not None and free is not None and used is not None and not gpu.lost
+    if gpu.lost or total is None or free is None or used is None:
+        known, total, used, free = False, 0.0, 0.0, 0.0  # zeros, as NVML's lost GPUs have
+    else:
+        known = True
     why = "Prometheus has no memory numbers for this GPU (no DCGM or kvtop exporter sample)"
     return GpuSample(
         index=gpu.index,
         name=gpu.name or "GPU",
         uuid=gpu.uuid or "",
         pci_bus_id="",
-        total_gib=total if known else 0.0,  # type: ignore[arg-type]
-        used_gib=used if known else 0.0,  # type: ignore[arg-type]
-        free_gib=free if known else 0.0,  # type: ignore[arg-type]
+        total_gib=total,
+        used_gib=used,
+        free_gib=free,
         reserved_gib=None,
         utilization_pct=None if gpu.utilization_pct is None else round(gpu.utilization_pct),
         memory_utilization_pct=None,
         temperature_c=None if gpu.temperature_c is None else round(gpu.temperature_c),
         power_w=gpu.power_w,
         power_limit_w=None,
-        status="lost" if gpu.lost else "ok" if known else "error",
+        status=GpuStatus.LOST if gpu.lost else GpuStatus.OK if known else GpuStatus.ERROR,
         field_errors=() if known or gpu.lost else ((_NO_MEMORY, why),),
     )
 
 
 def gpu_view(gpu: FleetGpu) -> GpuView:
     sample = gpu_sample(gpu)
-    memory = gpu_memory(gpu) if sample.status == "ok" else GpuMemory(*(None,) * 12)
+    memory = gpu_memory(gpu) if sample.status == GpuStatus.OK else GpuMemory(*(None,) * 12)
     return GpuView(sample=sample, ranks=gpu.ranks, memory=memory, processes=())
 
 
@@ -156,7 +159,12 @@ def host_sources(host: FleetHost) -> tuple[SourceHealth, ...]:
         if down:
             detail = "; ".join(f"{t.instance}: {t.error or 'down'}" for t in down)
         found.append(
-            SourceHealth(exporter, DEGRADED if down else OK, detail, max(ages) if ages else None)
+            SourceHealth(
+                exporter,
+                SourceState.DEGRADED if down else SourceState.OK,
+                detail,
+                max(ages) if ages else None,
+            )
         )
     return tuple(found)
 

@@ -20,7 +20,8 @@ from tui.fleet.summary import (
     gpu_used_bytes,
     worst_headroom,
 )
-from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Thresholds
+from tui.model.memory.gpu_reading import GpuStatus
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
 
 # kvtop/1's breakdown keys, one per exported segment (mamba_gib holds the Mamba state and the
 # other caches beside the KV pool: the exporter sends them as one segment).
@@ -53,7 +54,7 @@ def gpu_json(gpu: FleetGpu) -> dict[str, object]:
         "uuid": gpu.uuid,
         "name": gpu.name,
         # "lost": kvtop on the host lost it through NVML (kvtop_gpu_up 0), as kvtop/1's status.
-        "status": "lost" if gpu.lost else "ok",
+        "status": GpuStatus.LOST if gpu.lost else GpuStatus.OK,
         "total_gib": _r(gib(gpu.total_bytes)),
         "used_gib": _r(gib(gpu_used_bytes(gpu))),
         "free_gib": _r(gib(gpu_free_bytes(gpu))),
@@ -163,6 +164,6 @@ def fleet_json(fleet: Fleet, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dic
         },
         # "unknown" when Prometheus gave no fleet (its problem above): nothing was judged, so
         # nothing may read as ok (as --check's UNKNOWN).
-        "level": "unknown" if fleet.problem and not fleet.deployments else found.level,
+        "level": Level.UNKNOWN if fleet.problem and not fleet.deployments else found.level,
         "deployments": [deployment_json(d, found) for d in fleet.deployments],
     }

@@ -19,6 +19,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -29,7 +30,12 @@ USER_AGENT = f"kvtop/{__version__}"
 DEFAULT_TIMEOUT_S = 5.0
 # A refresh asks ten requests in parallel (tui/fleet/reader.py).
 MAX_CONNECTIONS = 12
-_LOOPBACK_DIRECT = {"all://127.0.0.1": None, "all://localhost": None, "all://[::1]": None}
+# No transport of its own (None) means no proxy for loopback.
+_LOOPBACK_DIRECT: dict[str, httpx.AsyncBaseTransport | None] = {
+    "all://127.0.0.1": None,
+    "all://localhost": None,
+    "all://[::1]": None,
+}
 
 
 class PrometheusError(Exception):
@@ -93,7 +99,7 @@ def _series(item: Mapping) -> Series:
 def parse_answer(data: Mapping, warnings: tuple[str, ...] = ()) -> Answer:
     """The `data` of a successful /query or /query_range envelope."""
     kind = data.get("resultType")
-    result = data.get("result")
+    result: Any = data.get("result")  # decoded JSON, of the shape resultType names
     if kind == "vector":
         return Answer(kind, vector=tuple(_sample(i) for i in result), warnings=warnings)
     if kind == "matrix":
@@ -141,7 +147,7 @@ class PrometheusApi:
             ),
             trust_env=True,
             follow_redirects=False,
-            mounts=_LOOPBACK_DIRECT,  # type: ignore[arg-type]  (None: no proxy for loopback)
+            mounts=_LOOPBACK_DIRECT,
         )
 
     async def query(self, promql: str, *, at: float | None = None) -> Answer:

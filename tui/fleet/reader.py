@@ -16,6 +16,7 @@ import math
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from tui.export import families as ff
 from tui.fleet.join import WHAT, Readings, Row, join
@@ -203,19 +204,23 @@ class FleetReader:
     async def _readings(self, taken_at: float) -> Readings:
         names = list(self._queries)
         calls = [self.api.query(self._queries[n], at=taken_at) for n in names]
-        answers = await asyncio.gather(*calls, self._targets(), self._build_version())
-        by_name = dict(zip(names, answers[: len(names)], strict=True))
+        answers, targets, _ = await asyncio.gather(
+            asyncio.gather(*calls), self._targets(), self._build_version()
+        )
+        by_name = dict(zip(names, answers, strict=True))
         last_up = await self._last_up(by_name["up"], taken_at)
         warnings = tuple(w for a in by_name.values() for w in a.warnings)
+        # Any: each query's name is a row field of Readings, which mypy cannot see in a dict.
+        rows: dict[str, Any] = {n: _rows(a) for n, a in by_name.items()}
         return Readings(
             taken_at=taken_at,
             prometheus_url=self.api.base,
             selector=self.selector,
             prometheus_version=self._version,
-            targets=answers[len(names)],
+            targets=targets,
             last_up_age=last_up,
             warnings=tuple(dict.fromkeys(warnings)),
-            **{n: _rows(a) for n, a in by_name.items()},
+            **rows,
         )
 
     async def _last_up(self, up: Answer, taken_at: float) -> tuple[Row, ...]:

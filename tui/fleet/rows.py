@@ -23,7 +23,7 @@ from tui.fleet.summary import (
     shape_text,
     worst_headroom,
 )
-from tui.model.status.levels import CRITICAL, GLYPHS, OK, WARNING, Alert
+from tui.model.status.levels import Alert, Level
 
 DEPLOYMENT, HOST = "deployment", "host"
 RowKey = tuple[str, str | None]  # (deployment key, host name; None for the deployment's row)
@@ -41,7 +41,7 @@ class FleetRow:
     kv_usage_pct: float | None
     headroom_gib: float | None
     restarts: int | None
-    level: str
+    level: Level
     warnings: int
     criticals: int
     used_gib: float | None = None
@@ -51,7 +51,8 @@ class FleetRow:
 
 
 def _counts(found: tuple[Alert, ...]) -> tuple[int, int]:
-    return sum(a.level == WARNING for a in found), sum(a.level == CRITICAL for a in found)
+    levels = [a.level for a in found]
+    return levels.count(Level.WARNING), levels.count(Level.CRITICAL)
 
 
 def _nodes(deployment: Deployment) -> str:
@@ -141,9 +142,9 @@ def alert_cell(row: FleetRow) -> str:
     """`✖1 ▲2`: the alerts by level, with the level glyphs (readable without colour)."""
     parts = []
     if row.criticals:
-        parts.append(f"{GLYPHS[CRITICAL]}{row.criticals}")
+        parts.append(f"{Level.CRITICAL.glyph}{row.criticals}")
     if row.warnings:
-        parts.append(f"{GLYPHS[WARNING]}{row.warnings}")
+        parts.append(f"{Level.WARNING.glyph}{row.warnings}")
     return " ".join(parts)
 
 
@@ -169,5 +170,5 @@ def row_cells(row: FleetRow) -> dict[str, str]:
     }
 
 
-def level_of_row(row: FleetRow) -> str:
-    return row.level if row.level in (WARNING, CRITICAL) else OK
+def level_of_row(row: FleetRow) -> Level:
+    return row.level if row.level in (Level.WARNING, Level.CRITICAL) else Level.OK

@@ -5,7 +5,7 @@ selected row's alerts. They only lay out and style what tui/model/fleet_rows wor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.cells import cell_len
 from rich.style import Style
@@ -13,7 +13,7 @@ from rich.text import Text
 
 from tui.fleet.rows import DEPLOYMENT, FleetRow, row_cells
 from tui.live.widgets.segments import StyledWidget
-from tui.model.status.levels import CRITICAL, GLYPHS, WARNING, Alert
+from tui.model.status.levels import Alert, Level
 
 # (row_cells key, title, justify); the name column takes what the others leave.
 COLUMNS = (
@@ -59,15 +59,14 @@ def _fit(text: str, width: int) -> str:
 
 
 class FleetTable(StyledWidget):
-    """One row per deployment, then its hosts; the selected row marked ▶ and highlighted."""
+    """One row per deployment, then its hosts; the selected row marked ▶ and highlighted. The
+    alert levels' colours are the stylesheet's (styles/kvtop.tcss), as every view's."""
 
     DEFAULT_CSS = """
     FleetTable { height: 1fr; }
     FleetTable > .fleet--header { text-style: bold; color: $primary; }
     FleetTable > .fleet--deployment { text-style: bold; }
     FleetTable > .fleet--selected { background: $boost; text-style: bold; }
-    FleetTable > .fleet--warning { color: $warning; text-style: bold; }
-    FleetTable > .fleet--critical { color: $error; text-style: bold; }
     FleetTable > .fleet--stale { color: $foreground-muted; }
     """
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -79,8 +78,8 @@ class FleetTable(StyledWidget):
         "fleet--stale",
     }
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.rows: tuple[FleetRow, ...] = ()
         self.selected = 0
         self.stale = False
@@ -100,7 +99,13 @@ class FleetTable(StyledWidget):
         self._top = max(0, min(self._top, max(0, len(self.rows) - room)))
         return range(self._top, min(len(self.rows), self._top + room))
 
-    def _line(self, row: FleetRow | None, columns, widths, name: int) -> Text:  # type: ignore[no-untyped-def]
+    def _line(
+        self,
+        row: FleetRow | None,
+        columns: Sequence[tuple[str, str, str]],
+        widths: Sequence[int],
+        name: int,
+    ) -> Text:
         if row is None:
             cells = {key: title for key, title, _ in columns} | {"name": "deployment / host"}
         else:
@@ -116,7 +121,7 @@ class FleetTable(StyledWidget):
             text.append(" ")
             cell = value.rjust(width) if justify == "right" else value.ljust(width)
             style = Style()
-            if row is not None and key == "alerts" and row.level in (WARNING, CRITICAL):
+            if row is not None and key == "alerts" and row.level in (Level.WARNING, Level.CRITICAL):
                 style = self.component_style(f"fleet--{row.level}")
             text.append(cell, style)
         return text
@@ -147,26 +152,27 @@ class FleetSentences(StyledWidget):
 
     DEFAULT_CSS = """
     FleetSentences { height: auto; max-height: 8; padding: 0 1; }
-    FleetSentences > .fleet--warning { color: $warning; }
-    FleetSentences > .fleet--critical { color: $error; text-style: bold; }
     FleetSentences > .fleet--dim { color: $foreground-muted; }
     """
     COMPONENT_CLASSES: ClassVar[set[str]] = {"fleet--warning", "fleet--critical", "fleet--dim"}
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._lines: tuple[tuple[str, str], ...] = ()
 
     def show_alerts(self, title: str | None, alerts: Sequence[Alert]) -> None:
-        lines = tuple((a.level, f"{GLYPHS.get(a.level, '')} {a.text}") for a in alerts)
+        lines = tuple((str(a.level), f"{a.level.glyph} {a.text}") for a in alerts)
         if title is not None and not alerts:
             lines = (("dim", f"{title}: no alerts"),)
         self._set(lines)
 
     def show_problem(self, sentence: str | None, warnings: Sequence[str] = ()) -> None:
         """Prometheus' problem (✖), then its warnings about partial data (▲)."""
-        lines = () if sentence is None else ((CRITICAL, f"{GLYPHS[CRITICAL]} {sentence}"),)
-        lines += tuple((WARNING, f"{GLYPHS[WARNING]} Prometheus warns: {w}") for w in warnings)
+        critical, warning = Level.CRITICAL, Level.WARNING
+        lines: tuple[tuple[str, str], ...] = (
+            () if sentence is None else ((str(critical), f"{critical.glyph} {sentence}"),)
+        )
+        lines += tuple((str(warning), f"{warning.glyph} Prometheus warns: {w}") for w in warnings)
         self._set(lines)
 
     def _set(self, lines: tuple[tuple[str, str], ...]) -> None:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, Group, JustifyMethod, RenderableType
 from rich.text import Text
 
 from tui.fleet.alerts import FleetAlerts, fleet_alerts
 from tui.fleet.model import Fleet
 from tui.fleet.rows import DEPLOYMENT, FleetRow, fleet_rows, row_cells
-from tui.model.status.levels import CRITICAL, DEFAULT_THRESHOLDS, GLYPHS, WARNING, Alert, Thresholds
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
 from tui.report.reflow import FitColumn, FitTable, Hanging, hang
 
 # The host table's columns: (title, the row_cells key, justify).
-_COLUMNS = (
+_COLUMNS: tuple[tuple[str, str, JustifyMethod], ...] = (
     ("host", "name", "left"),
     ("node", "nodes", "left"),
     ("state", "state", "left"),
@@ -33,7 +33,7 @@ _COLUMNS = (
 
 
 def _alert_line(alert: Alert) -> RenderableType:
-    return Hanging(Text(f"{GLYPHS.get(alert.level, '')} {alert.text}"), hang=2)
+    return Hanging(Text(f"{alert.level.glyph} {alert.text}"), hang=2)
 
 
 def _heading(row: FleetRow) -> Text:
@@ -81,8 +81,8 @@ def _summary(fleet: Fleet, found: FleetAlerts) -> Text:
     words += f"{hosts} host{'s' if hosts != 1 else ''}"
     levels = [found.deployment_level(d) for d in fleet.deployments]
     counted = [
-        f"{GLYPHS[level]} {levels.count(level)} {level}"
-        for level in (CRITICAL, WARNING)
+        f"{level.glyph} {levels.count(level)} {level}"
+        for level in (Level.CRITICAL, Level.WARNING)
         if levels.count(level)
     ]
     return Text(words + (" · " + ", ".join(counted) if counted else " · no alerts"))
@@ -101,9 +101,10 @@ def render_fleet(fleet: Fleet, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> G
     found = fleet_alerts(fleet, thresholds)
     parts: list[RenderableType] = [hang(_title(fleet))]
     if fleet.problem:
-        parts.append(Hanging(Text(f"{GLYPHS[CRITICAL]} Prometheus: {fleet.problem}"), hang=2))
+        parts.append(Hanging(Text(f"{Level.CRITICAL.glyph} Prometheus: {fleet.problem}"), hang=2))
     parts += [
-        Hanging(Text(f"{GLYPHS[WARNING]} Prometheus warns: {w}"), hang=2) for w in fleet.warnings
+        Hanging(Text(f"{Level.WARNING.glyph} Prometheus warns: {w}"), hang=2)
+        for w in fleet.warnings
     ]
     if fleet.deployments:
         parts.append(hang(_summary(fleet, found)))

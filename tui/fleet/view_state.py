@@ -19,9 +19,8 @@ from tui.fleet.model import SGLANG, Fleet, FleetHost
 from tui.fleet.rows import FleetRow, RowKey, find_host, fleet_rows
 from tui.fleet.summary import shape_text
 from tui.live.view_state import StatusFacts, ViewState, kv_facts
-from tui.model.snapshot import OFF, SourceHealth
-from tui.model.snapshot import OK as SOURCE_OK
-from tui.model.status.levels import DEFAULT_THRESHOLDS, OK, Thresholds
+from tui.model.snapshot import SourceHealth, SourceState
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Level, Thresholds
 from tui.model.status.server_status import (
     AMBIENT,
     EXTRA,
@@ -101,9 +100,9 @@ def _nearest(old: RowKey | None, keys: list[RowKey]) -> RowKey | None:
 def _prometheus_marker(state: FleetViewState, now: float) -> tuple[SourceHealth, str | None]:
     age = state.age_s(now) if state.stale else None
     if state.problem and (state.stale or state.fleet is None or not state.fleet.deployments):
-        health = SourceHealth(PROMETHEUS, OFF, state.problem, age)
+        health = SourceHealth(PROMETHEUS, SourceState.OFF, state.problem, age)
         return health, None if age is None else duration_text(age)
-    return SourceHealth(PROMETHEUS, SOURCE_OK), None
+    return SourceHealth(PROMETHEUS, SourceState.OK), None
 
 
 def fleet_status(state: FleetViewState, now: float) -> StatusFacts:
@@ -111,10 +110,10 @@ def fleet_status(state: FleetViewState, now: float) -> StatusFacts:
     fleet = state.fleet
     marker, age = _prometheus_marker(state, now)
     items: list[HeaderItem] = []
-    level = OK
+    level = Level.OK
     if fleet is None:
         text, kind = "waiting for Prometheus", "waiting"
-    elif marker.state == OFF:
+    elif marker.state == SourceState.OFF:
         text, kind = "Prometheus not answering", "failed"
     else:
         hosts, deployments = len(fleet.hosts), len(fleet.deployments)
@@ -124,10 +123,10 @@ def fleet_status(state: FleetViewState, now: float) -> StatusFacts:
     if state.alerts is not None and fleet is not None:
         level = state.alerts.level
         counts = [r.level for r in state.rows if r.kind == "deployment"]
-        for name, glyph in (("critical", "✖"), ("warning", "▲")):
-            if counts.count(name):
-                words = f"{glyph} {counts.count(name)} {name}"
-                items.append(HeaderItem(words, f"{glyph}{counts.count(name)}", MUST))
+        for shown in (Level.CRITICAL, Level.WARNING):
+            if count := counts.count(shown):
+                words = f"{shown.glyph} {count} {shown}"
+                items.append(HeaderItem(words, f"{shown.glyph}{count}", MUST))
     if fleet is not None and fleet.selector:
         items.append(HeaderItem(fleet.selector, fleet.selector, EXTRA))
     if state.stale and fleet is not None:
@@ -189,7 +188,7 @@ def host_status(
         demo=False,
         facts=tuple(i.text for i in items),
         fact_items=tuple(items),
-        level=found[0].level if found else OK,
+        level=found[0].level if found else Level.OK,
         source_ages=(*(None,) * len(sources), age),
     )
 

@@ -39,6 +39,7 @@ import os
 import selectors
 import threading
 from codecs import getincrementaldecoder
+from typing import Any
 
 from textual.driver import Driver
 
@@ -81,8 +82,8 @@ def driver_class(stock: type[Driver]) -> type[Driver]:
         return stock
 
     class QuietLinuxDriver(LinuxDriver):
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
             self.exit_event = _WakingEvent()
             self._suspending = False  # inside suspend_application_mode (Ctrl+Z)
             self._shut_down = False  # application mode stopped for good: the app is leaving

@@ -14,13 +14,13 @@ from datetime import datetime
 from tui.model.history import History, Series
 from tui.model.kv_usage import KvUsage, kv_usage, source_text
 from tui.model.memory.gpu_order import sorted_gpus
+from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.sizing.formula import format_version
-from tui.model.snapshot import DEGRADED, GpuView, Snapshot, SourceHealth
-from tui.model.snapshot import OK as SOURCE_OK
+from tui.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
 from tui.model.status.freshness import is_fresh, stale_after_s, stale_age_s
 from tui.model.status.levels import (
     DEFAULT_THRESHOLDS,
-    OK,
+    Level,
     Thresholds,
     kv_usage_level,
     queue_level,
@@ -56,7 +56,7 @@ class StatusFacts:
     facts: tuple[str, ...] = ()  # SGLang version, model, parallelism, after the state
     # The state's alert level (tui/model/status/levels.py): not ok when the server has stopped
     # answering, its sources disagree or a GPU is lost (tui/model/server_status.header_state).
-    level: str = OK
+    level: Level = Level.OK
     # Beside each source's marker: its age once older than three refresh intervals ("3m05s").
     source_ages: tuple[str | None, ...] = ()
     # `facts` with their short forms and priorities: what a narrow status line keeps.
@@ -70,8 +70,8 @@ class KvFacts:
     usage: KvUsage
     series: Series
     source: str | None  # "log decode batch line 09:03:07, 4m05s old"; None: fresh metrics
-    usage_level: str = OK  # KV usage against the thresholds (ok unless the usage is current)
-    queue_level: str = OK  # requests queued without a break, against the thresholds
+    usage_level: Level = Level.OK  # KV usage against the thresholds (ok unless it is current)
+    queue_level: Level = Level.OK  # requests queued without a break, against the thresholds
     queued_for_s: float | None = None
 
 
@@ -166,11 +166,12 @@ def kv_facts(state: ViewState, clock: Callable[[], float]) -> KvFacts | None:
         return None
     usage = kv_usage(snapshot, state.request_len, now=datetime.fromtimestamp(clock()))
     queued_for = state.history.queued_for_s() if usage.current else None
+    usage_level = kv_usage_level(usage.usage_pct, state.thresholds)
     return KvFacts(
         usage=usage,
         series=state.history.token_usage_pct(),
         source=source_text(usage, stale_after_s(state.interval_s)),
-        usage_level=kv_usage_level(usage.usage_pct, state.thresholds) if usage.current else OK,
+        usage_level=usage_level if usage.current else Level.OK,
         queue_level=queue_level(queued_for, state.thresholds),
         queued_for_s=queued_for,
     )
@@ -179,13 +180,17 @@ def kv_facts(state: ViewState, clock: Callable[[], float]) -> KvFacts | None:
 def _marked(health: SourceHealth, interval_s: float) -> SourceHealth:
     """The source as its marker shows it: an ok source whose last good reading is stale (a
     scrape hanging, a poll that does not return) is not drawn as ok."""
-    if health.state == SOURCE_OK and health.age_s is not None and not is_fresh(health, interval_s):
-        return replace(health, state=DEGRADED)
+    if (
+        health.state == SourceState.OK
+        and health.age_s is not None
+        and not is_fresh(health, interval_s)
+    ):
+        return replace(health, state=SourceState.DEGRADED)
     return health
 
 
 def _lost_gpus(snapshot: Snapshot) -> tuple[int, ...]:
-    return tuple(g.sample.index for g in snapshot.gpus if g.sample.status == "lost")
+    return tuple(g.sample.index for g in snapshot.gpus if g.sample.status == GpuStatus.LOST)
 
 
 def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
@@ -193,7 +198,7 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
     snapshot = state.snapshot
     left = (state.host_name, state.source_label)
     after: list[HeaderItem] = []
-    kind, text, level = "waiting", "waiting for the first readings", OK
+    kind, text, level = "waiting", "waiting for the first readings", Level.OK
     sources: tuple[SourceHealth, ...] = ()
     if snapshot is not None:
         startup = snapshot.analysis.startup
@@ -221,7 +226,7 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
         kind, text, level = status.state, header.text, header.level
         sources = tuple(_marked(s, state.interval_s) for s in sources)
     if state.problem:
-        kind, text, level = "failed", "sources stopped (see the message)", OK
+        kind, text, level = "failed", "sources stopped (see the message)", Level.OK
     ages = (stale_age_s(s, state.interval_s) for s in sources)
     return StatusFacts(
         left=left,
@@ -241,7 +246,6 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
 # -- the status line's layout: what survives a narrow terminal ------------------------------------
 SOURCE_NAMES = {"nvml": "NVML", "log": "log", "journal": "journal", "metrics": "metrics"}
 SOURCE_SHORT = {"nvml": "NV", "log": "log", "journal": "jrnl", "metrics": "met"}
-MARK_STATES = (SOURCE_OK, DEGRADED)  # any other state is drawn off
 INTERVAL = 7  # the refresh interval: dropped after shortening, before the DEMO badge
 
 Piece = tuple[str, str]  # (text, style: "" plain, "bold", "state-<kind>", "mark-<state>", ...)
@@ -275,7 +279,7 @@ def _text_slot(text: str, priority: int, short: str | None = None, style: str = 
 
 def _state_style(facts: StatusFacts) -> str:
     kind = facts.state_kind if facts.state_kind in ("ready", "failed") else "starting"
-    if facts.level in ("warning", "critical"):
+    if facts.level in (Level.WARNING, Level.CRITICAL):
         kind = facts.level  # never green while a source is down, disagrees or a GPU is lost
     return f"state-{kind}"
 
@@ -294,8 +298,7 @@ def _slots(facts: StatusFacts) -> list[_Slot]:
     slots.append(_Slot(True, INTERVAL, interval, interval))
     ages = facts.source_ages or (None,) * len(facts.sources)
     for health, age in zip(facts.sources, ages, strict=False):
-        state = health.state if health.state in MARK_STATES else "off"
-        mark = ("●" if state == SOURCE_OK else "◐" if state == DEGRADED else "○", f"mark-{state}")
+        mark = (health.state.mark, f"mark-{health.state}")
         name = SOURCE_NAMES.get(health.name, health.name)
         full = (mark, (name, ""), *(((f" {age}", "age"),) if age else ()))
         short = (mark, (SOURCE_SHORT.get(health.name, name), ""))

@@ -198,7 +198,8 @@ def _elsewhere(
 
 
 def _order(name: str) -> tuple[int, int, int]:
-    return tuple(-1 if v is None else v for v in _tags_of(name)[::-1])  # type: ignore[return-value]
+    tp, pp, dp = (-1 if v is None else v for v in _tags_of(name))
+    return dp, pp, tp  # an absent tag sorts first
 
 
 def _sizes(args: ServerArgs) -> tuple[int | None, int, int, int]:

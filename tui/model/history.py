@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tui.model.kv_usage import kv_now
+from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import queue_since
 from tui.model.status.freshness import STALE_INTERVALS
@@ -101,7 +102,7 @@ class History:
             seen.add(key)
             used = self._gpu_used_gib.setdefault(key, deque(maxlen=self.points))
             util = self._gpu_util_pct.setdefault(key, deque(maxlen=self.points))
-            used.append(gpu.sample.used_gib if gpu.sample.status == "ok" else math.nan)
+            used.append(gpu.sample.used_gib if gpu.sample.status == GpuStatus.OK else math.nan)
             value = gpu.sample.utilization_pct
             util.append(float(value) if value is not None else math.nan)
         # A GPU that went away keeps its buffer only while it might come back; a host with

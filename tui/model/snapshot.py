@@ -10,14 +10,31 @@ from dataclasses import dataclass
 
 from tui.model.analysis import Analysis
 from tui.model.memory.gpu_memory import GpuMemory
-from tui.model.memory.gpu_reading import GpuSample
+from tui.model.memory.gpu_reading import GpuSample, GpuStatus
 from tui.model.server_target import ServerTarget
 from tui.model.status.identity import Mismatch
 from tui.model.status.notes import OTHER, Note
+from tui.model.str_enum import StrEnum
 from tui.sglang.metrics import MetricsSample, ServerInfo
 
-# A source's state: reading, reading with a fault (degraded) or not reading (off).
-OK, DEGRADED, OFF = "ok", "degraded", "off"
+
+class SourceState(StrEnum):
+    """A source's state: reading, reading with a fault (degraded) or not reading (off)."""
+
+    OK = "ok"
+    DEGRADED = "degraded"
+    OFF = "off"
+
+    @property
+    def mark(self) -> str:
+        return MARKS[self]
+
+
+# Each source's marker in the status line, the help and the report (readable without colour).
+# The colours are the stylesheet's: styles/kvtop.tcss names each state's once ($source-ok, ...).
+MARKS = {SourceState.OK: "●", SourceState.DEGRADED: "◐", SourceState.OFF: "○"}
+# The old names, which tui/session.py and the tests import.
+OK, DEGRADED, OFF = SourceState.OK, SourceState.DEGRADED, SourceState.OFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +42,16 @@ class SourceHealth:
     """One input's state: ok, degraded (with the reason) or off (with the reason)."""
 
     name: str
-    state: str
+    state: SourceState
     detail: str | None = None
     # Seconds since this source's last good reading (None: none yet, or not tracked).
     age_s: float | None = None
     # Off because the user asked for it (--no-gpus, no log given): not a fault.
     asked_off: bool = False
+
+    def __post_init__(self) -> None:
+        # A state given as its word ("ok") becomes the SourceState, so `state.mark` holds.
+        object.__setattr__(self, "state", SourceState(self.state))
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +74,7 @@ class GpuView:
     @property
     def lost(self) -> bool:
         """NVML lost the GPU or cannot read its memory: no numbers for it."""
-        return self.sample.status != "ok"
+        return self.sample.status != GpuStatus.OK
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,15 +11,17 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tui.model.kv_usage import kv_now
+from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.memory.headroom import least_headroom_gib
 from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import anything_read, evaluate, log_known, pct_1, unread_sources
-from tui.model.status.levels import CRITICAL, OK, WARNING, Alert, Thresholds
+from tui.model.status.levels import Alert, Level, Thresholds
 from tui.model.status.server_status import server_status
 
-EXIT_CHECK = {OK: 0, WARNING: 1, CRITICAL: 2}
-EXIT_UNKNOWN = 3
-STATE_WORD = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL"}
+# The plugin convention's exit status and state word per level.
+EXIT_CHECK = {Level.OK: 0, Level.WARNING: 1, Level.CRITICAL: 2, Level.UNKNOWN: 3}
+EXIT_UNKNOWN = EXIT_CHECK[Level.UNKNOWN]
+STATE_WORD = {level: level.value.upper() for level in Level}
 NAMED_AT_MOST = 3  # alerts named on the status line; the rest are counted
 
 
@@ -36,7 +38,7 @@ def _plain(text: str) -> str:
 
 def unknown(reason: str) -> CheckResult:
     """UNKNOWN with a reason: nothing could be judged (no source, bad options, a bad file)."""
-    return CheckResult(EXIT_UNKNOWN, f"KVTOP UNKNOWN - {_plain(reason)}")
+    return CheckResult(EXIT_UNKNOWN, f"KVTOP {STATE_WORD[Level.UNKNOWN]} - {_plain(reason)}")
 
 
 def _gib(value: float) -> str:
@@ -65,7 +67,7 @@ def performance_data(snapshot: Snapshot, t: Thresholds) -> str:
     margin = f"{t.safe_margin_gib:g}:"  # a range: below it is a warning
     for gpu in snapshot.gpus:
         sample = gpu.sample
-        if sample.status == "ok":
+        if sample.status == GpuStatus.OK:
             free, total = _gib(sample.free_gib), f"{sample.total_gib:.2f}"
             data.append(f"gpu{sample.index}_free={free};{margin};;0;{total}")
     headroom = headroom_gib(snapshot)
@@ -94,7 +96,7 @@ def _ok_words(snapshot: Snapshot, t: Thresholds) -> str:
     return ", ".join(words)
 
 
-def _named(found: tuple[Alert, ...], level: str) -> str:
+def _named(found: tuple[Alert, ...], level: Level) -> str:
     """The alerts at the worst level (up to NAMED_AT_MOST), then how many more there are."""
     top = [a for a in found if a.level == level]
     words = "; ".join(a.text for a in top[:NAMED_AT_MOST])
@@ -107,7 +109,7 @@ def check(snapshot: Snapshot, thresholds: Thresholds) -> CheckResult:
     if not anything_read(snapshot):
         return unknown(f"no source could be read ({unread_sources(snapshot)})")
     found = evaluate(snapshot, thresholds)
-    level = found[0].level if found else OK
+    level = found[0].level if found else Level.OK
     words = _named(found, level) if found else _ok_words(snapshot, thresholds)
     line = f"KVTOP {STATE_WORD[level]} - {_plain(words)}"
     perf = performance_data(snapshot, thresholds)

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from tui.model.analysis import Analysis
 from tui.model.deployment_shape import deployment_shape
+from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.memory.rank_memory import MemoryBreakdown
 from tui.model.sizing.formula import DraftBudgetRule, WhatIf
 from tui.model.sizing.model_config import CellSize
@@ -263,8 +264,7 @@ def to_json(report: Analysis) -> dict[str, object]:
         "summary": _summary_json(startup.summary),
         "ranks": [_rank_json(r) for r in report.ranks],
         "memory": [
-            {key: getattr(b, key) for key in MemoryBreakdown.__slots__}  # type: ignore[attr-defined]
-            for b in report.breakdowns
+            {key: getattr(b, key) for key in MemoryBreakdown.__slots__} for b in report.breakdowns
         ],
         "sizing": [_sizing_json(s) for s in report.sizings],
         "formula": _formula_json(report),
@@ -289,7 +289,7 @@ def to_json(report: Analysis) -> dict[str, object]:
 def _gpu_json(view: GpuView) -> dict[str, object]:
     sample, memory = view.sample, view.memory
     # A lost GPU or memory NVML could not read (or gave impossibly): no number, not 0.
-    known = sample.status == "ok"
+    known = sample.status == GpuStatus.OK
     return {
         "index": sample.index,
         "name": sample.name,

@@ -6,15 +6,17 @@ from __future__ import annotations
 import codecs
 from typing import TextIO
 
+from tui.model.snapshot import SourceState
+
 # The report's own glyphs in ASCII. One character for one wherever a glyph can sit in a table
 # cell (Rich has laid the columns out already; the report never cuts a cell, so "…" is only
 # ever a title's or a quoted line's); the prose-only signs get two or three. Rich draws its table boxes in ASCII by itself once the
 # stream's encoding is not UTF.
 GLYPHS = str.maketrans(
     {
-        "●": "*",
-        "◐": "~",
-        "○": "o",
+        SourceState.OK.mark: "*",
+        SourceState.DEGRADED.mark: "~",
+        SourceState.OFF.mark: "o",
         "•": "*",
         "·": "|",
         "×": "x",
@@ -35,7 +37,8 @@ GLYPHS = str.maketrans(
         "\ufffd": "?",
     }
 )
-SAMPLE = "●·—…"  # what a stream must be able to encode to get the report as it is
+# What a stream must be able to encode to get the report as it is.
+SAMPLE = SourceState.OK.mark + "·—…"
 
 
 def takes_unicode(stream: TextIO) -> bool:

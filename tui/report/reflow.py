@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, Group, JustifyMethod, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -44,7 +44,7 @@ def _widest_word(text: Text) -> int:
 @dataclass(frozen=True, slots=True)
 class FitColumn:
     name: str  # the wide table's header; may hold "\n" to stack its words
-    justify: str = "right"
+    justify: JustifyMethod = "right"
     wrap: bool = False  # prose that may wrap at word boundaries (an arithmetic, an answer)
 
     @property
@@ -150,7 +150,7 @@ class FitTable:
         for column in self.columns:
             table.add_column(
                 column.name,
-                justify=column.justify,  # type: ignore[arg-type]
+                justify=column.justify,
                 no_wrap=not column.wrap,
                 overflow="fold",
             )

@@ -9,6 +9,7 @@ from tui import fmt
 from tui.model.analysis import Analysis
 from tui.model.deployment_shape import deployment_shape
 from tui.model.kv_usage import kv_now, load_from_batch, load_from_metrics, load_line, source_text
+from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.sizing.formula import version_text
 from tui.model.sizing.replay import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
 from tui.model.snapshot import Snapshot
@@ -51,7 +52,13 @@ _WORD_COLUMNS = {
 _WRAP_COLUMNS = {"arithmetic", "phase", "answer", "tokens needed", "requests"}
 
 
-def _table(*columns: str, gap: int = 2, transpose: bool = True, **fit: object) -> FitTable:
+def _table(
+    *columns: str,
+    gap: int = 2,
+    transpose: bool = True,
+    aside: int | None = None,
+    key_prefix: str = "",
+) -> FitTable:
     """A borderless table that reflows to the console's width (tui.report.reflow): wide while
     every column fits, else one column per record or one block per record; numeric columns
     right-aligned and never cut; `gap` spaces between columns."""
@@ -66,7 +73,8 @@ def _table(*columns: str, gap: int = 2, transpose: bool = True, **fit: object) -
         ],
         gap=gap,
         transpose=transpose,
-        **fit,  # type: ignore[arg-type]
+        aside=aside,
+        key_prefix=key_prefix,
     )
 
 
@@ -442,10 +450,9 @@ def print_report(report: Analysis, console: Console | None = None) -> None:
 
 
 def _sources_line(snapshot: Snapshot) -> Text:
-    marks = {"ok": "●", "degraded": "◐", "off": "○"}
     text = Text("sources: ")
     for source in snapshot.sources:
-        text.append(f"{source.name} {marks.get(source.state, '?')} {source.state}  ")
+        text.append(f"{source.name} {source.state.mark} {source.state}  ")
     ages = [
         f"{s.name} {s.age_s:.1f} s ago" if s.age_s is not None else f"{s.name} none yet"
         for s in snapshot.sources
@@ -497,7 +504,7 @@ def _gpu_table(snapshot: Snapshot) -> Group:
         cells: list[RenderableType] = [
             str(s.index),
             _text(" ".join(view.ranks) or "—"),
-            _text(s.name if s.status == "ok" else f"{s.name} ({s.status})"),
+            _text(s.name if s.status == GpuStatus.OK else f"{s.name} ({s.status})"),
             fmt.number(m.total_gib),
             fmt.number(m.baseline_gib),
             fmt.number(m.other_processes_gib),

@@ -57,8 +57,8 @@ def _rank_step(phases: Sequence[Phase]) -> tuple[str, datetime | None] | None:
         return None
     current = known[-1][1][0]
     since = None
-    for phase, (step, opens) in reversed(known):
-        if step != current:
+    for phase, (named, opens) in reversed(known):
+        if named != current:
             break
         since = phase.timestamp or since
         if opens:

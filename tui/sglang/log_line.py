@@ -7,6 +7,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 from tui.sglang import events as ev
 from tui.sglang.bounds import MAX_COUNT, MAX_GIB, refusal
@@ -25,8 +26,14 @@ _INT = r"([-+]?\d+)"
 _refused = threading.local()
 
 
+def _refusals() -> list[tuple[str, str]] | None:
+    """This thread's refused numbers while parse_line runs (None outside it)."""
+    found: list[tuple[str, str]] | None = getattr(_refused, "items", None)
+    return found
+
+
 def _refuse(text: str, reason: str) -> None:
-    found = getattr(_refused, "items", None)
+    found = _refusals()
     if found is not None and len(found) < 16:
         found.append((text, reason))
 
@@ -513,13 +520,14 @@ def _batch_value(field_name: str, raw: str) -> float | int | bool | str | None:
 
 
 def _refused_already(text: str) -> bool:
-    found = getattr(_refused, "items", None)
-    return bool(found) and found[-1][0] in (text, text.rstrip("%"))
+    found = _refusals()
+    return bool(found and found[-1][0] in (text, text.rstrip("%")))
 
 
 def parse_batch(prefix: ev.LinePrefix, msg: str) -> ev.BatchStats | None:
     kind = "prefill" if msg.startswith("Prefill") else "decode"
-    fields: dict[str, float | int | bool | str | None] = {}
+    # Any: each value has the type _batch_value gives its field's name, which mypy cannot pair.
+    fields: dict[str, Any] = {}
     extra: dict[str, float | int | bool | str] = {}
     for key, raw in batch_pairs(msg):
         key = key.strip()
@@ -530,7 +538,7 @@ def parse_batch(prefix: ev.LinePrefix, msg: str) -> ev.BatchStats | None:
             continue
         if name not in fields or fields[name] is None:
             fields[name] = _batch_value(name, raw)
-    return ev.BatchStats(prefix, msg, kind=kind, extra=extra, **fields)  # type: ignore[arg-type]
+    return ev.BatchStats(prefix, msg, kind=kind, extra=extra, **fields)
 
 
 def _batch(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:

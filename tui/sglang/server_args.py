@@ -9,7 +9,7 @@ import types
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from tui.sglang.control_chars import make_visible
 
@@ -289,9 +289,10 @@ def _shown(value: object) -> str:
     return make_visible(text if len(text) <= 60 else text[:57] + "...")
 
 
-def _typed_fields(mapping: Mapping[str, object]) -> dict[str, object]:
-    """The one place that turns a decoded mapping into the typed convenience fields."""
-    fields: dict[str, object] = {}
+def _typed_fields(mapping: Mapping[str, object]) -> dict[str, Any]:
+    """The one place that turns a decoded mapping into the typed convenience fields. Any: each
+    value has the type of its converter in _FIELD_SPECS, which mypy cannot pair with the field."""
+    fields: dict[str, Any] = {}
     rejected: dict[str, str] = {}
     for name, keys, convert in _FIELD_SPECS:
         value = None

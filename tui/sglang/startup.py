@@ -167,7 +167,9 @@ class StartupTracker:
         return rank
 
     @staticmethod
-    def _phase(rank: RankStartup, event: ev.Event, name: str, model: str, **values: object) -> None:
+    def _phase(
+        rank: RankStartup, event: ev.Event, name: str, model: str, **values: float | None
+    ) -> None:
         if len(rank.phases) >= MAX_PHASES_PER_RANK:
             return
         rank.phases.append(
@@ -177,7 +179,7 @@ class StartupTracker:
                 time_text=event.prefix.time_text,
                 timestamp=event.prefix.timestamp,
                 message=event.message[:500],
-                **values,  # type: ignore[arg-type]
+                **values,
             )
         )
 

@@ -28,8 +28,13 @@ from tui import __version__
 
 USER_AGENT = f"kvtop/{__version__}"
 MAX_REDIRECTS = 3
-# A proxy on another machine cannot reach this host's loopback interface.
-_LOOPBACK_DIRECT = {"all://127.0.0.1": None, "all://localhost": None, "all://[::1]": None}
+# A proxy on another machine cannot reach this host's loopback interface: no transport of its
+# own (None) means no proxy for these.
+_LOOPBACK_DIRECT: dict[str, httpx.AsyncBaseTransport | None] = {
+    "all://127.0.0.1": None,
+    "all://localhost": None,
+    "all://[::1]": None,
+}
 
 
 def _tls_for(https: bool) -> ssl.SSLContext | bool:
@@ -80,7 +85,7 @@ class HttpGetter:
             trust_env=True,
             verify=_tls_for(self.https),
             follow_redirects=False,  # followed below, within the origin only
-            mounts=_LOOPBACK_DIRECT,  # type: ignore[arg-type]  (None: no proxy for these)
+            mounts=_LOOPBACK_DIRECT,
         )
 
     async def get(self, path: str, headers: dict[str, str]) -> tuple[int, bytes]:

@@ -222,7 +222,7 @@ def _choose_backend(backend: str) -> tuple[str, str | None]:
     if backend == "journalctl":
         return "journalctl", "journalctl was asked for"
     try:
-        import systemd.journal  # type: ignore[import-untyped]  # noqa: F401
+        import systemd.journal  # noqa: F401
     except ImportError as exc:
         if backend == "python":
             raise ValueError(
@@ -347,7 +347,7 @@ class JournalSource:
         try:
             reader.add_match(_SYSTEMD_UNIT=self.unit)
             reader.seek_cursor(cursor)
-            out = []
+            out: list[dict[str, Any]] = []
             while len(out) < EARLIER_ENTRIES:
                 entry = reader.get_previous()
                 if not entry:
@@ -427,7 +427,7 @@ class JournalSource:
         return await asyncio.wrap_future(self._executor.submit(fn, *args))
 
     def _open_reader(self) -> tuple[Any, int, bool]:
-        from systemd import journal  # type: ignore[import-untyped]
+        from systemd import journal
 
         if self.directory:
             reader = journal.Reader(path=self.directory, converters=_CONVERTERS)
@@ -548,13 +548,14 @@ class JournalSource:
         """New entries as they come; a removed journal directory is said and waited for."""
         loop = asyncio.get_running_loop()
         while not self._closed:
-            ahead: list[dict[str, Any]] | None = []
+            ahead: list[dict[str, Any]] = []
             gone = await self._call(self._watch_files)
             if gone:
                 self.status = removed_sentence(self.unit, gone)
-                ahead = await self._python_reopen()
-                if ahead is None:
+                reopened = await self._python_reopen()
+                if reopened is None:
                     return
+                ahead = reopened
             batch = ahead + await self._call(self._read_batch, self._reader, True)
             lines = self._follow_lines(batch)
             if lines:
@@ -570,7 +571,9 @@ class JournalSource:
         await self._call(old.close)
         while not self._closed:
             await self._sleep(RETRY_S)
-            if self._closed or await self._call(gone_roots, self._roots):
+            if self._closed:  # closed while it slept
+                continue
+            if await self._call(gone_roots, self._roots):
                 continue
             try:
                 self._reader, self._fd, self._reliable = await self._call(self._open_reader)

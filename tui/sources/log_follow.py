@@ -136,8 +136,9 @@ class LogFollower:
         if self.lane is not None:
             await self.lane.next()
         else:
+            assert self._wake is not None  # made by lines(), which reads through here
             get = asyncio.ensure_future(queue.get())
-            woke = asyncio.ensure_future(self._wake.wait())  # type: ignore[union-attr]
+            woke = asyncio.ensure_future(self._wake.wait())
             await asyncio.wait({get, woke}, return_when=asyncio.FIRST_COMPLETED)
             woke.cancel()
             if not get.done():

@@ -7,9 +7,9 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from tui.model.snapshot import SourceState
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
 from tui.sources.http_get import ConnectFailed, FetchFailed, HttpGetter, TimedOut, TooLarge
 
@@ -22,11 +22,6 @@ __all__ = [
     "parse_metrics_body",
     "parse_server_info_body",
 ]
-
-# "ok": fresh data. "degraded": the server is there but this fetch failed (timeout, 5xx, a body
-# that is not SGLang's); retry with back-off. "off": nothing to read until the operator changes
-# something (no server, metrics disabled, API key missing or wrong).
-Status = Literal["ok", "degraded", "off"]
 
 _MAX_BACKOFF_S = 30.0
 # The whole fetch (connect, headers, body): a 2 s answer is slow but in time, a hung server is
@@ -90,15 +85,18 @@ def _header_safe(key: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class MetricsReading:
     sample: MetricsSample | None
-    status: Status
-    problem: str | None  # a sentence with a next step; None when status is "ok"
+    # ok: fresh data. degraded: the server is there but this fetch failed (timeout, 5xx, a body
+    # that is not SGLang's); retry with back-off. off: nothing to read until the operator
+    # changes something (no server, metrics disabled, API key missing or wrong).
+    status: SourceState
+    problem: str | None  # a sentence with a next step; None when status is ok
     fetched_at: float  # time.time() when the fetch ended
 
 
 @dataclass(frozen=True, slots=True)
 class ServerInfoReading:
     info: ServerInfo | None
-    status: Status
+    status: SourceState
     problem: str | None
     fetched_at: float
 
@@ -106,9 +104,9 @@ class ServerInfoReading:
 class _Fault(Exception):
     """A fetch failed; carries the status and the sentence for the operator."""
 
-    def __init__(self, status: Status, problem: str) -> None:
+    def __init__(self, status: SourceState, problem: str) -> None:
         super().__init__(problem)
-        self.status: Status = status
+        self.status = status
         self.problem = problem
 
 
@@ -190,7 +188,7 @@ class MetricsSource:
             status, body = await self._get("/metrics", auth=False)
             if status == 404:
                 raise _Fault(
-                    "off",
+                    SourceState.OFF,
                     f"{self._shown_url}/metrics answers 404: the server runs without "
                     "--enable-metrics; token usage comes from the Decode batch lines in the "
                     "log instead.",
@@ -199,7 +197,7 @@ class MetricsSource:
             sample = await asyncio.to_thread(parse_metrics_body, body)
             if sample.families_seen == 0:
                 raise _Fault(
-                    "degraded",
+                    SourceState.DEGRADED,
                     f"{self._shown_url}/metrics answered, but with no sglang: metrics (an HTML "
                     "page or something else): check that --url points at the SGLang server "
                     "itself, not a proxy or another service.",
@@ -208,7 +206,7 @@ class MetricsSource:
             self._record(False)
             return MetricsReading(None, fault.status, fault.problem, time.time())
         self._record(True)
-        return MetricsReading(sample, "ok", None, time.time())
+        return MetricsReading(sample, SourceState.OK, None, time.time())
 
     async def server_info(self) -> ServerInfoReading:
         """``/server_info``, or ``/get_server_info`` (SGLang before 0.5) when that is a 404."""
@@ -220,7 +218,7 @@ class MetricsSource:
                 status, body = await self._get(path, auth=True)
             if status == 404:
                 raise _Fault(
-                    "off",
+                    SourceState.OFF,
                     f"{self._shown_url} has neither /server_info nor /get_server_info: check "
                     "that --url points at an SGLang server.",
                 )
@@ -228,7 +226,7 @@ class MetricsSource:
             info = await asyncio.to_thread(parse_server_info_body, body)
             if info is None:
                 raise _Fault(
-                    "degraded",
+                    SourceState.DEGRADED,
                     f"{self._shown_url}{path} did not answer with a JSON object: check that "
                     "--url points at the SGLang server itself.",
                 )
@@ -236,7 +234,7 @@ class MetricsSource:
             self._record_info(False)
             return ServerInfoReading(None, fault.status, fault.problem, time.time())
         self._record_info(True)
-        return ServerInfoReading(info, "ok", None, time.time())
+        return ServerInfoReading(info, SourceState.OK, None, time.time())
 
     # ---------------------------------------------------------------------------------------
 
@@ -244,26 +242,28 @@ class MetricsSource:
         where = f"{self._shown_url}{path}"
         if status == 401:
             if self.__api_key:
-                raise _Fault("off", f"{where}: the API key was refused by {path}; check the key.")
+                raise _Fault(
+                    SourceState.OFF, f"{where}: the API key was refused by {path}; check the key."
+                )
             raise _Fault(
-                "off",
+                SourceState.OFF,
                 f"{where}: the server wants an API key: pass --api-key-file or set SGLANG_API_KEY.",
             )
         if status == 403:
             raise _Fault(
-                "off",
+                SourceState.OFF,
                 f"{where}: the API key was refused (403); check the key, or use the admin key "
                 "if the server needs one.",
             )
         if status >= 500:
             raise _Fault(
-                "degraded",
+                SourceState.DEGRADED,
                 f"{where} answered {status}: the server is failing or still starting; "
                 "kvtop keeps retrying. Check the server log.",
             )
         if status != 200:
             raise _Fault(
-                "degraded",
+                SourceState.DEGRADED,
                 f"{where} answered {status}: check that --url points at the SGLang server.",
             )
 
@@ -275,14 +275,14 @@ class MetricsSource:
             raise
         except (asyncio.TimeoutError, TimedOut):
             raise _Fault(
-                "degraded",
+                SourceState.DEGRADED,
                 f"{self._shown_url}{path} did not answer within {self.timeout_s:g} s: the "
                 "server may be overloaded or hung; kvtop keeps the last numbers and retries. "
                 "Check the server's log and load.",
             ) from None
         except ConnectFailed:
             raise _Fault(
-                "off",
+                SourceState.OFF,
                 f"nothing listens on {self._shown_url}: is the server running, and is --url right?",
             ) from None
         except TooLarge:
@@ -290,7 +290,7 @@ class MetricsSource:
         except (FetchFailed, OSError, UnicodeError, ValueError) as exc:
             # The exception text may quote the request; only its class name is shown.
             raise _Fault(
-                "degraded",
+                SourceState.DEGRADED,
                 f"fetching {self._shown_url}{path} failed ({type(exc).__name__}): kvtop keeps "
                 "retrying; check the server and the network.",
             ) from None
@@ -310,7 +310,7 @@ class MetricsSource:
     def _too_large(self, path: str) -> _Fault:
         limit_mib = self.max_body_bytes / 2**20
         return _Fault(
-            "degraded",
+            SourceState.DEGRADED,
             f"{self._shown_url}{path} sent more than {limit_mib:g} MiB, so kvtop stopped "
             "reading: check that --url points at the SGLang server (a real scrape is about "
             "100 KB).",

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
+from tui.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
 from tui.model.status.notes import gpu_span
 from tui.sglang.bounds import MAX_GIB
 from tui.sources.nvml_checks import (
@@ -32,7 +32,7 @@ from tui.sources.nvml_checks import (
 try:  # nvidia-ml-py is a dependency, but a broken install must not take kvtop down.
     import pynvml
 except ImportError:  # pragma: no cover - exercised only without nvidia-ml-py
-    pynvml = None  # type: ignore[assignment]
+    pynvml = None
 
 GIB = float(2**30)
 KEEP_GOING = "kvtop keeps going with logs and metrics."
@@ -108,8 +108,8 @@ def _unavailable_sentence(exc: BaseException) -> str:
 
 def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
     """The notice for this reading: GPUs lost, fewer GPUs than before, impossible numbers."""
-    lost = [s.index for s in samples if s.status == "lost"]
-    sentences = []
+    lost = [s.index for s in samples if s.status == GpuStatus.LOST]
+    sentences: list[str | None] = []
     if lost:
         which = gpu_span(lost)
         if len(lost) == len(samples):
@@ -133,7 +133,7 @@ def _unreadable_sentence(samples: list[GpuSample]) -> str | None:
     failed = [
         s
         for s in samples
-        if s.status == "error" and not any(r.field.startswith("memory") for r in s.rejected)
+        if s.status == GpuStatus.ERROR and not any(r.field.startswith("memory") for r in s.rejected)
     ]
     if not failed:
         return None
@@ -326,7 +326,7 @@ class NvmlSource:
                 power_w=None,
                 power_limit_w=None,
                 processes=(),
-                status="lost",
+                status=GpuStatus.LOST,
                 field_errors=(("gpu", str(lost)),),
             )
 
@@ -406,8 +406,8 @@ class NvmlSource:
         except pynvml.NVMLError as exc:
             errors.append(("memory", _error_text(exc)))
             memory = None
-        # Unreadable or impossible memory: "error", and no number stands in for it.
-        status = "ok" if memory is not None else "error"
+        # Unreadable or impossible memory: an error, and no number stands in for it.
+        status = GpuStatus.OK if memory is not None else GpuStatus.ERROR
         total, used, free, reserved = memory if memory is not None else (0, 0, 0, None)
         util = self._field(errors, "utilization", pynvml.nvmlDeviceGetUtilizationRates, handle)
         temp = self._field(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -64,7 +64,7 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
             "'KV Cache is allocated') of at least one rank; they have not been logged yet. "
             "It fills in as the server starts."
         )
-    parts: list[object] = []
+    parts: list[RenderableType] = []
     title = Text(f"SGLang's KV sizing with this log's numbers · {e.rank_words()}", style="bold")
     parts.append(title)
     parts.append(Steps(e))
@@ -92,7 +92,7 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
         parts.append(Text("\ndraft model: " + e.draft_rule.text))
     for note in e.notes:
         parts.append(Text("• " + note, style="dim"))
-    return Group(*parts)  # type: ignore[arg-type]
+    return Group(*parts)
 
 
 def _put(field: Input, text: str) -> None:

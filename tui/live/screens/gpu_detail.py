@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from rich.console import Group
+from typing import Any
+
+from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -20,7 +22,6 @@ from tui.live.widgets.sparkline import sparkline
 from tui.live.widgets.status_line import StatusLine
 from tui.model.memory.gpu_detail import GpuDetail, gpu_detail
 from tui.model.status.gpu_alerts import GpuAlert, gpu_alerts
-from tui.model.status.levels import GLYPHS
 
 # The waterfall's columns, in cells: the bar takes what the others leave.
 WATERFALL_TIME = 8  # "09:06:12"
@@ -47,14 +48,14 @@ def history_width(width: int) -> int:
     return max(MIN_HISTORY, width - HISTORY_LABEL - HISTORY_AFTER)
 
 
-def _table(*columns: tuple[str, str], gives: str | None = None) -> Table:
+def _table(*columns: tuple[str, JustifyMethod], gives: str | None = None) -> Table:
     """A borderless table whose columns never wrap except `gives`, the one prose column that
     wraps (or cuts its own text) when the screen is narrow, so that no number is cut."""
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for name, justify in columns:
         table.add_column(
             name,
-            justify=justify,  # type: ignore[arg-type]
+            justify=justify,
             no_wrap=name != gives,
             ratio=1 if name == gives else None,
             overflow="fold",
@@ -67,8 +68,8 @@ class Waterfall(MemoryWidget):
 
     DEFAULT_CSS = "Waterfall { height: auto; }"
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(classes="memory section", **kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(classes="memory section", **kwargs)
         self._detail: GpuDetail | None = None
 
     def show(self, detail: GpuDetail) -> None:
@@ -207,7 +208,7 @@ class GpuDetailScreen(ShowsState, Screen[None]):
         if s.field_errors:
             text.append(" · not supported: " + ", ".join(name for name, _ in s.field_errors))
         if alert is not None and alert.reasons:
-            text.append(f"\n{GLYPHS.get(alert.level, '')} " + "; ".join(alert.reasons), "bold")
+            text.append(f"\n{alert.level.glyph} " + "; ".join(alert.reasons), "bold")
         return text
 
     @staticmethod

@@ -14,7 +14,9 @@ from textual.widgets import Static
 from tui.live.screens.base import ShowsState
 from tui.live.view_state import ViewState, header_words
 from tui.live.widgets.stacked_bar import GLYPHS, RESERVE_MARK
+from tui.model.snapshot import SourceState
 from tui.model.status.identity import mismatch_text
+from tui.model.status.levels import Level
 
 KEYS = (
     ("q / ctrl+q", "quit"),
@@ -169,6 +171,7 @@ class HelpScreen(ShowsState, ModalScreen[None]):
 
     @staticmethod
     def _top(keys: Table, glyphs: Table, sources: Table) -> tuple[Text | Table, ...]:
+        warning, critical = Level.WARNING, Level.CRITICAL
         return (
             Text("kvtop keys", style="bold"),
             keys,
@@ -176,11 +179,11 @@ class HelpScreen(ShowsState, ModalScreen[None]):
             Text("every quantity's name, source and unit: docs/glossary.md", style="dim"),
             glyphs,
             Text(
-                "\na GPU row's alert: ▲ warning, ✖ critical (temperature; power against the "
-                "enforced limit; free memory under the safe margin once the server is ready; "
-                "a lost GPU), coloured and marked at the row's end"
+                f"\na GPU row's alert: {warning.glyph} {warning}, {critical.glyph} {critical} "
+                "(temperature; power against the enforced limit; free memory under the safe "
+                "margin once the server is ready; a lost GPU), coloured and marked at the row's end"
             ),
-            Text("\nsources (● ok  ◐ degraded  ○ off)", style="bold"),
+            Text(f"\nsources ({'  '.join(f'{s.mark} {s}' for s in SourceState)})", style="bold"),
             sources,
         )
 

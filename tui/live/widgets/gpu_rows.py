@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -15,14 +15,15 @@ from tui import fmt
 from tui.live.widgets.segments import ALERT_CLASSES, SEGMENT_CLASSES, MemoryWidget
 from tui.live.widgets.stacked_bar import GLYPHS, RESERVE_MARK, SHORT, render_bar, wrap_items
 from tui.model.memory.gpu_order import order_named
+from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.snapshot import GpuView
 from tui.model.status.gpu_alerts import GpuAlert
-from tui.model.status.levels import GLYPHS as ALERT_GLYPHS
-from tui.model.status.levels import OK
+from tui.model.status.levels import Level
 
 LEFT_CELLS = 11  # "▶ 0   TP0  "
 RIGHT_CELLS = 37  # "  88.2/95.6    7.4  61%  55C  400W ▲" (the glyph: the row's alert)
 MIN_BAR = 10
+NO_ALERT = GpuAlert(Level.OK)  # a row without an alert of its own
 
 
 def bar_width(width: int) -> int:
@@ -184,46 +185,46 @@ class GpuRow(MemoryWidget):
         )
         width = bar_width(self.size.width)
         if view.lost:
-            critical = self._level_style("critical")
-            reason = (
-                "✖ lost: fell off the bus (NVML); check dmesg for Xid errors"
-                if sample.status == "lost"
-                else "✖ lost: memory unreadable through NVML"
+            critical = self._level_style(Level.CRITICAL)
+            why = (
+                "fell off the bus (NVML); check dmesg for Xid errors"
+                if sample.status == GpuStatus.LOST
+                else "memory unreadable through NVML"
             )
+            reason = f"{Level.CRITICAL.glyph} lost: {why}"
             text.append(reason[:width].ljust(width), critical)
             text.append(f" {'—':>11} {'—':>6} {'—':>4} {'—':>4} {'—':>5} ")
-            text.append(ALERT_GLYPHS["critical"], critical)
+            text.append(Level.CRITICAL.glyph, critical)
             return text
         memory = view.memory
         text.append(
             render_bar(
                 bar_segments(view),
-                memory.total_gib,
+                memory.total_gib or 0.0,  # unknown: no segments, an empty bar
                 width,
                 self.segment_style,
                 memory.reserve_starts_at_gib,
                 self.reserve_style(),
             )
         )
-        alert = self._alert
+        alert = self._alert or NO_ALERT
         used = f"{fmt.gib(sample.used_gib)}/{fmt.gib(sample.total_gib)}"
         text.append(f" {used:>11} ")
-        text.append(f"{fmt.gib(memory.free_gib):>6}", self._level_style(alert and alert.free))
+        text.append(f"{fmt.gib(memory.free_gib):>6}", self._level_style(alert.free))
         util = fmt.pct(sample.utilization_pct)
         temp = "—" if sample.temperature_c is None else f"{sample.temperature_c}C"
         power = "—" if sample.power_w is None else f"{sample.power_w:.0f}W"
         text.append(f" {util:>4} ")
-        text.append(f"{temp:>4}", self._level_style(alert and alert.temperature))
+        text.append(f"{temp:>4}", self._level_style(alert.temperature))
         text.append(" ")
-        text.append(f"{power:>5}", self._level_style(alert and alert.power))
-        level = alert.level if alert is not None else OK
+        text.append(f"{power:>5}", self._level_style(alert.power))
         text.append(" ")
-        text.append(ALERT_GLYPHS.get(level, " "), self._level_style(level))
+        text.append(alert.level.glyph or " ", self._level_style(alert.level))
         return text
 
-    def _level_style(self, level: str | None) -> Style:
+    def _level_style(self, level: Level) -> Style:
         """The stylesheet's colour for an alert level (nothing for ok)."""
-        if level is None or level == OK:
+        if level == Level.OK:
             return Style()
         return self.component_style(f"gpu--{level}")
 
@@ -233,8 +234,8 @@ class MemoryLegend(MemoryWidget):
 
     DEFAULT_CSS = "MemoryLegend { height: auto; }"
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(classes="memory", **kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(classes="memory", **kwargs)
         self._view: GpuView | None = None
         self._compact = False
 

@@ -4,8 +4,9 @@ a warning or critical usage or queue gets its colour and its glyph (readable wit
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from rich.style import Style
 from rich.text import Text
 
 from tui import fmt
@@ -14,7 +15,7 @@ from tui.live.widgets.segments import StyledWidget
 from tui.live.widgets.sparkline import sparkline
 from tui.model.history import Series
 from tui.model.kv_usage import KvUsage, load_line
-from tui.model.status.levels import GLYPHS, OK
+from tui.model.status.levels import Level
 from tui.model.status.server_status import duration_text
 
 LABEL = "KV cache  "
@@ -32,8 +33,8 @@ class KvPanel(StyledWidget):
         "kv--critical",
     }
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._key: tuple | None = None
         self._facts: KvFacts | None = None
         self._compact = False
@@ -67,7 +68,7 @@ class KvPanel(StyledWidget):
         super().notify_style_update()
         self._shown = None  # its colours are baked into the cached text (a theme change)
 
-    def _style(self, name: str):
+    def _style(self, name: str) -> Style:
         return self.component_style(name)
 
     def render(self) -> Text:
@@ -77,8 +78,8 @@ class KvPanel(StyledWidget):
             self._shown, self._shown_width = self._build(width), width
         return self._shown
 
-    def _level_style(self, level: str, ok: str):
-        return self._style(ok if level == OK else f"kv--{level}")
+    def _level_style(self, level: Level, ok: str) -> Style:
+        return self._style(ok if level == Level.OK else f"kv--{level}")
 
     def _usage_line(self, text: Text, facts: KvFacts, width: int) -> None:
         """The bar and the tokens: in the usage's alert colour while current, dim when the
@@ -94,21 +95,21 @@ class KvPanel(StyledWidget):
             text.append("·" * bar, self._style("kv--dim"))
         tokens = f" {fmt.count(usage.used_tokens)} / {fmt.count(usage.max_tokens)} tokens"
         text.append(tokens, None if usage.current else self._style("kv--dim"))
-        if level == OK:
+        if level == Level.OK:
             text.append(f" ({fmt.pct(usage.usage_pct)})")
         else:
             text.append(" (")
-            text.append(f"{GLYPHS[level]} {fmt.pct(usage.usage_pct)}", self._style(f"kv--{level}"))
+            text.append(f"{level.glyph} {fmt.pct(usage.usage_pct)}", self._style(f"kv--{level}"))
             text.append(")")
 
     def _load(self, facts: KvFacts) -> Text:
         """The load; a queue that has not emptied for a while in its alert colour, for how long."""
         usage, level = facts.usage, facts.queue_level
-        load = Text(load_line(usage.load), None if usage.current else self._style("kv--dim"))
-        if level != OK and facts.queued_for_s is not None:
+        load = Text(load_line(usage.load), "" if usage.current else self._style("kv--dim"))
+        if level != Level.OK and facts.queued_for_s is not None:
             style = self._style(f"kv--{level}")
             load.highlight_regex(r"[\d,]+ queued", style)
-            load.append(f" {GLYPHS[level]} queued {duration_text(facts.queued_for_s)}", style)
+            load.append(f" {level.glyph} queued {duration_text(facts.queued_for_s)}", style)
         return load
 
     def _build(self, width: int) -> Text:

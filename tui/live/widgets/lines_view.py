@@ -7,7 +7,7 @@ current match's line marked. Keys: ↑ ↓ ← →, PgUp/PgDn, Home/End (ScrollV
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.segment import Segment
 from rich.text import Text
@@ -28,8 +28,8 @@ class LinesView(ScrollView, can_focus=True):
         "lines--current",
     }
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.lines: list[Line] = []
         self.query_text = ""
         self.current: int | None = None  # the line of the current match

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.style import Style
 from textual.widget import Widget
@@ -41,8 +41,8 @@ class StyledWidget(Widget):
     calls `notify_style_update` then.
     """
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._kvtop_styles: dict[str, Style] = {}
 
     def component_style(self, name: str) -> Style:

@@ -10,16 +10,16 @@ marker (`◐metrics 3m05s`)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
 from textual.reactive import reactive
 
 from tui.live.view_state import HeaderLayout, Piece, StatusFacts, header_layout
 from tui.live.widgets.segments import StyledWidget
-from tui.model.snapshot import DEGRADED, OK
 
-MARKS = {OK: "●", DEGRADED: "◐"}  # anything else (off): ○ — readable without colour
 SECOND_LINE_FROM_ROWS = 30  # a terminal this tall gives the status line a second line
 
 
@@ -43,8 +43,8 @@ class StatusLine(StyledWidget):
     # A reactive repaints the line when the facts change, and only then (compared by value).
     facts: reactive[StatusFacts | None] = reactive(None, layout=True)
 
-    def __init__(self, *, second_line: bool = False, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, *, second_line: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.second_line = second_line  # the screen can spare a row for what did not fit
 
     def show(self, facts: StatusFacts) -> None:
@@ -59,10 +59,10 @@ class StatusLine(StyledWidget):
             return False
         return rows >= SECOND_LINE_FROM_ROWS
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return 2 if self._two_lines(self._layout(width)) else 1
 
-    def _style(self, name: str):
+    def _style(self, name: str) -> Style | str:
         if not name:
             return ""
         if name == "bold":

@@ -5,9 +5,11 @@ Log text and messages are always appended as plain Text: markup in a log line is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
+from rich.console import RenderableType
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -15,7 +17,7 @@ from tui import fmt
 from tui.live.widgets.segments import StyledWidget
 from tui.model.event_view import event_words
 from tui.model.kv_usage import KvUsage
-from tui.model.snapshot import OK, HostMemory, SourceHealth
+from tui.model.snapshot import HostMemory, SourceHealth, SourceState
 from tui.model.status.notes import Note
 from tui.model.timeline import EventRow
 from tui.sglang.control_chars import make_visible
@@ -30,18 +32,18 @@ class TextPanel(StyledWidget):
     DEFAULT_CSS = "TextPanel { height: auto; }"
     COMPONENT_CLASSES: ClassVar[set[str]] = PANEL_CLASSES
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._key: object = object()
         self._text = Text()
 
     # Panels whose lines never wrap: their height is their line count.
     _fixed_lines = True
 
-    def style_of(self, name: str):
+    def style_of(self, name: str) -> Style:
         return self.component_style(f"panel--{name}")
 
-    def set_content(self, key: object, build) -> None:
+    def set_content(self, key: object, build: Callable[[], Text]) -> None:
         if key == self._key:
             return
         self._key = key
@@ -58,7 +60,7 @@ class TextPanel(StyledWidget):
         # count); otherwise a repaint of this widget alone.
         self.refresh(layout=lines != old_lines or not self._fixed_lines)
 
-    def render(self) -> Text:
+    def render(self) -> RenderableType:
         return self._text
 
     def notify_style_update(self) -> None:
@@ -107,7 +109,7 @@ class HostKvLane(TextPanel):
             )
         return text
 
-    def render(self) -> Table | Text:
+    def render(self) -> RenderableType:
         if not self._text.plain:
             return self._text
         grid = Table.grid()
@@ -123,8 +125,8 @@ class InsightsPanel(StyledWidget):
     DEFAULT_CSS = "InsightsPanel { height: auto; }"
     COMPONENT_CLASSES: ClassVar[set[str]] = PANEL_CLASSES
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._key: object = None
         self._grid: Table | None = None
 
@@ -148,7 +150,7 @@ class InsightsPanel(StyledWidget):
         self.display = bool(insights)
         self.refresh(layout=True)
 
-    def render(self) -> Table | Text:
+    def render(self) -> RenderableType:
         return self._grid if self._grid is not None else Text()
 
     def notify_style_update(self) -> None:
@@ -173,8 +175,8 @@ class EventsPanel(TextPanel):
     As many rows as its height holds, then "+N more (e: all events)"; when every event fits
     and room is left, the log's latest lines under them (l: the whole raw log)."""
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._rows: tuple[EventRow, ...] = ()
         self._tail: tuple[str, ...] = ()
 
@@ -245,7 +247,7 @@ class NoticesPanel(TextPanel):
         mismatches: Sequence[str] = (),
         max_lines: int = 6,
     ) -> None:
-        bad = tuple(h for h in sources if h.state != OK and h.detail)
+        bad = tuple(h for h in sources if h.state != SourceState.OK and h.detail)
         items = tuple(n if isinstance(n, Note) else Note("other", n) for n in notes)
         width = self.app.size.width if self.is_attached else 0
         key = (bad, items, tuple(mismatches), max_lines, width)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tui.model.memory.gpu_memory import GpuMemory
+from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.memory.rank_memory import MemoryBreakdown
 from tui.model.snapshot import GpuView, Snapshot
 from tui.sglang.start_state import Phase, RankStartup
@@ -97,7 +98,11 @@ def breakdown(
     at = datetime.fromtimestamp(nvml_at).strftime("%H:%M:%S") if nvml_at else "?"
     nvml = f"NVML {at}"
     if not memory.known:
-        why = "lost (fallen off the bus)" if gpu.sample.status == "lost" else "memory unreadable"
+        why = (
+            "lost (fallen off the bus)"
+            if gpu.sample.status == GpuStatus.LOST
+            else "memory unreadable"
+        )
         return (SourcedValue("total", None, f"{nvml}: GPU {why}; no number is derived for it"),)
     rows = [SourcedValue("total", memory.total_gib, f"{nvml} (memory info)")]
     other = _other_row(gpu, nvml)

@@ -9,6 +9,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from tui.model.str_enum import StrEnum
+
+
+class GpuStatus(StrEnum):
+    """Whether NVML could read a GPU: the word the JSON report's `status` writes."""
+
+    OK = "ok"
+    LOST = "lost"  # fallen off the bus
+    ERROR = "error"  # memory unreadable (or impossible: used above total)
+
 
 @dataclass(frozen=True, slots=True)
 class GpuProcess:
@@ -42,9 +52,13 @@ class GpuSample:
     power_w: float | None
     power_limit_w: float | None
     processes: tuple[GpuProcess, ...] = ()
-    status: str = "ok"  # "ok", "lost" (fallen off the bus), "error" (memory unreadable)
+    status: GpuStatus = GpuStatus.OK
     field_errors: tuple[tuple[str, str], ...] = ()
     rejected: tuple[RefusedValue, ...] = ()  # numbers refused (their fields are None or blank)
+
+    def __post_init__(self) -> None:
+        # A status given as its word ("lost") becomes the GpuStatus.
+        object.__setattr__(self, "status", GpuStatus(self.status))
 
 
 @dataclass(frozen=True, slots=True)

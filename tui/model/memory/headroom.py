@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.snapshot import GpuView, Snapshot
 from tui.sglang.start_state import READY
 
@@ -28,7 +29,7 @@ def headrooms(snapshot: Snapshot) -> list[Headroom]:
     found = [
         Headroom(g.sample.free_gib, g, ",".join(g.ranks))
         for g in snapshot.gpus
-        if g.ranks and g.sample.status == "ok"
+        if g.ranks and g.sample.status == GpuStatus.OK
     ]
     explanation = snapshot.analysis.explanation
     if not found and explanation is not None and explanation.free_after_startup_gib is not None:

@@ -398,8 +398,8 @@ def format_version(version: tuple[int, ...], hint: VersionRange | None = None) -
     user's --sglang-version) is shown as given.
     """
     ranged = hint is not None and hint.known and hint.low != hint.high
-    if ranged and tuple(version) in (hint.low, hint.high):  # type: ignore[union-attr]
-        return hint.text()  # type: ignore[union-attr]
+    if hint is not None and ranged and tuple(version) in (hint.low, hint.high):
+        return hint.text()
     return ".".join(str(part) for part in version)
 
 
@@ -444,10 +444,9 @@ def draft_budget_rule(
     """
     if version is None:
         # A range across 0.5.13/0.5.14 is still a range: named, with both rules (never "unknown").
-        known = hint is not None and hint.known
         which = (
-            f"SGLang {hint.text()} (the log's formats do not say which)"  # type: ignore[union-attr]
-            if known
+            f"SGLang {hint.text()} (the log's formats do not say which)"
+            if hint is not None and hint.known
             else "SGLang version unknown"
         )
         return DraftBudgetRule(

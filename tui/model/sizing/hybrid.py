@@ -167,12 +167,12 @@ def mamba_rule(
         steps.append(
             ("Mamba intermediate states", "speculative decoding", f"{intermediate:.2f} GiB")
         )
-    if split:
+    if split and rest_gib is not None:  # split needs rest_gib; the test narrows it for mypy
         how = (
             f"rest × {ratio:g} / (1 + {ratio:g}) = {rest_gib:.2f} × {share:.4f} "
             f"(--mamba-full-memory-ratio {ratio:g}): {state:.2f} GiB logged"
         )
-        steps.append(("state share of rest", how, f"{rest_gib * share:,.2f} GiB"))  # type: ignore[operator]
+        steps.append(("state share of rest", how, f"{rest_gib * share:,.2f} GiB"))
         effective, fixed = full_cell * (1 + ratio), 0.0
         rule = f"the state takes {fmt.pct(100 * share, 1)} of rest (ratio split), the KV cache the rest"
     elif rest_gib is None:

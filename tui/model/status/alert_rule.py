@@ -10,18 +10,11 @@ from datetime import datetime
 
 from tui import fmt
 from tui.model.kv_usage import kv_now
-from tui.model.snapshot import OFF, GpuView, Snapshot, SourceHealth
+from tui.model.memory.gpu_reading import GpuStatus
+from tui.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
 from tui.model.status import levels as alerts
 from tui.model.status.identity import mismatch_text
-from tui.model.status.levels import (
-    CRITICAL,
-    DEFAULT_THRESHOLDS,
-    OK,
-    WARNING,
-    Alert,
-    Thresholds,
-    alert_order,
-)
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds, alert_order
 from tui.model.status.server_status import duration_text, stopped_text
 from tui.sglang.control_chars import make_visible
 from tui.sglang.start_state import FAILED, READY, STARTING, STOPPED
@@ -47,8 +40,8 @@ def _words(text: str | None) -> str:
     return flat if len(flat) <= _MAX_DETAIL else flat[: _MAX_DETAIL - 1] + "…"
 
 
-def _alert(level: str, kind: str, text: str, subject: str) -> Alert | None:
-    return None if level == OK else Alert(level, kind, text, subject)
+def _alert(level: Level, kind: str, text: str, subject: str) -> Alert | None:
+    return None if level == Level.OK else Alert(level, kind, text, subject)
 
 
 # -- sources ----------------------------------------------------------------------------------
@@ -58,7 +51,7 @@ def _source(snapshot: Snapshot, *names: str) -> SourceHealth | None:
 
 def asked_off(source: SourceHealth) -> bool:
     """Off because the user asked for it (--no-gpus, no log given), not because it failed."""
-    return source.state == OFF and source.asked_off
+    return source.state == SourceState.OFF and source.asked_off
 
 
 def log_known(snapshot: Snapshot) -> bool:
@@ -73,7 +66,7 @@ def anything_read(snapshot: Snapshot) -> bool:
     """At least one source gave a reading: log lines, a GPU, or a /metrics scrape. Without any,
     nothing can be judged (--check says UNKNOWN)."""
     log = _source(snapshot, *LOG_SOURCES)
-    log_read = log is not None and log.state != OFF and snapshot.analysis.lines_seen > 0
+    log_read = log is not None and log.state != SourceState.OFF and snapshot.analysis.lines_seen > 0
     return log_read or bool(snapshot.gpus) or snapshot.metrics is not None
 
 
@@ -82,7 +75,7 @@ def unread_sources(snapshot: Snapshot) -> str:
     parts = [
         f"{s.name}: {_words(s.detail).rstrip('.') or s.state}"
         for s in snapshot.sources
-        if s.state != "ok" and not asked_off(s)
+        if s.state != SourceState.OK and not asked_off(s)
     ]
     return "; ".join(parts) or "no source was asked for"
 
@@ -91,7 +84,7 @@ def _server_alerts(snapshot: Snapshot) -> list[Alert]:
     """The server's own endpoint: down after it was ready (or with no log to say it is
     starting) is critical; a scrape problem while numbers still arrive is a warning."""
     source = _source(snapshot, "metrics")
-    if source is None or source.state == "ok":
+    if source is None or source.state == SourceState.OK:
         return []
     state = snapshot.analysis.startup.state
     if state == STOPPED and snapshot.metrics is None:
@@ -100,22 +93,22 @@ def _server_alerts(snapshot: Snapshot) -> list[Alert]:
     if snapshot.metrics is None and (state == READY or not log_known(snapshot)):
         why = "after the log said ready" if state == READY else "and no log says it is starting"
         text = f"server stopped or unreachable {why}: {detail}"
-        return [Alert(CRITICAL, "server_down", text, "server")]
+        return [Alert(Level.CRITICAL, "server_down", text, "server")]
     if state == READY or snapshot.metrics is not None:
-        return [Alert(WARNING, "source_down", f"metrics {source.state}: {detail}", "metrics")]
+        return [Alert(Level.WARNING, "source_down", f"metrics {source.state}: {detail}", "metrics")]
     return []  # starting or failed: /metrics answers only once the server is ready
 
 
 def _source_alerts(snapshot: Snapshot) -> list[Alert]:
     found = []
     for source in snapshot.sources:
-        if source.name == "metrics" or source.state == "ok" or asked_off(source):
+        if source.name == "metrics" or source.state == SourceState.OK or asked_off(source):
             continue
-        if source.name == "nvml" and any(g.sample.status != "ok" for g in snapshot.gpus):
+        if source.name == "nvml" and any(g.lost for g in snapshot.gpus):
             continue  # the lost GPUs say it, one by one
         what = "GPU readings (NVML)" if source.name == "nvml" else source.name
         text = f"{what} {source.state}: {_words(source.detail) or 'no reason given'}"
-        found.append(Alert(WARNING, "source_down", text, source.name))
+        found.append(Alert(Level.WARNING, "source_down", text, source.name))
     return found + _server_alerts(snapshot)
 
 
@@ -125,7 +118,7 @@ def _mismatch_alerts(snapshot: Snapshot) -> list[Alert]:
         mine = tuple(m for m in snapshot.mismatches if m.source == source)
         for sentence in mismatch_text(mine):
             subject = "metrics" if source == "metrics" else "/server_info"
-            found.append(Alert(WARNING, "mismatch", sentence, subject))
+            found.append(Alert(Level.WARNING, "mismatch", sentence, subject))
     return found
 
 
@@ -136,7 +129,9 @@ def _startup_alerts(snapshot: Snapshot, t: Thresholds) -> list[Alert]:
         # Stopped by its operator (SIGTERM, Ctrl-C): it serves nothing, whoever asked.
         said = f": {_words(startup.stopped_by)}" if startup.stopped_by else ""
         return [
-            Alert(CRITICAL, "server_stopped", f"server {stopped_text(startup)}{said}", "server")
+            Alert(
+                Level.CRITICAL, "server_stopped", f"server {stopped_text(startup)}{said}", "server"
+            )
         ]
     if startup.state == FAILED:
         failure = startup.failure
@@ -145,7 +140,7 @@ def _startup_alerts(snapshot: Snapshot, t: Thresholds) -> list[Alert]:
         what = (
             "crashed while serving" if failure and failure.phase == "serving" else "startup failed"
         )
-        return [Alert(CRITICAL, "startup_failed", f"{what} ({kind}){said}", "server")]
+        return [Alert(Level.CRITICAL, "startup_failed", f"{what} ({kind}){said}", "server")]
     # Its server_args line, else (an excerpt) the first line of it that kvtop read.
     began = startup.started_at or startup.first_time
     if startup.state != STARTING or began is None:
@@ -162,7 +157,7 @@ def _startup_alerts(snapshot: Snapshot, t: Thresholds) -> list[Alert]:
     last = startup.last_time
     if last is not None and (now - last).total_seconds() >= t.startup_warning_s:
         text += f"; the log's last line is from {last:%Y-%m-%d %H:%M:%S}"
-    return [Alert(WARNING, "startup_slow", text, "server")]
+    return [Alert(Level.WARNING, "startup_slow", text, "server")]
 
 
 # -- KV cache and queue ---------------------------------------------------------------------
@@ -173,8 +168,8 @@ def _kv_alerts(snapshot: Snapshot, t: Thresholds, queued_for_s: float | None) ->
     # the usage now: it raises nothing.
     pct = kv.usage_pct if kv.current else None
     level = alerts.kv_usage_level(pct, t)
-    if pct is not None and level != OK:
-        bound = t.kv_usage_critical_pct if level == CRITICAL else t.kv_usage_warning_pct
+    if pct is not None and level != Level.OK:
+        bound = t.kv_usage_critical_pct if level == Level.CRITICAL else t.kv_usage_warning_pct
         tokens = ""
         if kv.used_tokens is not None and kv.max_tokens:
             tokens = f"{kv.used_tokens:,} of {kv.max_tokens:,} tokens, "
@@ -187,9 +182,9 @@ def _kv_alerts(snapshot: Snapshot, t: Thresholds, queued_for_s: float | None) ->
 def _queue_alerts(queued: int | None, t: Thresholds, queued_for_s: float | None) -> list[Alert]:
     found = []
     level = alerts.queue_level(queued_for_s, t)
-    if queued_for_s is not None and level != OK:
+    if queued_for_s is not None and level != Level.OK:
         count = f"{queued:,} requests" if queued is not None else "requests"
-        bound = t.queue_critical_s if level == CRITICAL else t.queue_warning_s
+        bound = t.queue_critical_s if level == Level.CRITICAL else t.queue_warning_s
         text = (
             f"{count} queued for {duration_text(queued_for_s)} without a break "
             f"({level} from {duration_text(bound)})"
@@ -215,28 +210,28 @@ def _gpu_name(gpu: GpuView) -> str:
 
 def _lost(gpu: GpuView) -> Alert:
     sample = gpu.sample
-    if sample.status == "lost":
+    if sample.status == GpuStatus.LOST:
         text = f"{_gpu_name(gpu)} is lost (fallen off the bus): check nvidia-smi and dmesg"
     else:
         why = "; ".join(f"{name}: {_words(error)}" for name, error in sample.field_errors)
         text = f"{_gpu_name(gpu)}: its memory cannot be read ({why or 'NVML error'})"
-    return Alert(CRITICAL, "gpu_lost", text, f"GPU {sample.index}")
+    return Alert(Level.CRITICAL, "gpu_lost", text, f"GPU {sample.index}")
 
 
 def _gpu_alerts(gpu: GpuView, t: Thresholds, ready: bool) -> list[Alert]:
     sample = gpu.sample
-    if sample.status != "ok":
+    if gpu.lost:
         return [_lost(gpu)]
     name, subject = _gpu_name(gpu), f"GPU {sample.index}"
     found = []
     level = alerts.temperature_level(sample.temperature_c, t)
-    bound = t.temperature_critical_c if level == CRITICAL else t.temperature_warning_c
+    bound = t.temperature_critical_c if level == Level.CRITICAL else t.temperature_warning_c
     text = f"{name} at {sample.temperature_c} °C ({level} from {_number(bound)} °C)"
     found.append(_alert(level, "temperature", text, subject))
     level = alerts.power_level(sample.power_w, sample.power_limit_w, t)
-    if level != OK and sample.power_w is not None and sample.power_limit_w:
+    if level != Level.OK and sample.power_w is not None and sample.power_limit_w:
         share = 100 * sample.power_w / sample.power_limit_w
-        bound = t.power_critical_pct if level == CRITICAL else t.power_warning_pct
+        bound = t.power_critical_pct if level == Level.CRITICAL else t.power_warning_pct
         text = (
             f"{name} draws {sample.power_w:.0f} W of its {sample.power_limit_w:.0f} W limit "
             f"({pct_1(share, bound)}; {level} from {_number(bound)}%)"
@@ -260,7 +255,7 @@ def _log_headroom(snapshot: Snapshot, t: Thresholds) -> list[Alert]:
     explanation = snapshot.analysis.explanation
     free = explanation.free_after_startup_gib if explanation is not None else None
     level = alerts.free_after_startup_level(free, t)
-    if free is None or level == OK or explanation is None:
+    if free is None or level == Level.OK or explanation is None:
         return []
     name = f"{explanation.rank} (the log's reference rank)"
     return [Alert(level, "headroom", _headroom_text(name, free, t), explanation.rank)]
@@ -282,19 +277,19 @@ def evaluate(
     found += _kv_alerts(snapshot, t, queued_for_s)
     for gpu in snapshot.gpus:
         found += _gpu_alerts(gpu, t, ready)
-    if ready and not any(g.ranks and g.sample.status == "ok" for g in snapshot.gpus):
+    if ready and not any(g.ranks and not g.lost for g in snapshot.gpus):
         found += _log_headroom(snapshot, t)
     return tuple(sorted(found, key=alert_order))
 
 
-def level_of(found: tuple[Alert, ...] | list[Alert]) -> str:
+def level_of(found: tuple[Alert, ...] | list[Alert]) -> Level:
     """The worst level among the alerts (ok when none)."""
     return alerts.worst(a.level for a in found)
 
 
-def levels_by_subject(found: tuple[Alert, ...] | list[Alert]) -> dict[str, str]:
+def levels_by_subject(found: tuple[Alert, ...] | list[Alert]) -> dict[str, Level]:
     """The worst level per subject ("GPU 3" -> critical): what a row or a panel is coloured by."""
-    levels: dict[str, str] = {}
+    levels: dict[str, Level] = {}
     for alert in found:
-        levels[alert.subject] = alerts.worst((levels.get(alert.subject, OK), alert.level))
+        levels[alert.subject] = alerts.worst((levels.get(alert.subject, Level.OK), alert.level))
     return levels

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import evaluate
-from tui.model.status.levels import DEFAULT_THRESHOLDS, OK, Alert, Thresholds, worst
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds, worst
 
 # The rule's alert kinds, by the cell of a GPU row they colour.
 _CELLS = {"temperature": "temperature", "power": "power", "headroom": "free"}
@@ -22,10 +22,10 @@ _CELLS = {"temperature": "temperature", "power": "power", "headroom": "free"}
 
 @dataclass(frozen=True, slots=True)
 class GpuAlert:
-    level: str  # ok, warning, critical: the row's glyph
-    temperature: str = OK
-    power: str = OK
-    free: str = OK
+    level: Level  # ok, warning, critical: the row's glyph
+    temperature: Level = Level.OK
+    power: Level = Level.OK
+    free: Level = Level.OK
     reasons: tuple[str, ...] = ()
 
 

@@ -11,11 +11,30 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tui.model.sizing.replay import SAFE_HEADROOM_GIB
+from tui.model.str_enum import StrEnum
 
-OK, WARNING, CRITICAL = "ok", "warning", "critical"
-_ORDER = {OK: 0, WARNING: 1, CRITICAL: 2}
-# Shown beside a value whose level is not ok (readable without colour).
-GLYPHS = {WARNING: "▲", CRITICAL: "✖"}
+
+class Level(StrEnum):
+    """An alert level; its value is the word the reports, the JSON and the exporter write."""
+
+    OK = "ok"
+    WARNING = "warning"
+    CRITICAL = "critical"
+    # Nothing could be judged: --check's UNKNOWN, the fleet JSON's level without a fleet.
+    UNKNOWN = "unknown"
+
+    @property
+    def glyph(self) -> str:
+        """▲ for a warning, ✖ for critical, nothing otherwise."""
+        return GLYPHS.get(self, "")
+
+
+# Shown beside a value whose level is not ok (readable without colour). The colours are the
+# stylesheet's: styles/kvtop.tcss names each level's once ($level-warning, $level-critical).
+GLYPHS = {Level.WARNING: "▲", Level.CRITICAL: "✖"}
+_ORDER = {Level.OK: 0, Level.WARNING: 1, Level.CRITICAL: 2}
+# The old names, which the tests import.
+OK, WARNING, CRITICAL = Level.OK, Level.WARNING, Level.CRITICAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,48 +60,48 @@ class Thresholds:
 DEFAULT_THRESHOLDS = Thresholds()
 
 
-def level_above(value: float | None, warning: float, critical: float) -> str:
+def level_above(value: float | None, warning: float, critical: float) -> Level:
     """The level of a value that is bad when high (None: nothing known, ok)."""
     if value is None or value != value:  # NaN
-        return OK
+        return Level.OK
     if value >= critical:
-        return CRITICAL
+        return Level.CRITICAL
     if value >= warning:
-        return WARNING
-    return OK
+        return Level.WARNING
+    return Level.OK
 
 
-def worst(levels: Iterable[str]) -> str:
+def worst(levels: Iterable[Level]) -> Level:
     """The most severe level of several (ok when none)."""
-    return max(levels, key=_ORDER.__getitem__, default=OK)
+    return max(levels, key=_ORDER.__getitem__, default=Level.OK)
 
 
-def kv_usage_level(usage_pct: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> str:
+def kv_usage_level(usage_pct: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> Level:
     return level_above(usage_pct, t.kv_usage_warning_pct, t.kv_usage_critical_pct)
 
 
-def queue_level(queued_for_s: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> str:
+def queue_level(queued_for_s: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> Level:
     """`queued_for_s`: how long requests have been waiting without the queue emptying."""
     return level_above(queued_for_s, t.queue_warning_s, t.queue_critical_s)
 
 
-def temperature_level(celsius: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> str:
+def temperature_level(celsius: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> Level:
     return level_above(celsius, t.temperature_warning_c, t.temperature_critical_c)
 
 
 def power_level(
     watts: float | None, limit_w: float | None, t: Thresholds = DEFAULT_THRESHOLDS
-) -> str:
+) -> Level:
     if watts is None or not limit_w or limit_w <= 0:
-        return OK
+        return Level.OK
     return level_above(100 * watts / limit_w, t.power_warning_pct, t.power_critical_pct)
 
 
-def free_after_startup_level(free_gib: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> str:
+def free_after_startup_level(free_gib: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> Level:
     """Free GiB on a GPU once the server is ready: under the safe margin is a warning."""
     if free_gib is None or free_gib != free_gib:
-        return OK
-    return WARNING if free_gib < t.safe_margin_gib else OK
+        return Level.OK
+    return Level.WARNING if free_gib < t.safe_margin_gib else Level.OK
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +109,14 @@ class Alert:
     """One thing an operator should look at: its level, what kind of problem, one sentence, and
     what it is about ("GPU 3", "KV cache", "server"). Made by tui/model/status/alert_rule.py."""
 
-    level: str  # WARNING or CRITICAL
+    level: Level  # warning or critical
     kind: str  # one of the KINDS below
     text: str
     subject: str
+
+    def __post_init__(self) -> None:
+        # A level given as its word ("warning") becomes the Level, so `alert.level.glyph` holds.
+        object.__setattr__(self, "level", Level(self.level))
 
 
 # Alert kinds, worst first within a level (the order --check names them in).
@@ -118,6 +141,6 @@ def alert_order(alert: Alert) -> tuple[int, int]:
     return (-_ORDER[alert.level], kind)
 
 
-def glyph(level: str) -> str:
-    """▲ for a warning, ✖ for critical, nothing when ok."""
-    return GLYPHS.get(level, "")
+def glyph(level: Level) -> str:
+    """▲ for a warning, ✖ for critical, nothing when ok: `level.glyph`."""
+    return level.glyph

@@ -10,7 +10,7 @@ from datetime import datetime
 from tui.model.deployment_shape import deployment_shape
 from tui.model.snapshot import SourceHealth
 from tui.model.status.freshness import is_fresh, named
-from tui.model.status.levels import CRITICAL, GLYPHS, OK, WARNING, worst
+from tui.model.status.levels import Level, worst
 from tui.sglang.control_chars import make_visible
 from tui.sglang.lifecycle import crash_loop, current_step, phase_in_progress
 from tui.sglang.start_state import FAILED, READY, STOPPED, Startup
@@ -203,7 +203,7 @@ class HeaderState:
     """
 
     text: str
-    level: str
+    level: Level
 
 
 def _silence(sources: Sequence[SourceHealth], interval_s: float) -> list[str]:
@@ -247,18 +247,18 @@ def header_state(
         text += f" · {status.restart_text}"
     elif status.restarts:
         text += f" · restarted {status.restarts}×"
-    reasons: list[tuple[str, str]] = []
+    reasons: list[tuple[Level, str]] = []
     if mismatched:
         # A warning, as in the alert rule and --check: the red notice names the difference.
-        reasons.append((WARNING, "sources disagree"))
+        reasons.append((Level.WARNING, "sources disagree"))
     if lost_gpus:
-        reasons.append((CRITICAL, _lost_text(lost_gpus, gpu_count)))
+        reasons.append((Level.CRITICAL, _lost_text(lost_gpus, gpu_count)))
     if status.state == READY:
-        reasons += [(WARNING, words) for words in _silence(sources, interval_s)]
+        reasons += [(Level.WARNING, words) for words in _silence(sources, interval_s)]
     # A server its operator stopped serves nothing: the error colour, as a failed start.
-    stopped = [CRITICAL] if status.state == STOPPED else []
+    stopped = [Level.CRITICAL] if status.state == STOPPED else []
     level = worst([*(level for level, _ in reasons), *stopped])
-    if level == OK:
-        return HeaderState(text, OK)
+    if level == Level.OK:
+        return HeaderState(text, Level.OK)
     words = " · ".join([text, *(why for _, why in reasons)])
-    return HeaderState(f"{GLYPHS[level]} {words}", level)
+    return HeaderState(f"{level.glyph} {words}", level)
