@@ -12,7 +12,7 @@ from tui.fleet.host_snapshot import fleet_snapshot
 from tui.fleet.model import FleetGpu, FleetKv
 from tui.live.widgets.gpu_rows import bar_segments
 from tui.model.kv_usage import kv_now
-from tui.model.snapshot import DEGRADED, OK
+from tui.model.snapshot import SourceState
 from tui.model.status.gpu_alerts import gpu_alerts
 
 
@@ -69,16 +69,16 @@ def test_host_ram_in_decimal_gb() -> None:
 def test_sources_say_which_exporters_prometheus_scrapes() -> None:
     snapshot = fleet_snapshot(kimi_host(1), TAKEN_AT)
     assert [(s.name, s.state) for s in snapshot.sources] == [
-        ("kvtop", OK),
-        ("dcgm", OK),
-        ("node", OK),
+        ("kvtop", SourceState.OK),
+        ("dcgm", SourceState.OK),
+        ("node", SourceState.OK),
     ]
     targets = tuple(
         replace(t, up=False, error="connection refused") if t.exporter == "dcgm" else t
         for t in kimi_host(1).targets
     )
     down = fleet_snapshot(kimi_host(1, targets=targets), TAKEN_AT).sources[1]
-    assert (down.name, down.state) == ("dcgm", DEGRADED)
+    assert (down.name, down.state) == ("dcgm", SourceState.DEGRADED)
     assert down.detail == "gpu-node-02:9400: connection refused"
 
 

@@ -17,10 +17,10 @@ from tui_support import demo_snapshot, log_snapshot, utc
 
 from tui.live.view_state import ViewState, kv_facts, status_facts
 from tui.model.kv_usage import BATCH_CURRENT_S, kv_usage, source_text
-from tui.model.snapshot import DEGRADED, OFF, Snapshot, SourceHealth
+from tui.model.snapshot import Snapshot, SourceHealth, SourceState
 from tui.model.status.freshness import is_fresh, stale_after_s, stale_age_s
 from tui.model.status.identity import Mismatch
-from tui.model.status.levels import CRITICAL, OK, WARNING, Thresholds
+from tui.model.status.levels import Level, Thresholds
 from tui.model.status.server_status import ServerStatus, header_state
 from tui.report.json_report import snapshot_json
 from tui.sglang.metrics import parse_exposition
@@ -56,62 +56,65 @@ def _with_sources(snapshot: Snapshot, **ages: float | None) -> Snapshot:
 # -- ages and staleness ------------------------------------------------------------------------
 def test_stale_after_three_intervals() -> None:
     assert stale_after_s(1.0) == 3.0 and stale_after_s(0.25) == 0.75
-    assert is_fresh(SourceHealth("log", OK, None, 3.0), 1.0)
-    assert not is_fresh(SourceHealth("log", OK, None, 3.1), 1.0)
-    assert not is_fresh(SourceHealth("log", OK, None, None), 1.0)  # never read
+    assert is_fresh(SourceHealth("log", SourceState.OK, None, 3.0), 1.0)
+    assert not is_fresh(SourceHealth("log", SourceState.OK, None, 3.1), 1.0)
+    assert not is_fresh(SourceHealth("log", SourceState.OK, None, None), 1.0)  # never read
     assert not is_fresh(None, 1.0)
-    assert stale_age_s(SourceHealth("metrics", OFF, None, 185.0), 1.0) == 185.0
-    assert stale_age_s(SourceHealth("metrics", OK, None, 2.0), 1.0) is None
-    assert stale_age_s(SourceHealth("metrics", OFF, None, None), 1.0) is None
+    assert stale_age_s(SourceHealth("metrics", SourceState.OFF, None, 185.0), 1.0) == 185.0
+    assert stale_age_s(SourceHealth("metrics", SourceState.OK, None, 2.0), 1.0) is None
+    assert stale_age_s(SourceHealth("metrics", SourceState.OFF, None, None), 1.0) is None
 
 
 # -- the header ----------------------------------------------------------------------------------
 def test_ready_is_green_while_the_server_answers() -> None:
     state = header_state(READY, _sources(), 1.0)
-    assert (state.text, state.level) == ("ready 2h14m", OK)
+    assert (state.text, state.level) == ("ready 2h14m", Level.OK)
 
 
 def test_metrics_that_stopped_answering_make_the_header_a_warning() -> None:
     # The log is read (fresh) but says nothing about the server being alive: an idle server
     # logs nothing, a killed one nothing either.
-    state = header_state(READY, _sources(metrics=185.0, state=OFF), 1.0)
-    assert (state.text, state.level) == ("▲ ready 2h14m · metrics down 3m05s", WARNING)
+    state = header_state(READY, _sources(metrics=185.0, state=SourceState.OFF), 1.0)
+    assert (state.text, state.level) == ("▲ ready 2h14m · metrics down 3m05s", Level.WARNING)
     # One late scrape is not "down": the age is still within three intervals.
-    assert header_state(READY, _sources(metrics=2.5, state=DEGRADED), 1.0).level == OK
+    assert (
+        header_state(READY, _sources(metrics=2.5, state=SourceState.DEGRADED), 1.0).level
+        == Level.OK
+    )
 
 
 def test_without_metrics_a_fresh_log_keeps_ready_and_a_stale_one_does_not() -> None:
-    never = _sources(metrics=None, state=OFF)  # a server without --enable-metrics
+    never = _sources(metrics=None, state=SourceState.OFF)  # a server without --enable-metrics
     assert header_state(READY, never, 1.0) == header_state(READY, never[:2], 1.0)
-    assert header_state(READY, never, 1.0).level == OK
-    stale = _sources(log=250.0, metrics=None, state=OFF)
+    assert header_state(READY, never, 1.0).level == Level.OK
+    stale = _sources(log=250.0, metrics=None, state=SourceState.OFF)
     state = header_state(READY, stale, 1.0)
-    assert (state.text, state.level) == ("▲ ready 2h14m · log stale 4m10s", WARNING)
-    journal = (SourceHealth("journal", DEGRADED, "removed", 250.0),)
+    assert (state.text, state.level) == ("▲ ready 2h14m · log stale 4m10s", Level.WARNING)
+    journal = (SourceHealth("journal", SourceState.DEGRADED, "removed", 250.0),)
     assert header_state(READY, journal, 1.0).text == "▲ ready 2h14m · journal stale 4m10s"
-    assert header_state(READY, (SourceHealth("log", OFF, None, None),), 1.0).text == (
+    assert header_state(READY, (SourceHealth("log", SourceState.OFF, None, None),), 1.0).text == (
         "▲ ready 2h14m · no source answers"
     )
 
 
 def test_a_starting_server_is_not_judged_by_its_metrics() -> None:
     # /metrics answers only once the server is ready: no "down" while it starts.
-    state = header_state(STARTING, _sources(metrics=None, state=OFF), 1.0)
-    assert (state.text, state.level) == (STARTING.text, OK)
+    state = header_state(STARTING, _sources(metrics=None, state=SourceState.OFF), 1.0)
+    assert (state.text, state.level) == (STARTING.text, Level.OK)
 
 
 def test_a_mismatch_warns_and_a_lost_gpu_is_critical_with_its_glyph() -> None:
     state = header_state(READY, _sources(), 1.0, mismatched=True)
-    assert (state.text, state.level) == ("▲ ready 2h14m · sources disagree", WARNING)
+    assert (state.text, state.level) == ("▲ ready 2h14m · sources disagree", Level.WARNING)
     state = header_state(READY, _sources(), 1.0, lost_gpus=(3,), gpu_count=8)
-    assert (state.text, state.level) == ("✖ ready 2h14m · GPU 3 lost", CRITICAL)
+    assert (state.text, state.level) == ("✖ ready 2h14m · GPU 3 lost", Level.CRITICAL)
     assert "all 8 GPUs lost" in header_state(READY, (), 1.0, lost_gpus=range(8), gpu_count=8).text
     assert "GPUs 1, 2 lost" in header_state(READY, (), 1.0, lost_gpus=(1, 2), gpu_count=8).text
     # Critical outranks the warning; both reasons are said.
     state = header_state(
-        READY, _sources(metrics=185.0, state=OFF), 1.0, lost_gpus=(3,), gpu_count=8
+        READY, _sources(metrics=185.0, state=SourceState.OFF), 1.0, lost_gpus=(3,), gpu_count=8
     )
-    assert state.level == CRITICAL
+    assert state.level == Level.CRITICAL
     assert state.text == "✖ ready 2h14m · GPU 3 lost · metrics down 3m05s"
     restarted = ServerStatus("ready", "ready 5m00s", 2, 300.0)
     assert header_state(restarted, _sources(), 1.0).text == "ready 5m00s · restarted 2×"
@@ -123,23 +126,23 @@ def test_status_facts_from_a_snapshot_with_a_mismatch_and_a_lost_gpu() -> None:
     base = demo_snapshot()
     state = ViewState(source_label="demo", snapshot=base)
     facts = status_facts(state, lambda: base.taken_at)
-    assert facts.level == OK and facts.state == "ready 1m00s"
+    assert facts.level == Level.OK and facts.state == "ready 1m00s"
     assert facts.source_ages == (None, None, None)
 
     mismatch = Mismatch("max_total_num_tokens", 159277, 655360, "metrics")
     state.snapshot = replace(base, mismatches=(mismatch,))
     facts = status_facts(state, lambda: base.taken_at)
-    assert facts.level == WARNING and facts.state == "▲ ready 1m00s · sources disagree"
+    assert facts.level == Level.WARNING and facts.state == "▲ ready 1m00s · sources disagree"
 
     gpus = list(base.gpus)
     gpus[3] = replace(gpus[3], sample=replace(gpus[3].sample, status="lost"))
     state.snapshot = replace(base, gpus=tuple(gpus))
     facts = status_facts(state, lambda: base.taken_at)
-    assert facts.level == CRITICAL and facts.state == "✖ ready 1m00s · GPU 3 lost"
+    assert facts.level == Level.CRITICAL and facts.state == "✖ ready 1m00s · GPU 3 lost"
 
     state.snapshot = _with_sources(base, metrics=185.0)
     facts = status_facts(state, lambda: base.taken_at)
-    assert facts.level == WARNING and facts.state == "▲ ready 1m00s · metrics down 3m05s"
+    assert facts.level == Level.WARNING and facts.state == "▲ ready 1m00s · metrics down 3m05s"
     assert facts.source_ages == (None, None, "3m05s")
     state.problem = "kvtop stopped reading its sources"
     assert status_facts(state, lambda: base.taken_at).state_kind == "failed"
@@ -180,9 +183,9 @@ def test_an_old_batch_line_is_the_last_known_usage_not_the_current_one(tmp_path:
     state = ViewState(source_label="log", snapshot=snapshot)
     state.thresholds = Thresholds(kv_usage_warning_pct=10, kv_usage_critical_pct=20)
     facts = kv_facts(state, lambda: (LAST_BATCH + timedelta(days=294)).timestamp())
-    assert facts is not None and facts.usage_level == OK  # no alert colour for old numbers
+    assert facts is not None and facts.usage_level == Level.OK  # no alert colour for old numbers
     fresh = kv_facts(state, lambda: (LAST_BATCH + timedelta(seconds=5)).timestamp())
-    assert fresh is not None and fresh.usage_level == CRITICAL  # 30 % over a 20 % threshold
+    assert fresh is not None and fresh.usage_level == Level.CRITICAL  # 30 % over a 20 % threshold
 
 
 def test_metrics_say_their_age_only_once_stale() -> None:
@@ -209,18 +212,18 @@ def test_kv_usage_and_queue_levels_from_the_thresholds() -> None:
     base = demo_snapshot()
     state = ViewState(source_label="demo", snapshot=base)
     facts = kv_facts(state, lambda: base.taken_at)
-    assert facts is not None and facts.usage_level == OK and facts.queue_level == OK
+    assert facts is not None and facts.usage_level == Level.OK and facts.queue_level == Level.OK
     assert facts.usage.usage_pct is not None and 60 < facts.usage.usage_pct < 85
     state.thresholds = Thresholds(kv_usage_warning_pct=50, kv_usage_critical_pct=95)
     facts = kv_facts(state, lambda: base.taken_at)
-    assert facts is not None and facts.usage_level == WARNING
+    assert facts is not None and facts.usage_level == Level.WARNING
     # The queue: how long it has not emptied, from successive snapshots (tui/model/history).
     queued = parse_exposition(build_exposition(Deployment(queued=4)))
     for seconds in (0, 20, 40):
         state.history.record(replace(base, taken_at=base.taken_at + seconds, metrics=queued), 30)
     state.snapshot = replace(base, taken_at=base.taken_at + 40, metrics=queued)
     facts = kv_facts(state, lambda: base.taken_at + 40)
-    assert facts is not None and facts.queued_for_s == 40.0 and facts.queue_level == WARNING
+    assert facts is not None and facts.queued_for_s == 40.0 and facts.queue_level == Level.WARNING
 
 
 # -- JSON -----------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from tui_support import screen_text, until, utc
 from tui.live.app import KvtopApp
 from tui.live.widgets.status_line import StatusLine
 from tui.model.snapshot import Snapshot
-from tui.model.status.levels import OK, WARNING
+from tui.model.status.levels import Level
 from tui.report.json_report import snapshot_json
 from tui.session import Options, Session
 
@@ -100,7 +100,7 @@ async def test_a_server_that_stops_answering_turns_ready_into_a_warning(tmp_path
                     and _state_style(app) == "status--warning"
                 ),
             )
-            assert app.state.status is not None and app.state.status.level == WARNING
+            assert app.state.status is not None and app.state.status.level == Level.WARNING
             server.switches.delay_s = 0.0  # answers again (after the hung fetch times out)
             await until(
                 pilot,
@@ -112,7 +112,7 @@ async def test_a_server_that_stops_answering_turns_ready_into_a_warning(tmp_path
                 ),
                 timeout_s=20.0,
             )
-            assert app.state.status is not None and app.state.status.level == OK
+            assert app.state.status is not None and app.state.status.level == Level.OK
 
 
 async def test_a_followed_log_that_is_removed_goes_stale_and_recovers(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from tui.live.widgets.kv_panel import KvPanel
 from tui.live.widgets.status_line import StatusLine
 from tui.model.snapshot import Snapshot
 from tui.model.status.identity import Mismatch
-from tui.model.status.levels import WARNING, Thresholds
+from tui.model.status.levels import Level, Thresholds
 from tui.sglang.metrics import parse_exposition
 
 pytestmark = pytest.mark.asyncio
@@ -83,7 +83,7 @@ async def test_a_mismatch_or_a_lost_gpu_is_never_green(monkeypatch: pytest.Monke
     async with app.run_test(size=BIG) as pilot:
         await until(pilot, "the warning header", lambda: "sources disagree" in _header(app))
         assert "▲ ready 1m00s · sources disagree" in _header(app)
-        assert app.state.status is not None and app.state.status.level == WARNING
+        assert app.state.status is not None and app.state.status.level == Level.WARNING
         line = app.screen.query_one(StatusLine)
         assert _style_of(line, line.render(), "▲ ready", "status--warning")
         app.feed.push(replace(base, taken_at=base.taken_at + 1, gpus=tuple(gpus)))  # type: ignore[attr-defined]
@@ -159,7 +159,7 @@ async def test_a_queue_that_does_not_empty_for_a_minute_is_a_warning() -> None:
         rendered = _kv_text(app)
         assert "4 queued" in rendered.plain and "▲ queued 1m00s" in rendered.plain
         assert _style_of(panel, rendered, "4 queued", "kv--warning")
-        assert app.state.kv is not None and app.state.kv.queue_level == WARNING
+        assert app.state.kv is not None and app.state.kv.queue_level == Level.WARNING
 
 
 async def test_stale_metrics_say_their_age_in_the_kv_panel() -> None:

@@ -13,7 +13,7 @@ from tui.model.memory.gpu_memory import lost_memory, reconcile
 from tui.model.memory.gpu_reading import GpuProcess
 from tui.model.memory.process_owner import ProcessInfo, other_pids, other_processes_gib
 from tui.model.status.gpu_alerts import GpuAlert, gpu_alerts
-from tui.model.status.levels import CRITICAL, OK, WARNING, Thresholds
+from tui.model.status.levels import Level, Thresholds
 from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
 
 
@@ -99,12 +99,16 @@ def test_gpu_alert_levels_follow_the_alert_rule() -> None:
     change(4, free_gib=1.0)
     gpus[5] = replace(gpus[5], sample=replace(gpus[5].sample, status="lost"), memory=lost_memory())
     found = gpu_alerts(replace(snapshot, gpus=tuple(gpus)), Thresholds())
-    assert found[0] == GpuAlert(OK)
-    assert (found[1].level, found[1].temperature) == (CRITICAL, CRITICAL)
+    assert found[0] == GpuAlert(Level.OK)
+    assert (found[1].level, found[1].temperature) == (Level.CRITICAL, Level.CRITICAL)
     assert "94 °C" in found[1].reasons[0]
-    assert (found[2].level, found[2].temperature) == (WARNING, WARNING)
-    assert (found[3].level, found[3].power, found[3].temperature) == (CRITICAL, CRITICAL, OK)
-    assert (found[4].level, found[4].free) == (WARNING, WARNING)
-    assert found[5].level == CRITICAL and "lost" in found[5].reasons[0]
+    assert (found[2].level, found[2].temperature) == (Level.WARNING, Level.WARNING)
+    assert (found[3].level, found[3].power, found[3].temperature) == (
+        Level.CRITICAL,
+        Level.CRITICAL,
+        Level.OK,
+    )
+    assert (found[4].level, found[4].free) == (Level.WARNING, Level.WARNING)
+    assert found[5].level == Level.CRITICAL and "lost" in found[5].reasons[0]
     calmer = gpu_alerts(replace(snapshot, gpus=tuple(gpus)), Thresholds(temperature_warning_c=90.0))
-    assert calmer[2].level == OK  # the thresholds the user set
+    assert calmer[2].level == Level.OK  # the thresholds the user set

@@ -23,7 +23,7 @@ from journal_tools import invocation, journal_remote_missing, sglang_entries, wr
 from tui.model.analysis import analyse
 from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import evaluate
-from tui.model.status.levels import CRITICAL
+from tui.model.status.levels import Level
 from tui.model.status.server_status import header_state, server_status
 from tui.report.json_report import to_json
 from tui.report.text import render
@@ -164,7 +164,7 @@ def test_stop_after_ready(name: str) -> None:
     assert status.state == "stopped"
     assert status.text == "stopped 11:20:35 after 2h14m ready"  # ready at 09:06:31
     header = header_state(status, (), 2.0)
-    assert header.level == CRITICAL and header.text == "✖ stopped 11:20:35 after 2h14m ready"
+    assert header.level == Level.CRITICAL and header.text == "✖ stopped 11:20:35 after 2h14m ready"
     data = to_json(analyse(fold([*STORY, *SHUTDOWNS[name]]), "story"))
     assert data["startup"]["state"] == "stopped"  # type: ignore[index]
     assert data["startup"]["stopped_at"] == "2026-02-27 11:20:35"  # type: ignore[index]
@@ -290,7 +290,7 @@ def test_stopped_is_critical_in_the_alert_rule() -> None:
     )
     found = evaluate(snapshot)
     stopped = [a for a in found if a.kind == "server_stopped"]
-    assert [a.level for a in stopped] == [CRITICAL]
+    assert [a.level for a in stopped] == [Level.CRITICAL]
     assert stopped[0].text.startswith("server stopped 11:20:35 after 2h14m ready: SIGTERM")
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from tui.demo.source import DEMO_LOG, LOG_HEALTH, DemoSource
 from tui.model.analysis import Analysis, analyse
 from tui.model.build_snapshot import build_snapshot
-from tui.model.memory.gpu_reading import NvmlReading
+from tui.model.memory.gpu_reading import GpuStatus, NvmlReading
 from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
 from tui.model.sizing.model_config import ConfigFile
 from tui.model.snapshot import HostMemory, Snapshot, SourceHealth
@@ -316,12 +316,12 @@ class Session:
     async def _poll_nvml(self) -> None:
         assert self.nvml is not None
         reading = self.latest_nvml = await self.nvml.poll_async()
-        answered = not reading.gpus or any(g.status == "ok" for g in reading.gpus)
+        answered = not reading.gpus or any(g.status == GpuStatus.OK for g in reading.gpus)
         if reading.available and not reading.stale and answered:
             self._nvml_at = time.monotonic()
 
     # -- live -------------------------------------------------------------------------------------
-    async def snapshots(self) -> AsyncIterator[Snapshot]:
+    async def snapshots(self) -> AsyncGenerator[Snapshot, None]:
         """A Snapshot every interval. One tick per refresh releases every source for one round
         (see sources.pacing): they run back to back, the snapshot follows once they are done
         (or after `_settle_s()`, when one is slow; it joins a later tick when it is done)."""

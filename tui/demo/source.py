@@ -10,18 +10,20 @@ from collections.abc import Callable
 from tui.demo.scenario import LOG_NAME, DemoScenario
 from tui.model.memory.gpu_reading import NvmlReading
 from tui.model.memory.process_owner import ProcessInfo
-from tui.model.snapshot import DEGRADED, OK, HostMemory, SourceHealth
+from tui.model.snapshot import HostMemory, SourceHealth, SourceState
 from tui.sglang.metrics import MetricsSample, parse_exposition
 from tui.sglang.start_state import Startup
 from tui.sources.local_host import ProcessFacts
 
 # The demo host's RAM (simulated, like its GPUs): 1 TiB, with the 8 HiCache host pools in use.
 DEMO_HOST = HostMemory(total_gb=1099.51, used_gb=412.6, available_gb=686.91)
-LOG_HEALTH = SourceHealth("log", OK, "demo: the embedded story log, replayed")
-NVML_HEALTH = SourceHealth("nvml", OK, "demo: simulated GPUs")
-METRICS_HEALTH = SourceHealth("metrics", OK, "demo: simulated /metrics")
+LOG_HEALTH = SourceHealth("log", SourceState.OK, "demo: the embedded story log, replayed")
+NVML_HEALTH = SourceHealth("nvml", SourceState.OK, "demo: simulated GPUs")
+METRICS_HEALTH = SourceHealth("metrics", SourceState.OK, "demo: simulated /metrics")
 STARTING_HEALTH = SourceHealth(
-    "metrics", DEGRADED, "the demo server is still starting: /metrics answers once it is ready."
+    "metrics",
+    SourceState.DEGRADED,
+    "the demo server is still starting: /metrics answers once it is ready.",
 )
 DEMO_LOG = LOG_NAME  # the story the demo replays (tui/data)
 

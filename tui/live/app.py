@@ -7,7 +7,7 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from textual import work
 from textual.app import SystemCommand
@@ -22,6 +22,8 @@ from tui.model.memory.gpu_order import next_order
 from tui.model.snapshot import Snapshot
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 from tui.sglang.raw_lines import RawLines
+
+_S = TypeVar("_S", bound=Screen[Any])  # a screen handed back as the type it came in as
 
 
 class SnapshotFeed(Protocol):
@@ -82,7 +84,7 @@ class KvtopApp(FeedApp):
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def get_default_screen(self) -> Screen[object]:
+    def get_default_screen(self) -> OverviewScreen:
         return self._with_state(OverviewScreen(self.raw_log_lines))
 
     def on_mount(self) -> None:
@@ -121,7 +123,7 @@ class KvtopApp(FeedApp):
             if isinstance(screen, ShowsState):
                 screen.show_state(self.state)
 
-    def _with_state(self, screen: Screen[object]) -> Screen[object]:
+    def _with_state(self, screen: _S) -> _S:
         if isinstance(screen, ShowsState):
             self._facts()
             screen.show_state(self.state)

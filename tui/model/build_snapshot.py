@@ -13,18 +13,17 @@ from tui.model.memory.gpu_memory import (
     parse_visible_devices,
     reconcile,
 )
-from tui.model.memory.gpu_reading import GpuSample, NvmlReading
+from tui.model.memory.gpu_reading import GpuSample, GpuStatus, NvmlReading
 from tui.model.memory.process_owner import ProcessInfo, other_pids, other_processes_gib
 from tui.model.memory.rank_memory import MemoryBreakdown
 from tui.model.server_target import ServerTarget
 from tui.model.snapshot import (
-    DEGRADED,
-    OK,
     GpuProcessView,
     GpuView,
     HostMemory,
     Snapshot,
     SourceHealth,
+    SourceState,
 )
 from tui.model.status.identity import Mismatch
 from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, SHAPE, UNPLACED, Note, collapse
@@ -95,7 +94,7 @@ def _gpu_view(
         )
         for p in sample.processes
     )
-    if sample.status != "ok":
+    if sample.status != GpuStatus.OK:
         return GpuView(sample, ranks, lost_memory(), views)
     if any(name == "processes" for name, _ in sample.field_errors):
         other: float | None = None  # NVML could not list the processes: unknown
@@ -165,7 +164,7 @@ def _placement_notes(
         return []
     placed = {rank for ranks in mapping.values() for rank in ranks}
     unplaced = [rank for rank in log_ranks if rank not in placed]
-    lost = sum(1 for g in nvml.gpus if g.status != "ok")
+    lost = sum(1 for g in nvml.gpus if g.status != GpuStatus.OK)
     notes = []
     if unplaced and len(unplaced) > lost and (how != "none" or not nvml.gpus):
         notes.append(Note(UNPLACED, _unplaced_note(unplaced, len(nvml.gpus))))
@@ -177,7 +176,9 @@ def _placement_notes(
 def _with_gpus_missing(sources: tuple[SourceHealth, ...], note: str) -> tuple[SourceHealth, ...]:
     """NVML answers with no GPU while the log has ranks: its marker is not healthy."""
     return tuple(
-        replace(s, state=DEGRADED, detail=note) if s.name == "nvml" and s.state == OK else s
+        replace(s, state=SourceState.DEGRADED, detail=note)
+        if s.name == "nvml" and s.state == SourceState.OK
+        else s
         for s in sources
     )
 

@@ -33,8 +33,6 @@ class SourceState(StrEnum):
 # Each source's marker in the status line, the help and the report (readable without colour).
 # The colours are the stylesheet's: styles/kvtop.tcss names each state's once ($source-ok, ...).
 MARKS = {SourceState.OK: "●", SourceState.DEGRADED: "◐", SourceState.OFF: "○"}
-# The old names, which tui/session.py and the tests import.
-OK, DEGRADED, OFF = SourceState.OK, SourceState.DEGRADED, SourceState.OFF
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from tui.model.memory.gpu_reading import NvmlReading
+from tui.model.memory.gpu_reading import GpuStatus, NvmlReading
 from tui.model.memory.process_owner import ProcessInfo
-from tui.model.snapshot import DEGRADED, OFF, OK, HostMemory, SourceHealth
+from tui.model.snapshot import HostMemory, SourceHealth, SourceState
 from tui.sources.gpu_processes import info_of_pid, pids_visible, rank_of_pid, user_of_pid
 
 
@@ -62,10 +62,15 @@ class LocalHost:
         """NVML's state from its latest reading (None: GPU readings are off)."""
         if reading is None:
             return SourceHealth(
-                "nvml", OFF, "GPU readings are off (--no-gpus, or the demo).", asked_off=True
+                "nvml",
+                SourceState.OFF,
+                "GPU readings are off (--no-gpus, or the demo).",
+                asked_off=True,
             )
         if not reading.available:
-            return SourceHealth("nvml", OFF, reading.problem)
-        if reading.stale or reading.problem or any(g.status != "ok" for g in reading.gpus):
-            return SourceHealth("nvml", DEGRADED, reading.problem or "a GPU is not answering.")
-        return SourceHealth("nvml", OK)
+            return SourceHealth("nvml", SourceState.OFF, reading.problem)
+        if reading.stale or reading.problem or any(g.status != GpuStatus.OK for g in reading.gpus):
+            return SourceHealth(
+                "nvml", SourceState.DEGRADED, reading.problem or "a GPU is not answering."
+            )
+        return SourceHealth("nvml", SourceState.OK)

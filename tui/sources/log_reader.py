@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from tui.model.snapshot import DEGRADED, OFF, OK, SourceHealth
+from tui.model.snapshot import SourceHealth, SourceState
 from tui.sglang.raw_lines import RawLines
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the journal imports systemd: only when a unit is asked for
 
 # A log notice (truncated, rotated) stays on screen this long after it happened.
 NOTICE_SHOW_S = 60.0
-NO_LOG = SourceHealth("log", OFF, "no log given.", asked_off=True)
+NO_LOG = SourceHealth("log", SourceState.OFF, "no log given.", asked_off=True)
 
 
 class LogReader:
@@ -60,11 +60,13 @@ class LogReader:
             with log_lines(self.log_file) as lines:
                 fold_lines(lines, self.tracker, self.raw_lines)
         except LogUnreadable as exc:
-            self.health = SourceHealth("log", OFF, str(exc))
+            self.health = SourceHealth("log", SourceState.OFF, str(exc))
             raise
         self.good_at = time.monotonic()
         # Read in part (an endless stream, or a huge file): the report says which part.
-        self.health = SourceHealth("log", DEGRADED if lines.cut else OK, lines.cut)
+        self.health = SourceHealth(
+            "log", SourceState.DEGRADED if lines.cut else SourceState.OK, lines.cut
+        )
 
     async def read_journal(self) -> None:
         """The unit's latest run, its earlier runs as restarts before it."""
@@ -79,7 +81,9 @@ class LogReader:
         if lines or not source.status:
             self.good_at = time.monotonic()
         self.health = SourceHealth(
-            "journal", DEGRADED if source.status else OK, source.status or None
+            "journal",
+            SourceState.DEGRADED if source.status else SourceState.OK,
+            source.status or None,
         )
 
     async def _fold_earlier_runs(self, source: JournalSource, first: JournalLine) -> None:
@@ -99,7 +103,7 @@ class LogReader:
                 journal = self.journal = JournalSource(
                     self.unit, directory=self.journal_dir, lane=lane
                 )
-                self.health = SourceHealth("journal", OK)
+                self.health = SourceHealth("journal", SourceState.OK)
                 run: str | None = None
                 async for line in journal.lines():
                     if run is not None and line.invocation_id not in (None, run):
@@ -110,7 +114,7 @@ class LogReader:
             if not self.log_file:
                 return
             follower = self.follower = LogFollower(self.log_file, lane=lane)
-            self.health = SourceHealth("log", OK)
+            self.health = SourceHealth("log", SourceState.OK)
             async for text in follower.lines():
                 fold_lines([text], self.tracker, self.raw_lines)
         finally:
@@ -121,14 +125,18 @@ class LogReader:
         new line: removed, truncated, unreachable); the log's notice while it is recent."""
         if self.journal is not None:
             status = self.journal.status
-            self.health = SourceHealth("journal", DEGRADED if status else OK, status)
+            self.health = SourceHealth(
+                "journal", SourceState.DEGRADED if status else SourceState.OK, status
+            )
             if not status:
                 self.good_at = time.monotonic()
         follower = self.follower
         if follower is None:
             return ()
         status = follower.status
-        self.health = SourceHealth("log", DEGRADED if status else OK, status)
+        self.health = SourceHealth(
+            "log", SourceState.DEGRADED if status else SourceState.OK, status
+        )
         if not status:  # read this tick (or waiting on a quiet file): fresh
             self.good_at = time.monotonic()
         notices = follower.notices

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from tui.model.server_target import ServerTarget
-from tui.model.snapshot import DEGRADED, OFF, OK, SourceHealth
+from tui.model.snapshot import SourceHealth, SourceState
 from tui.sglang.metrics import MetricsSample, ServerInfo
 from tui.sources.metrics import MetricsSource
 
@@ -16,7 +16,7 @@ from tui.sources.metrics import MetricsSource
 # make the KV panel flicker), then the log's batch lines stand in: old numbers are not shown
 # as current. A server that refuses or lacks /metrics ("off") loses its numbers at once.
 METRICS_STALE_S = 10.0
-WAITING = SourceHealth("metrics", DEGRADED, "waiting for the first scrape.")
+WAITING = SourceHealth("metrics", SourceState.DEGRADED, "waiting for the first scrape.")
 
 
 def age_s(good_at: float | None) -> float | None:
@@ -73,16 +73,16 @@ class ServerReadings:
         reading = await source.scrape()
         if reading.sample is not None:
             self.sample, self.good_at = reading.sample, time.monotonic()
-        elif reading.status == OFF or (age_s(self.good_at) or 0.0) > METRICS_STALE_S:
+        elif reading.status == SourceState.OFF or (age_s(self.good_at) or 0.0) > METRICS_STALE_S:
             self.sample = None
-        if reading.status == OK:
-            self.health = SourceHealth("metrics", OK)
+        if reading.status == SourceState.OK:
+            self.health = SourceHealth("metrics", SourceState.OK)
         else:
             self.health = SourceHealth("metrics", reading.status, reading.problem)
         if restarts != self._info_for_restarts:
             self._info_for_restarts = restarts
             self.forget_server_info()
-        if reading.status == OK and self.info is None and source.server_info_due():
+        if reading.status == SourceState.OK and self.info is None and source.server_info_due():
             # In a task of its own: a hung /server_info must not hold up the next scrape.
             if self._info_task is None or self._info_task.done():
                 read = self._read_server_info(source, self._info_generation, target.key_withheld)
@@ -102,15 +102,15 @@ class ServerReadings:
         if source is not self.source or generation != self._info_generation:
             return  # for a server --url was changed away from, or from before a restart
         self.info = info.info
-        if info.status == OK or (info.status == OFF and withheld):
+        if info.status == SourceState.OK or (info.status == SourceState.OFF and withheld):
             # withheld: the snapshot's note says why and what to do
             self.info_health = None
         else:
-            self.info_health = SourceHealth("metrics", DEGRADED, info.problem)
+            self.info_health = SourceHealth("metrics", SourceState.DEGRADED, info.problem)
 
     def shown_health(self) -> SourceHealth:
         """The metrics source's state as shown: /server_info's failure while /metrics is fine."""
-        if self.health.state == OK and self.info_health is not None:
+        if self.health.state == SourceState.OK and self.info_health is not None:
             return self.info_health
         return self.health
 

@@ -687,9 +687,9 @@ def explain(
     rule = hybrid_rule(rank.target, budget.page, startup.server_args, version, budget.rest_gib)
     cell = choice.cell if rule is None else _hybrid_cell(rule)
     tokens = rank.target.kv_tokens
-    steps = [*_budget_steps(budget), *_hybrid_steps(rule)]
+    steps: list[Step | None] = [*_budget_steps(budget), *_hybrid_steps(rule)]
     steps.append(_cell_size_step(cell) if rule is None else None)
-    notes = [f"cell size {choice.note}"] if rule is None else list(rule.notes)
+    notes: list[str | None] = [f"cell size {choice.note}"] if rule is None else [*rule.notes]
     if budget.mfs is None:
         notes.append("mem_fraction_static is unknown (no server_args line): reserve not computed.")
     predicted = _predicted_tokens(budget, cell, rule)

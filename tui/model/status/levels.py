@@ -33,8 +33,6 @@ class Level(StrEnum):
 # stylesheet's: styles/kvtop.tcss names each level's once ($level-warning, $level-critical).
 GLYPHS = {Level.WARNING: "▲", Level.CRITICAL: "✖"}
 _ORDER = {Level.OK: 0, Level.WARNING: 1, Level.CRITICAL: 2}
-# The old names, which the tests import.
-OK, WARNING, CRITICAL = Level.OK, Level.WARNING, Level.CRITICAL
 
 
 @dataclass(frozen=True, slots=True)
