@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """What `kvtop --export` costs while Prometheus scrapes it: the real process (the story log, eight
-fake H200s through the fake libnvidia-ml, a loopback SGLang server from tests/sglang_http.py)
-scraped every SECONDS_BETWEEN s for DURATION s as Prometheus 2.42 scrapes (its Accept header:
-OpenMetrics; gzip), then its CPU (utime + stime from /proc/PID/stat over the window, as a share of
-one core), its resident memory at the end (VmRSS), the scrape's wall time and the body's size.
-Then, in this process, what one scrape's rendering costs (the collector over the same kind of
-Snapshot, text and OpenMetrics, median of 300).
+fake H200s through the fake libnvidia-ml, a loopback SGLang server from
+tests/support/sglang_http.py) scraped every SECONDS_BETWEEN s for DURATION s as Prometheus 2.42
+scrapes (its Accept header: OpenMetrics; gzip), then its CPU (utime + stime from /proc/PID/stat over
+the window, as a share of one core), its resident memory at the end (VmRSS), the scrape's wall time
+and the body's size. Then, in this process, what one scrape's rendering costs (the collector over
+the same kind of Snapshot, text and OpenMetrics, median of 300).
 
     python bench/bench_export.py                 # every 1 s for 60 s, refresh 1 s
     python bench/bench_export.py --duration 20   # shorter
@@ -24,12 +24,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
-from export_tools import PROMETHEUS_ACCEPT, exporter, fake_nvml_env  # noqa: E402
-from fake_nvml import build_fake_nvml, eight_gpus, write_state  # noqa: E402
-from sglang_http import Deployment, FakeSGLang  # noqa: E402
+
+from tests.support.export_tools import PROMETHEUS_ACCEPT, exporter, fake_nvml_env  # noqa: E402
+from tests.support.fake_nvml import build_fake_nvml, eight_gpus, write_state  # noqa: E402
+from tests.support.sglang_http import Deployment, FakeSGLang  # noqa: E402
 
 STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -104,11 +105,11 @@ def render_ms(tmp: Path) -> None:
     """The collector's rendering alone, on a Snapshot of the same sources (no /metrics)."""
     import asyncio
 
-    from fake_nvml import STATE_ENV
-    from fault_host import preload_fake_nvml
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 
+    from tests.support.fake_nvml import STATE_ENV
+    from tests.support.fault_host import preload_fake_nvml
     from tui.export.collector import SnapshotCollector
     from tui.session import Options, Session
 

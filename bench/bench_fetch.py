@@ -6,7 +6,7 @@ httpx.AsyncClient stream, to show what the policy costs.
     python bench/bench_fetch.py              # median of 200 fetches each
     python bench/bench_fetch.py --runs 1000
 
-The server is FakeSGLang (tests/sglang_http.py) in a thread of this process, so the CPU is
+The server is FakeSGLang (tests/support/sglang_http.py) in a thread of this process, so the CPU is
 counted for the event loop's thread only (time.thread_time): the client's side. Both keep one
 connection alive, as in a live session. Before kvtop went back to httpx, HttpGetter was a
 hand-written h11 client; its figure is in docs/performance.md (run this script from a checkout
@@ -24,10 +24,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-from sglang_http import FakeSGLang  # noqa: E402
-
+from tests.support.sglang_http import FakeSGLang  # noqa: E402
 from tui.sources.http_get import HttpGetter  # noqa: E402
 
 HEADERS = {"Accept": "text/plain, application/json"}

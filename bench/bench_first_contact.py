@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from tmux_tools import private_server  # noqa: E402
+from tests.support.tmux_tools import private_server  # noqa: E402
 
 POLL_S = 0.05
 GPU_ROW = re.compile(r"^[▶ ]*([0-7])\s+(?:TP\d|—)", re.MULTILINE)

@@ -4,10 +4,10 @@
     python bench/bench_fleet.py --hosts 16 --seconds 30 --selector 'job="kvtop"'
 
 One child process serves every host's four exporters (kvtop, DCGM, SGLang, node: 4 x --hosts
-loopback ports, tests/fleet_bodies.py) and Debian's Prometheus 2.42 scrapes them every 1 s
-(tests/prometheus_server.py, `host` set by relabeling). When every target is up, this process
-calls FleetReader.read() every --interval seconds for --seconds and prints the refresh's wall
-time and this process's CPU time per refresh (time.process_time(): the reader is all it runs),
+loopback ports, tests/support/fleet_bodies.py) and Debian's Prometheus 2.42 scrapes them every 1 s
+(tests/support/prometheus_server.py, `host` set by relabeling). When every target is up, this
+process calls FleetReader.read() every --interval seconds for --seconds and prints the refresh's
+wall time and this process's CPU time per refresh (time.process_time(): the reader is all it runs),
 and that CPU as % of one core at the interval. Budget (issue 17): a refresh under 1 s and under
 5 % of a core at a 5 s interval. Prints figures; asserts nothing.
 """
@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-from fleet_bodies import (  # noqa: E402
+from tests.support.fleet_bodies import (  # noqa: E402
     GIB,
     KvtopHost,
     dcgm_body,
@@ -35,8 +35,7 @@ from fleet_bodies import (  # noqa: E402
     serve_bodies,
     sglang_body,
 )
-from prometheus_server import PrometheusServer, Target, reserve_ports  # noqa: E402
-
+from tests.support.prometheus_server import PrometheusServer, Target, reserve_ports  # noqa: E402
 from tui.fleet.reader import FleetReader, queries  # noqa: E402
 
 MODELS = ("moonshotai/Kimi-K2.5", "Qwen/Qwen3-235B-A22B", "deepseek-ai/DeepSeek-V3.2")

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-from journal_tools import (  # noqa: E402
+from tests.support.journal_tools import (  # noqa: E402
     BOOT_AT_US,
     JOURNAL_REMOTE,
     export_format,
@@ -36,7 +36,6 @@ from journal_tools import (  # noqa: E402
     sglang_entries,
     write_journal,
 )
-
 from tui.sources.journal import JournalSource  # noqa: E402
 
 UNIT = "sglang-kimi.service"

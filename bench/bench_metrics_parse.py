@@ -4,7 +4,7 @@
     python bench/bench_metrics_parse.py            # median of 50 runs each
     python bench/bench_metrics_parse.py --runs 200 --strict
 
-The exposition comes from tests/sglang_http.py (a real prometheus_client registry with
+The exposition comes from tests/support/sglang_http.py (a real prometheus_client registry with
 SGLang's families and labels, TP8, version 0.5.12, histogram buckets filling it to ~115 KB).
 Budget: under 5 ms per scrape for parse_exposition. Prints figures and a verdict; --strict
 makes an over-budget run exit 3.
@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-from sglang_http import Deployment, build_exposition  # noqa: E402
 
+from tests.support.sglang_http import Deployment, build_exposition  # noqa: E402
 from tui.sglang.metrics import parse_exposition  # noqa: E402
 
 BUDGET_MS = 5.0

@@ -4,7 +4,7 @@
     python bench/bench_parsers_linear.py             # lines 1 KB…1 MB, bodies 100 KB…20 MiB
     python bench/bench_parsers_linear.py --quick     # lines up to 256 KB, bodies up to 2 MiB
 
-The shapes are tests/parser_sizes.py's (the linearity test uses them too): long runs with no
+The shapes are tests/support/parser_sizes.py's (the linearity test uses them too): long runs with no
 separator, a separator repeated thousands of times, one series with many labels, deep nesting.
 For each it prints ns per byte at each size and the ratio largest/smallest: about 1 for a linear
 parser, about the size ratio (1000× for lines, 200× for bodies) for a quadratic one. Log lines
@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-from parser_sizes import CASES, seconds_per_byte  # noqa: E402
+from tests.support.parser_sizes import CASES, seconds_per_byte  # noqa: E402
 
 LINE_SIZES = (1_000, 16_000, 256_000, 1_000_000)
 BODY_SIZES = (100_000, 1_000_000, 20 * 2**20)

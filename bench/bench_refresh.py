@@ -21,11 +21,12 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-from fake_nvml.build import STATE_ENV, build_fake_nvml, write_state  # noqa: E402
 from pane_measure import gpu_state  # noqa: E402
-from sglang_http import FakeSGLang  # noqa: E402
+
+from tests.support.fake_nvml.build import STATE_ENV, build_fake_nvml, write_state  # noqa: E402
+from tests.support.sglang_http import FakeSGLang  # noqa: E402
 
 CHILD = r"""
 import asyncio, json, resource, sys, time

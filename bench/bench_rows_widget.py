@@ -23,14 +23,14 @@ from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
 from rich.text import Text  # noqa: E402
-from still import still_series  # noqa: E402
 from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import VerticalScroll  # noqa: E402
 from textual.widgets import DataTable, ListItem, ListView  # noqa: E402
 
+from tests.support.still import still_series  # noqa: E402
 from tui import fmt  # noqa: E402
 from tui.live.app import KvtopApp  # noqa: E402
 from tui.live.widgets.gpu_rows import GpuRow, bar_segments, bar_width  # noqa: E402

@@ -6,10 +6,10 @@
     python bench/bench_vs_nvitop.py --seconds 40 --no-micro \
         --also "h11=/work/wt-h11/.venv/bin/kvtop" --also "stock=KVTOP_STOCK_DRIVER=1 kvtop"
 
-Both tools run on the fake libnvidia-ml.so.1 from tests/fake_nvml, whose GPUs change every
+Both tools run on the fake libnvidia-ml.so.1 from tests/support/fake_nvml, whose GPUs change every
 second (this script rewrites its state file), each in a 120×40 tmux pane at a 1 s refresh, in
 turn (the order alternates between rounds). kvtop runs its full live view: the story log
-followed from a file and a loopback SGLang /metrics server (tests/sglang_http.py). nvitop is
+followed from a file and a loopback SGLang /metrics server (tests/support/sglang_http.py). nvitop is
 installed from PyPI (pinned below) into bench/out/nvitop-venv on first use; it needs the
 package index once.
 
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from pane_measure import (  # noqa: E402
     HEIGHT,
@@ -194,8 +194,7 @@ print(json.dumps([statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3]
 
 
 def micro_metrics(runs: int = 50) -> str:
-    from sglang_http import Deployment, build_exposition
-
+    from tests.support.sglang_http import Deployment, build_exposition
     from tui.sglang.metrics import parse_exposition
 
     text = build_exposition(Deployment(version="0.5.12", tp_size=8))
@@ -225,8 +224,7 @@ def micro_journal() -> str:
 def micro_render(frames: int = 40) -> str:
     """The overview with 8 GPUs under Textual's test driver: a new snapshot repainted (only
     what changed), and a full repaint of every widget."""
-    from still import STILL_EPOCH, StillFeed, still_series
-
+    from tests.support.still import STILL_EPOCH, StillFeed, still_series
     from tui.live.app import KvtopApp
 
     series = still_series(frames + 1)

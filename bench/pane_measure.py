@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-from fake_nvml.build import STATE_ENV, build_fake_nvml, write_state  # noqa: E402
-from sglang_http import FakeSGLang  # noqa: E402
-from tmux_tools import Tmux  # noqa: E402
+from tests.support.fake_nvml.build import STATE_ENV, build_fake_nvml, write_state  # noqa: E402
+from tests.support.sglang_http import FakeSGLang  # noqa: E402
+from tests.support.tmux_tools import Tmux  # noqa: E402
 
 KVTOP = Path(sys.executable).with_name("kvtop")
 STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from pane_measure import (  # noqa: E402
     KVTOP_ROW,

@@ -43,10 +43,9 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-from still import STILL_EPOCH  # noqa: E402
-
+from tests.support.still import STILL_EPOCH  # noqa: E402
 from tui.demo.scenario import POOL_TOKENS, DemoScenario  # noqa: E402
 from tui.demo.source import DemoSource  # noqa: E402
 from tui.live.app import KvtopApp  # noqa: E402

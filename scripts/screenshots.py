@@ -2,8 +2,9 @@
 
     .venv/bin/python scripts/screenshots.py
 
-The TUI shots are a still of the demo (tests/still.py: fixed clock, UTC, host name "gpu-host"),
-so they change only when the UI does. PNGs need `rsvg-convert` (apt-get install librsvg2-bin).
+The TUI shots are a still of the demo (tests/support/still.py: fixed clock, UTC, host name
+"gpu-host"), so they change only when the UI does. PNGs need `rsvg-convert` (apt-get install
+librsvg2-bin).
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from pathlib import Path
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/still.py: the demo's still
+sys.path.insert(0, str(ROOT))  # tests/support/still.py: the demo's still
 
-from still import STILL_EPOCH, StillFeed, still_series, still_snapshot  # noqa: E402
-
+from tests.support.still import STILL_EPOCH, StillFeed, still_series, still_snapshot  # noqa: E402
 from tui.live.app import KvtopApp  # noqa: E402
 from tui.report.text import print_snapshot  # noqa: E402
 

@@ -36,7 +36,7 @@ if [ "$venv" = 1 ] || [ "$install" = 1 ]; then
   # What the build needs, checked by capability rather than by package name:
   # systemd-python compiles against libsystemd (pkg-config, gcc, Python headers); venv needs
   # ensurepip. README.md's "System packages" table lists each package added here
-  # (tests/test_setup_scripts.py checks it).
+  # (tests/process/test_setup_scripts.py checks it).
   command -v gcc >/dev/null 2>&1 || missing+=(gcc)
   command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
   pkg-config --exists libsystemd 2>/dev/null || missing+=(libsystemd-dev)

@@ -1,4 +1,4 @@
-"""Shared paths for tests: fixtures live in tests/fixtures, the story log ships in tui/data."""
+"""Fixtures and hooks every level shares; the helpers themselves are in tests/support."""
 
 from __future__ import annotations
 
@@ -7,11 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
-REAL_LOGS = FIXTURES / "sglang-logs"
-STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
-STORY_SIDECAR = FIXTURES / "kimi-k25-tp8-eagle3-hicache-0.5.8.json"
+from tests.support.paths import STORY_LOG
 
 
 @pytest.fixture
@@ -45,30 +41,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         )
 
 
-def log_dated_now(source: Path, target: Path) -> Path:
-    """A copy of `source` with every `[YYYY-MM-DD HH:MM:SS` stamp moved by the same amount so
-    that its last line is written now (local time, as SGLang writes it): a finished startup
-    whose batch lines are current, for checks that date them."""
-    import re
-    from datetime import datetime
-
-    stamp = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
-    text = source.read_text()
-    times = [datetime.fromisoformat(m) for m in stamp.findall(text)]
-    shift = datetime.now().replace(microsecond=0) - max(times)
-
-    def moved(match: re.Match[str]) -> str:
-        return "[" + (datetime.fromisoformat(match.group(1)) + shift).isoformat(sep=" ")
-
-    target.write_text(stamp.sub(moved, text))
-    return target
-
-
 @pytest.fixture(scope="session")
 def prometheus():  # type: ignore[no-untyped-def]
     """One real Prometheus for the session, with every target of
-    tests/prometheus_server.SESSION_PLAN declared (their body servers start in the tests)."""
-    from prometheus_server import session_prometheus
+    tests/support/prometheus_server.SESSION_PLAN declared (their body servers start in the
+    tests)."""
+    from tests.support.prometheus_server import session_prometheus
 
     server = session_prometheus()
     yield server

@@ -1,7 +1,7 @@
 """The only files kvtop writes, and only when the operator asks in the live view: the palette's
 Screenshot (a new SVG) and Save theme to config (config.toml). Everything else only reads
-(docs/reliability.md, "Read-only"); the static scan in tests/test_read_only.py lets this module
-alone write."""
+(docs/reliability.md, "Read-only"); the static scan in tests/process/test_read_only.py lets this
+module alone write."""
 
 from __future__ import annotations
 

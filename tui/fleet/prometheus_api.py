@@ -151,7 +151,7 @@ class PrometheusApi:
         )
 
     async def query(self, promql: str, *, at: float | None = None) -> Answer:
-        """An instant query. GET, as every request of kvtop's (tests/test_read_only.py): the
+        """An instant query. GET, as every request of kvtop's (tests/process/test_read_only.py): the
         refresh's longest query is under 2 KB of URL."""
         form = {"query": promql, "timeout": _duration(self.timeout_s)}
         if at is not None:

@@ -27,7 +27,7 @@ They use private pieces of Textual (`textual._xterm_parser.XTermParser` and its 
 LinuxDriver's `_sigcont_application`, `_key_thread` and `_auto_restart`).
 pyproject.toml bounds Textual to the releases this was tested with; if a Textual release moves
 those pieces anyway, `driver_class()` falls back to the stock driver rather than break input
-(tests/test_tui_tmux.py runs kvtop both ways). KVTOP_STOCK_DRIVER=1 in the environment
+(tests/tui/test_tui_tmux.py runs kvtop both ways). KVTOP_STOCK_DRIVER=1 in the environment
 chooses the stock driver on purpose: for measuring one against the other
 (bench/bench_vs_nvitop.py --also), or if this one misbehaves with some terminal.
 """

@@ -334,7 +334,7 @@ def header_layout(facts: StatusFacts, width: int) -> HeaderLayout:
     name and shape words, then the SGLang version; then shorten the facts (model name, `HiC`),
     drop the interval, shorten the source names (`●NV`, `●met`); then the DEMO badge. State, model, TP/DP/EP, mfs, the speculative and HiCache
     flags and the source markers stay; a state too long for what is left is cut last
-    (tests/test_header_events.py checks 80 to 200 columns)."""
+    (tests/tui/test_header_events.py checks 80 to 200 columns)."""
     slots = _slots(facts)
     shown = [True] * len(slots)
     short: frozenset[bool] = frozenset()

@@ -1,0 +1,1 @@
+"""Real Prometheus, real systemd-journald and journal-remote, several processes together."""

@@ -1,0 +1,1 @@
+"""The installed `kvtop` command and other child processes, and real loopback sockets."""

@@ -1,0 +1,298 @@
+"""A healthy kvtop host for the fault matrix: fake GPUs, a real SGLang-like server, a real log.
+
+Everything is real except the GPU driver: the fake `libnvidia-ml.so.1` (C, tests/support/fake_nvml)
+is loaded into this process under its soname before pynvml looks for the library, so the real
+nvidia-ml-py bindings talk to it in-process (the state file is re-read on every NVML call).
+Loading it is one-way for the process: afterwards pynvml here finds the fake, and with no state
+file named the fake answers "driver not loaded". No other in-process test polls NVML (they use
+`nvml=False` or a child process), so the rest of the suite is unaffected.
+
+`FaultHost.bump()` moves a number in every source (a GPU's memory, the server's used tokens, a
+new batch line in the log) so a test can check that the sources a fault did not touch keep
+updating.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import re
+import shutil
+import socket
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from tests.support.fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, write_state
+from tests.support.sglang_http import Deployment, FakeSGLang
+from tests.support.tui_support import screen_text
+from tui.live.app import KvtopApp
+from tui.model.snapshot import Snapshot
+from tui.report.json_report import snapshot_json
+from tui.report.text import render_snapshot
+from tui.session import Options, Session
+from tui.sources.log_text import LogUnreadable
+
+ROOT = Path(__file__).resolve().parents[2]
+STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+# The key the server wants; no output of any fault may contain it.
+API_KEY = "sk-kvtop-fault-matrix-7f3a9c2e51d04b8e"
+BATCH_LINE = (
+    "[2026-02-27 09:09:{sec:02d} TP0] Decode batch, #running-req: 12, #token: {tokens}, token "
+    "usage: 0.30, accept len: 2.81, accept rate: 0.60, cuda graph: True, gen throughput "
+    "(token/s): 512.34, #queue-req: 0, \n"
+)
+INTERVAL_S = 0.1
+
+
+_preloaded: Path | None = None
+
+
+def preload_fake_nvml(directory: Path) -> Path:
+    """Build the fake and load it under its soname (once per process); returns the library."""
+    global _preloaded
+    if _preloaded is None:
+        lib = build_fake_nvml(directory)
+        ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+        _preloaded = lib
+    return _preloaded
+
+
+def healthy_gpus() -> dict[int, dict[str, object]]:
+    """Eight H200s in use as the story's ranks leave them (NVML agrees with the log)."""
+    return eight_gpus(used_mib=135_700)
+
+
+@dataclass
+class NvmlState:
+    """What the fake driver answers; `FaultHost.nvml(...)` rewrites the file from it."""
+
+    gpus: dict[int, dict[str, object]] = field(default_factory=healthy_gpus)
+    errors: list[tuple[str, int | None, int]] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    delays: list[tuple[str, int]] = field(default_factory=list)
+    init_error: int | None = None
+    procs: list[tuple[int, int, int | None]] = field(
+        default_factory=lambda: [(i, 4_000_000 + i, 135_000) for i in range(8)]
+    )
+
+
+class FaultServer(FakeSGLang):
+    """FakeSGLang that can also go away (its port closed: connection refused) and come back on
+    the same port, and serve a given /server_info body."""
+
+    server_info_override: object = None
+    down = False
+
+    def pause(self) -> None:
+        """The server process is gone: open keep-alive connections drop, the port refuses."""
+        self.down = True
+        self._port = self._server.server_address[1]
+        self._server.shutdown()
+        self._server.server_close()
+
+    def resume(self) -> None:
+        if getattr(self, "_port", None) is None:
+            return
+        old = self._server
+        self._server = type(old)(("127.0.0.1", self._port), old.RequestHandlerClass)
+        self._port = None
+        self.down = False
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    def _handle(self, req) -> None:  # type: ignore[no-untyped-def]
+        if self.down:  # a connection kept alive from before: the peer hangs up
+            req.close_connection = True
+            with contextlib.suppress(OSError):
+                req.connection.shutdown(socket.SHUT_RDWR)
+            return
+        path = req.path.split("?", 1)[0]
+        body = self.server_info_override
+        if body is not None and path in ("/server_info", "/get_server_info"):
+            self.requests.append((path, {k.lower(): v for k, v in req.headers.items()}))
+            self._send(req, 200, json.dumps(body).encode(), "application/json")
+            return
+        super()._handle(req)
+
+
+class FaultHost:
+    """One healthy deployment in TMP; `session()` builds the real Session kvtop would run."""
+
+    def __init__(self, tmp: Path, lib: Path) -> None:
+        self.tmp = tmp
+        self.lib = lib
+        self.state_path = tmp / "nvml.state"
+        self.state = NvmlState()
+        self.write_nvml()
+        os.environ[STATE_ENV] = str(self.state_path)
+        self.story = STORY_LOG
+        self.log = tmp / "sglang.log"
+        shutil.copyfile(STORY_LOG, self.log)
+        self.journal: Path | None = None
+        self.journal_at = 0
+        self.journal_run = ("sglang-kimi.service", 2)  # (unit, invocation) of the running server
+        self.session_ref: Session | None = None
+        self.monkeypatch = None
+        self.deployment = Deployment(version="0.5.8")
+        self.server = FaultServer(self.deployment)
+        self.server.switches.api_key = API_KEY
+        self.server.restart(self.deployment)
+        self._bumps = 0
+        self.outputs: list[str] = []  # every screen and report seen: searched for the key
+
+    def __enter__(self) -> FaultHost:
+        self.server.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.__exit__(*exc)
+
+    # -- sources ---------------------------------------------------------------------------------
+    @staticmethod
+    def healthy_gpus() -> dict[int, dict[str, object]]:
+        return healthy_gpus()
+
+    def write_nvml(self) -> None:
+        s = self.state
+        write_state(
+            self.state_path,
+            s.gpus,
+            procs=s.procs,
+            errors=s.errors,
+            absent=s.absent,
+            delays=s.delays,
+            init_error=s.init_error,
+        )
+
+    def options(self, **overrides: object) -> Options:
+        base: dict[str, object] = {
+            "log_file": str(self.log),
+            "url": self.server.url,
+            "api_key": API_KEY,
+            "interval_s": INTERVAL_S,
+            "process_interval_s": 0.2,
+        }
+        base.update(overrides)
+        return Options(**base)  # type: ignore[arg-type]
+
+    def session(self, **overrides: object) -> Session:
+        return Session(self.options(**overrides))
+
+    def bump(self, sources: Iterable[str] = ("nvml", "metrics", "log")) -> dict[str, int]:
+        """Move one number in each of SOURCES (the others keep their fault); returns what each
+        now says."""
+        sources = set(sources)
+        self._bumps += 1
+        n = self._bumps
+        gpu7_mib = 120000 + 1111 * n
+        gpus = self.state.gpus
+        if 7 in gpus:
+            gpus[7]["used_mib"] = gpu7_mib
+        if "nvml" in sources:
+            self.write_nvml()
+        tokens = 50000 + 1000 * n
+        self.deployment = Deployment(
+            version=self.deployment.version,
+            max_total_num_tokens=self.deployment.max_total_num_tokens,
+            num_used_tokens=(tokens,),
+        )
+        if "metrics" in sources:
+            self.server.restart(self.deployment)
+        log_tokens = 60000 + 7 * n
+        if "log" in sources and self.log.exists():
+            with self.log.open("a") as f:
+                f.write(BATCH_LINE.format(sec=10 + n % 50, tokens=log_tokens))
+        return {"gpu7_mib": gpu7_mib, "metrics_tokens": tokens, "log_tokens": log_tokens}
+
+
+# -- what a snapshot says ---------------------------------------------------------------------
+def source_state(snapshot: Snapshot, name: str) -> tuple[str, str | None]:
+    for health in snapshot.sources:
+        if health.name == name:
+            return health.state, health.detail
+    raise KeyError(name)
+
+
+def gpu7_used_mib(snapshot: Snapshot) -> int | None:
+    for gpu in snapshot.gpus:
+        if gpu.sample.index == 7 and gpu.sample.status == "ok":
+            return round(gpu.sample.used_gib * 1024)
+    return None
+
+
+def metrics_tokens(snapshot: Snapshot) -> int | None:
+    m = snapshot.metrics
+    return None if m is None else m.used_tokens
+
+
+def log_tokens(snapshot: Snapshot) -> int | None:
+    batch = snapshot.analysis.startup.latest_batch
+    stats = next(iter(batch.values()), None)
+    return None if stats is None else stats.tokens
+
+
+FRESH: Mapping[str, Callable[[Snapshot, dict[str, int]], bool]] = {
+    "nvml": lambda s, b: gpu7_used_mib(s) == b["gpu7_mib"],
+    "metrics": lambda s, b: metrics_tokens(s) == b["metrics_tokens"],
+    "log": lambda s, b: log_tokens(s) == b["log_tokens"],
+}
+
+
+# -- the app ----------------------------------------------------------------------------------
+async def wait_screen(
+    app: KvtopApp,
+    pilot,
+    what: str,
+    predicate: Callable[[str, Snapshot | None], bool],
+    timeout_s: float = 10.0,
+    outputs: list[str] | None = None,
+) -> str:
+    """Poll the rendered screen (and the app's latest snapshot) until predicate holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    text = ""
+    while True:
+        await pilot.pause(0.05)
+        text = screen_text(app)
+        if outputs is not None:
+            outputs.append(text)
+        if "Traceback" in text:
+            raise AssertionError(f"traceback on screen:\n{text}")
+        if predicate(text, app.state.latest):
+            return text
+        if loop.time() > deadline:
+            raise AssertionError(f"no {what} within {timeout_s:g} s; screen:\n{text}")
+
+
+async def once_reports(options: Options) -> tuple[str, dict[str, object]]:
+    """The `--once` report (text and JSON) for OPTIONS, as `kvtop --once` builds them."""
+    session = Session(options)
+    try:
+        snapshot = await session.collect_once()
+    except LogUnreadable as exc:  # kvtop --once prints this and exits 1
+        return f"kvtop: {exc}", {}
+    finally:
+        await session.close()
+    console = Console(width=120, record=True, file=open(os.devnull, "w"), highlight=False)  # noqa: SIM115
+    console.print(render_snapshot(snapshot))
+    text = console.export_text()
+    console.file.close()
+    return text, json.loads(json.dumps(snapshot_json(snapshot)))
+
+
+def mark_count(text: str, mark: str, name: str) -> bool:
+    """The status line's marker for a source: ● ok, ◐ degraded, ○ off."""
+    return re.search(re.escape(mark) + re.escape(name) + r"\b", text) is not None
+
+
+def all_text(values: Iterable[object]) -> str:
+    return "\n".join(v if isinstance(v, str) else json.dumps(v) for v in values)

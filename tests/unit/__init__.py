@@ -1,0 +1,1 @@
+"""Pure functions and in-process objects: no subprocess, no terminal, no server."""

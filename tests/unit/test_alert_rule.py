@@ -1,0 +1,226 @@
+"""The alert rule (tui/model/status/alert_rule.py) on real snapshots: the demo's still (a ready TP8
+server with GPUs and metrics) and fixture logs through the real parser, each changed in the one
+way a test is about with dataclasses.replace."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.support.paths import REAL_LOGS
+from tests.support.still import still_snapshot
+from tests.support.tui_support import log_snapshot
+from tui.model.snapshot import Snapshot, SourceHealth, SourceState
+from tui.model.status.alert_rule import (
+    anything_read,
+    asked_off,
+    evaluate,
+    level_of,
+    levels_by_subject,
+    pct_1,
+    queue_since,
+)
+from tui.model.status.identity import Mismatch
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Level, Thresholds, glyph
+from tui.session import Options, Session
+
+FAILED_LOG = REAL_LOGS / "17-inferencex2128-dsv4-pro-h200-tp8-mfs-valueerror.log"
+STARTING_LOG = REAL_LOGS / "02-pr17392-dp4-tp4-ep4-qwen3moe-a.log"
+
+
+@pytest.fixture(scope="module")
+def ready() -> Snapshot:
+    return still_snapshot()
+
+
+def kinds(
+    snapshot: Snapshot, t: Thresholds = DEFAULT_THRESHOLDS, **kw: float
+) -> list[tuple[str, str]]:
+    return [(a.level, a.kind) for a in evaluate(snapshot, t, **kw)]  # type: ignore[arg-type]
+
+
+def with_gpu(snapshot: Snapshot, index: int, **changes: object) -> Snapshot:
+    gpus = list(snapshot.gpus)
+    gpu = gpus[index]
+    gpus[index] = replace(gpu, sample=replace(gpu.sample, **changes))
+    return replace(snapshot, gpus=tuple(gpus))
+
+
+def with_source(snapshot: Snapshot, health: SourceHealth) -> Snapshot:
+    sources = tuple(health if s.name == health.name else s for s in snapshot.sources)
+    return replace(snapshot, sources=sources)
+
+
+def test_a_healthy_ready_server_has_no_alert(ready: Snapshot) -> None:
+    assert evaluate(ready) == ()
+    assert level_of(evaluate(ready)) == Level.OK
+
+
+def test_kv_usage_bands(ready: Snapshot) -> None:
+    # The still's pool is 70.0% full.
+    assert kinds(ready, Thresholds(kv_usage_warning_pct=60)) == [(Level.WARNING, "kv_usage")]
+    critical = evaluate(ready, Thresholds(kv_usage_warning_pct=50, kv_usage_critical_pct=70))
+    assert [(a.level, a.kind, a.subject) for a in critical] == [
+        (Level.CRITICAL, "kv_usage", "KV cache")
+    ]
+    assert "70.0% full" in critical[0].text and "critical from 70%" in critical[0].text
+    assert "111,494 of 159,277 tokens" in critical[0].text
+
+
+def test_a_lost_gpu_is_critical_and_has_no_other_alert(ready: Snapshot) -> None:
+    lost = with_gpu(ready, 3, status="lost", temperature_c=120, free_gib=0.0)
+    alerts = evaluate(lost)
+    assert [(a.level, a.kind, a.subject) for a in alerts] == [(Level.CRITICAL, "gpu_lost", "GPU 3")]
+    assert "GPU 3 (TP3) is lost" in alerts[0].text
+
+
+def test_a_gpu_whose_memory_cannot_be_read(ready: Snapshot) -> None:
+    error = with_gpu(ready, 0, status="error", field_errors=(("memory", "Unknown Error"),))
+    (alert,) = evaluate(error)
+    assert (alert.level, alert.kind) == (Level.CRITICAL, "gpu_lost")
+    assert "memory: Unknown Error" in alert.text
+
+
+def test_temperature_and_power(ready: Snapshot) -> None:
+    hot = with_gpu(ready, 1, temperature_c=85)
+    assert kinds(hot) == [(Level.WARNING, "temperature")]
+    hotter = with_gpu(ready, 1, temperature_c=94)
+    assert kinds(hotter) == [(Level.CRITICAL, "temperature")]
+    # 599 W of 600: 99.83 %, critical from 98 %; never shown as 100%.
+    power = evaluate(with_gpu(ready, 2, power_w=599.0, power_limit_w=600.0))
+    assert [(a.level, a.kind, a.subject) for a in power] == [(Level.CRITICAL, "power", "GPU 2")]
+    assert "99.8%" in power[0].text
+
+
+def test_headroom_after_startup_under_the_safe_margin(ready: Snapshot) -> None:
+    # The still keeps about 7.2 GiB free per GPU.
+    assert kinds(ready, Thresholds(safe_margin_gib=8)) == [(Level.WARNING, "headroom")] * 8
+    low = evaluate(with_gpu(ready, 5, free_gib=2.5))
+    assert [(a.level, a.kind, a.subject) for a in low] == [(Level.WARNING, "headroom", "GPU 5")]
+    assert "2.50 GiB free after startup, under the 4 GiB safe margin" in low[0].text
+
+
+def test_headroom_from_the_log_without_gpus(ready: Snapshot) -> None:
+    no_gpus = replace(ready, gpus=())
+    assert kinds(no_gpus) == []
+    (alert,) = evaluate(no_gpus, Thresholds(safe_margin_gib=8))
+    assert (alert.kind, alert.subject) == ("headroom", "TP0")
+    assert "reference rank" in alert.text
+
+
+def test_server_down_after_ready_is_critical(ready: Snapshot) -> None:
+    down = with_source(
+        ready, SourceHealth("metrics", SourceState.OFF, "nothing listens on http://x:1.")
+    )
+    down = replace(down, metrics=None)
+    (alert,) = evaluate(down)
+    assert (alert.level, alert.kind, alert.subject) == (Level.CRITICAL, "server_down", "server")
+    assert alert.text.startswith("server stopped or unreachable after the log said ready")
+
+
+def test_a_scrape_problem_while_numbers_arrive_is_a_warning(ready: Snapshot) -> None:
+    slow = with_source(
+        ready, SourceHealth("metrics", SourceState.DEGRADED, "the scrape timed out.")
+    )
+    assert kinds(slow) == [(Level.WARNING, "source_down")]
+
+
+def test_metrics_down_while_starting_is_no_alert() -> None:
+    starting = log_snapshot(STARTING_LOG)
+    began = starting.analysis.startup.first_time
+    assert began is not None
+    down = replace(
+        starting,
+        taken_at=began.timestamp() + 60,
+        sources=(
+            *starting.sources,
+            SourceHealth("metrics", SourceState.OFF, "connection refused."),
+        ),
+    )
+    assert kinds(down) == []
+
+
+def test_other_sources_down(ready: Snapshot) -> None:
+    gone = with_source(
+        ready, SourceHealth("log", SourceState.DEGRADED, "log file x.log was removed.")
+    )
+    (alert,) = evaluate(gone)
+    assert (alert.level, alert.kind, alert.subject) == (Level.WARNING, "source_down", "log")
+    assert "removed" in alert.text
+    nvml = with_source(ready, SourceHealth("nvml", SourceState.OFF, "NVML library not found."))
+    assert kinds(nvml) == [(Level.WARNING, "source_down")]
+
+
+def test_sources_the_user_turned_off_are_no_alert() -> None:
+    """A source the user did not ask for is marked so by the session (SourceHealth.asked_off)."""
+    session = Session(Options(nvml=False, metrics=False))
+    snapshot = session.snapshot()
+    assert all(asked_off(s) for s in snapshot.sources), snapshot.sources
+    assert evaluate(snapshot) == ()
+    assert not anything_read(snapshot)
+
+
+def test_a_mismatch_is_a_warning(ready: Snapshot) -> None:
+    other = replace(
+        ready,
+        mismatches=(
+            Mismatch("model", "Kimi-K2.5", "glm-5.3-flash", "metrics"),
+            Mismatch("max_total_num_tokens", 158_616, 655_360, "metrics"),
+        ),
+    )
+    (alert,) = evaluate(other)
+    assert (alert.level, alert.kind, alert.subject) == (Level.WARNING, "mismatch", "metrics")
+    assert "glm-5.3-flash, 655,360 tokens" in alert.text
+
+
+def test_startup_failed_is_critical() -> None:
+    failed = log_snapshot(FAILED_LOG)
+    alerts = evaluate(failed)
+    assert alerts[0].level == Level.CRITICAL and alerts[0].kind == "startup_failed"
+    assert "not enough memory" in alerts[0].text and "mem-fraction-static" in alerts[0].text
+
+
+def test_a_startup_in_progress_too_long() -> None:
+    starting = log_snapshot(STARTING_LOG)
+    began = starting.analysis.startup.first_time
+    assert began is not None
+    at = began.timestamp()
+    assert kinds(replace(starting, taken_at=at + 60)) == []
+    slow = evaluate(replace(starting, taken_at=at + 3600))
+    assert [(a.level, a.kind) for a in slow] == [(Level.WARNING, "startup_slow")]
+    assert "after 1h00m" in slow[0].text and "last line" in slow[0].text
+    assert kinds(replace(starting, taken_at=at + 3600), Thresholds(startup_warning_s=7200)) == []
+
+
+def test_queue_counts_only_with_its_duration(ready: Snapshot) -> None:
+    assert kinds(ready) == []  # one snapshot: how long the queue has waited is unknown
+    assert kinds(ready, queued_for_s=45) == [(Level.WARNING, "queue")]
+    assert kinds(ready, queued_for_s=400) == [(Level.CRITICAL, "queue")]
+    assert queue_since(None, 0, 100.0) is None
+    assert queue_since(None, None, 100.0) is None
+    assert queue_since(None, 3, 100.0) == 100.0
+    assert queue_since(100.0, 5, 130.0) == 100.0
+    assert queue_since(100.0, 0, 130.0) is None
+
+
+def test_critical_comes_first(ready: Snapshot) -> None:
+    many = with_gpu(with_gpu(ready, 1, temperature_c=85), 6, status="lost")
+    assert kinds(many) == [(Level.CRITICAL, "gpu_lost"), (Level.WARNING, "temperature")]
+    hot_and_low = with_gpu(many, 1, free_gib=1.0)
+    assert levels_by_subject(evaluate(hot_and_low)) == {
+        "GPU 6": Level.CRITICAL,
+        "GPU 1": Level.WARNING,
+    }
+    assert level_of(evaluate(hot_and_low)) == Level.CRITICAL
+    assert glyph(Level.WARNING) == "▲" and glyph(Level.CRITICAL) == "✖" and glyph(Level.OK) == ""
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(99.97, "99.97%"), (84.99, "84.99%"), (95.0, "95.0%"), (0.04, "0.04%"), (87.897, "87.9%")],
+)
+def test_percentages_never_read_as_an_edge_they_are_not_on(value: float, shown: str) -> None:
+    """tui.fmt's rule, as on every screen: never 100% below 100, never 0% above 0, and never
+    the threshold (85, 95) a value under it is compared with."""
+    assert pct_1(value, 85, 95) == shown
