@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.paths import STORY_LOG
 from tui.model.sizing.model_config import (
     CellSize,
     ModelConfigError,
@@ -406,8 +407,7 @@ def test_an_unreadable_config_is_said_and_the_kv_line_stands_in(tmp_path: Path) 
     assert "cannot read model config" in (missing.problem or "")
     assert read_model_config(None, None) is None  # nothing to look for: nothing read
     tracker = StartupTracker()
-    story = Path(__file__).resolve().parent.parent / "tui" / "data"
-    with open(next(story.glob("*.log")), encoding="utf-8") as handle:
+    with STORY_LOG.open(encoding="utf-8") as handle:
         fold_lines(handle, tracker)
     analysis = analyse(tracker, "story", model_config=missing)
     assert analysis.cell.note.startswith(f"cannot read model config {tmp_path / 'nope.json'}")
