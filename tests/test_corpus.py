@@ -172,7 +172,7 @@ def test_failure_text_is_shown_literally(raw: str, shown: str) -> None:
     lines = [*_story(), f"[2026-02-27 09:06:31 TP0] Scheduler hit an exception: {raw}"]
     report = analyse(fold_lines(lines), "x.log")
     rendered = _render(report)
-    # After ready: a crash while serving, never a failed start (issue 14).
+    # After ready: a crash while serving, never a failed start.
     assert f"CRASHED while serving: Scheduler hit an exception: {shown}" in _plain(rendered)
     assert raw not in rendered or raw == shown
     assert to_json(report)["startup"]["failure"] == f"Scheduler hit an exception: {shown}"  # type: ignore[index]

@@ -1,4 +1,4 @@
-"""Issue 14 part 4: the deployment's shape (nodes, node rank, PD role, the ranks this node logs).
+"""The deployment's shape (nodes, node rank, PD role, the ranks this node logs).
 
 Real excerpts (tests/fixtures/sglang-logs/60-62, sources in their sidecars): node 1 of a two-node
 DP-attention PD server (60), node 0 of a two-node TP16 server (61), node 0 of a two-node
@@ -77,7 +77,7 @@ def render_text(analysis) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("line", "rank", "tags"),
     [
-        # Real lines (issue 17941, issue 10046): the 0.5.6+ `PP TP` and 0.5.2 `TP PP` orders.
+        # Real lines from users' reports: the 0.5.6+ `PP TP` and 0.5.2 `TP PP` orders.
         (
             "[2026-01-29 13:12:37 PP1 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
             "self.soft=False)",

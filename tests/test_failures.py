@@ -1,7 +1,7 @@
-"""Failures with their cause and the phase they hit (issue 14 §1).
+"""Failures with their cause and the phase they hit.
 
 Real excerpts (tests/fixtures/sglang-logs/30-36, sources in their sidecars) and lines in the
-exact formats of SGLang's source for each version (reference/sglang.md f.1) go through the real
+exact formats of SGLang's source for each version (its exception handlers) go through the real
 parser, tracker, analysis and reports; two through the real command line (`--once --json`).
 Each test states the values an operator reads: the cause line, the kind, the OOM sizes, the
 phase, and the next step's key words.

@@ -447,7 +447,7 @@ def test_draft_rule_unknown_version() -> None:
     assert "0.5.14" in rule.text
 
 
-# --------------------------------------------------------------------------- labels (issue 13 §7)
+# --------------------------------------------------------------------------- labels (one name each)
 
 
 def _range(low: tuple[int, int, int], high: tuple[int, int, int]) -> VersionRange:

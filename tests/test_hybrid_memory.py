@@ -1,8 +1,9 @@
-"""Issue 14 §3: hybrid models' memory: sliding-window sub-pools, Mamba state, pools over budget.
+"""Hybrid models' memory: sliding-window sub-pools, Mamba state, pools over budget.
 
-Real excerpts (fixtures 50–52, sidecars name the PRs) and synthetic startups written in the exact
-formats of SGLang's source for each version (reference sglang.md a.1, f.3), whose numbers were
-computed with SGLang's own rule for that version (the arithmetic is in each log's docstring).
+Real excerpts (fixtures 50–52, their sidecars name their sources) and synthetic startups written
+in the exact formats of SGLang's source for each version (its memory and pool lines), whose
+numbers were computed with SGLang's own rule for that version (the arithmetic is in each log's
+docstring).
 Every test states the values it expects.
 """
 

@@ -1,10 +1,10 @@
-"""Issue 14 §2, the lifecycle: a stopped server (SIGTERM, Ctrl-C, uvicorn's shutdown, the process
+"""The lifecycle: a stopped server (SIGTERM, Ctrl-C, uvicorn's shutdown, the process
 group killed), the phase in progress while starting, and earlier runs of a systemd unit counted
 as restarts in `--once` too, a crash loop called one.
 
 Real excerpts (tests/fixtures/sglang-logs/40-43, their sidecars say what a careful reader takes
 from them) and lines in the exact formats of SGLang's and uvicorn's source for each version
-(reference/sglang.md f.2), appended to the story log (a real-format 0.5.8 startup, ready at
+(their shutdown handlers), appended to the story log (a real-format 0.5.8 startup, ready at
 09:06:31). The journal tests write real journal files with systemd-journal-remote."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One name for each quantity (issue 13 §7): the --once report, the formula screen and the JSON
+"""One name for each quantity: the --once report, the formula screen and the JSON
 say the same words for the same figure, from every fixture log and the demo (docs/glossary.md)."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_report_uses_one_name_per_quantity(log: Path) -> None:
 
 
 def _has_rank_figures(log: Path) -> bool:
-    """Excerpts of a traceback alone (issue 14's failures) have no memory lines: no formula."""
+    """Excerpts of a traceback alone (failures) have no memory lines: no formula."""
     sidecar = log.with_suffix(".json")
     if not sidecar.is_file():
         return True

@@ -80,7 +80,7 @@ def state_words(startup: Startup) -> str:
     if startup.state == STOPPED:
         return stopped_text(startup)
     if startup.failure is not None and startup.failure.phase == SERVING:
-        return "failed while serving"  # a crash after ready, not a failed start (issue 14 §1)
+        return "failed while serving"  # a crash after ready, not a failed start
     step = phase_in_progress(startup)
     if step is None:
         return startup.state
