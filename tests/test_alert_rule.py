@@ -16,13 +16,13 @@ from tui.model.status.alert_rule import (
     anything_read,
     asked_off,
     evaluate,
-    level_of,
-    levels_by_subject,
     pct_1,
     queue_since,
 )
+from tui.model.status.gpu_alerts import gpu_alerts
 from tui.model.status.identity import Mismatch
 from tui.model.status.levels import CRITICAL, DEFAULT_THRESHOLDS, OK, WARNING, Thresholds, glyph
+from tui.report.check import check
 from tui.session import Options, Session
 
 FAILED_LOG = REAL_LOGS / "17-inferencex2128-dsv4-pro-h200-tp8-mfs-valueerror.log"
@@ -54,7 +54,7 @@ def with_source(snapshot: Snapshot, health: SourceHealth) -> Snapshot:
 
 def test_a_healthy_ready_server_has_no_alert(ready: Snapshot) -> None:
     assert evaluate(ready) == ()
-    assert level_of(evaluate(ready)) == OK
+    assert check(ready, DEFAULT_THRESHOLDS).line.startswith("KVTOP OK - ")
 
 
 def test_kv_usage_bands(ready: Snapshot) -> None:
@@ -197,8 +197,9 @@ def test_critical_comes_first(ready: Snapshot) -> None:
     many = with_gpu(with_gpu(ready, 1, temperature_c=85), 6, status="lost")
     assert kinds(many) == [(CRITICAL, "gpu_lost"), (WARNING, "temperature")]
     hot_and_low = with_gpu(many, 1, free_gib=1.0)
-    assert levels_by_subject(evaluate(hot_and_low)) == {"GPU 6": CRITICAL, "GPU 1": WARNING}
-    assert level_of(evaluate(hot_and_low)) == CRITICAL
+    rows = gpu_alerts(hot_and_low)  # the level each GPU row is coloured by
+    assert {i: a.level for i, a in rows.items() if a.level != OK} == {6: CRITICAL, 1: WARNING}
+    assert check(hot_and_low, DEFAULT_THRESHOLDS).line.startswith("KVTOP CRITICAL - ")
     assert glyph(WARNING) == "▲" and glyph(CRITICAL) == "✖" and glyph(OK) == ""
 
 

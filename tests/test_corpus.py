@@ -23,11 +23,12 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from rich.console import Console
+from tui_support import analysis_snapshot
 
 from tui.model.analysis import Analysis, analyse
 from tui.model.build_snapshot import build_snapshot
 from tui.report.json_report import snapshot_json, to_json
-from tui.report.text import print_report, print_snapshot
+from tui.report.text import print_snapshot
 from tui.session import Options, Session
 from tui.sglang import events as ev
 from tui.sglang.log_line import parse_line
@@ -79,7 +80,8 @@ def _same(actual: object, expected: object) -> bool:
 def _render(report: Analysis) -> str:
     out = io.StringIO()
     # A real terminal: Rich writes its own styles as escapes, so count the log's separately.
-    print_report(report, Console(file=out, width=160, force_terminal=True, color_system="standard"))
+    console = Console(file=out, width=160, force_terminal=True, color_system="standard")
+    print_snapshot(analysis_snapshot(report), console)
     return out.getvalue()
 
 

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 from conftest import REAL_LOGS, ROOT
+from tui_support import analysis_snapshot
 
 from tui.model.analysis import Analysis, analyse
 from tui.model.status.server_status import server_status
 from tui.model.timeline import recent_events
 from tui.report.json_report import to_json
-from tui.report.text import render
+from tui.report.text import render_snapshot
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
 
@@ -44,7 +45,9 @@ def _plain(report: Analysis) -> str:
     from rich.console import Console
 
     out = io.StringIO()
-    Console(file=out, width=400, color_system=None).print(render(report))
+    Console(file=out, width=400, color_system=None).print(
+        render_snapshot(analysis_snapshot(report))
+    )
     return out.getvalue()
 
 

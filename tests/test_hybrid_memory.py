@@ -18,13 +18,14 @@ import pytest
 from conftest import REAL_LOGS
 from rich.console import Console, RenderableType
 from test_cli import _json, kvtop
+from tui_support import analysis_snapshot
 
 from tui.live.screens.formula import explanation_text
 from tui.model.analysis import Analysis, analyse
 from tui.model.memory.gpu_memory import reconcile
 from tui.model.status.insights import insights
 from tui.report.json_report import to_json
-from tui.report.text import render
+from tui.report.text import render_snapshot
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
 
@@ -428,4 +429,4 @@ def render_text_of(renderable: RenderableType) -> str:
 
 
 def render_text(report: Analysis) -> str:
-    return render_text_of(render(report))
+    return render_text_of(render_snapshot(analysis_snapshot(report)))

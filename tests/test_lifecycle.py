@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import REAL_LOGS, ROOT, STORY_LOG
 from journal_tools import invocation, journal_remote_missing, sglang_entries, write_journal
+from tui_support import analysis_snapshot
 
 from tui.model.analysis import analyse
 from tui.model.snapshot import Snapshot
@@ -26,7 +27,7 @@ from tui.model.status.alert_rule import evaluate
 from tui.model.status.levels import CRITICAL
 from tui.model.status.server_status import header_state, server_status
 from tui.report.json_report import to_json
-from tui.report.text import render
+from tui.report.text import render_snapshot
 from tui.sglang.lifecycle import crash_loop, phase_in_progress
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
@@ -57,7 +58,9 @@ def _plain(analysis: object) -> str:
     from rich.console import Console
 
     out = io.StringIO()
-    Console(file=out, width=300, highlight=False, soft_wrap=False).print(render(analysis))  # type: ignore[arg-type]
+    Console(file=out, width=300, highlight=False, soft_wrap=False).print(
+        render_snapshot(analysis_snapshot(analysis))
+    )  # type: ignore[arg-type]
     return out.getvalue()
 
 

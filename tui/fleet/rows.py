@@ -23,7 +23,7 @@ from tui.fleet.summary import (
     shape_text,
     worst_headroom,
 )
-from tui.model.status.levels import CRITICAL, GLYPHS, OK, WARNING, Alert
+from tui.model.status.levels import CRITICAL, GLYPHS, WARNING, Alert
 
 DEPLOYMENT, HOST = "deployment", "host"
 RowKey = tuple[str, str | None]  # (deployment key, host name; None for the deployment's row)
@@ -167,7 +167,3 @@ def row_cells(row: FleetRow) -> dict[str, str]:
         "memory": memory,
         "exporters": ",".join(row.exporters),
     }
-
-
-def level_of_row(row: FleetRow) -> str:
-    return row.level if row.level in (WARNING, CRITICAL) else OK

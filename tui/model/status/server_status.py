@@ -176,11 +176,6 @@ def deployment_items(startup: Startup) -> list[HeaderItem]:
     return items
 
 
-def deployment_facts(startup: Startup) -> list[str]:
-    """Model, parallelism, mem_fraction_static, speculative and host cache, short."""
-    return [item.text for item in deployment_items(startup)]
-
-
 def _shape_facts(startup: Startup) -> list[str]:
     """ "prefill node 0 of 2 · ranks TP0–7 of TP16 (the others log on node 1)", and a rank tag
     past the world size; nothing for a single node that is not a PD server."""
