@@ -20,7 +20,7 @@ from tui.live.widgets.sparkline import sparkline
 from tui.live.widgets.status_line import StatusLine
 from tui.model.memory.gpu_detail import GpuDetail, gpu_detail
 from tui.model.status.gpu_alerts import GpuAlert, gpu_alerts
-from tui.model.status.levels import GLYPHS
+from tui.model.status.levels import glyph
 
 # The waterfall's columns, in cells: the bar takes what the others leave.
 WATERFALL_TIME = 8  # "09:06:12"
@@ -207,7 +207,7 @@ class GpuDetailScreen(ShowsState, Screen[None]):
         if s.field_errors:
             text.append(" · not supported: " + ", ".join(name for name, _ in s.field_errors))
         if alert is not None and alert.reasons:
-            text.append(f"\n{GLYPHS.get(alert.level, '')} " + "; ".join(alert.reasons), "bold")
+            text.append(f"\n{glyph(alert.level)} " + "; ".join(alert.reasons), "bold")
         return text
 
     @staticmethod

@@ -17,9 +17,7 @@ from textual.reactive import reactive
 
 from tui.live.view_state import HeaderLayout, Piece, StatusFacts, header_layout
 from tui.live.widgets.segments import StyledWidget
-from tui.model.snapshot import DEGRADED, OK
 
-MARKS = {OK: "●", DEGRADED: "◐"}  # anything else (off): ○ — readable without colour
 SECOND_LINE_FROM_ROWS = 30  # a terminal this tall gives the status line a second line
 
 
