@@ -5,10 +5,10 @@
 
 One child process serves every host's four exporters (kvtop, DCGM, SGLang, node: 4 x --hosts
 loopback ports, tests/support/fleet_bodies.py) and Debian's Prometheus 2.42 scrapes them every 1 s
-(tests/support/prometheus_server.py, `host` set by relabeling). When every target is up, this
-process calls FleetReader.read() every --interval seconds for --seconds and prints the refresh's
-wall time and this process's CPU time per refresh (time.process_time(): the reader is all it runs),
-and that CPU as % of one core at the interval. Budget (issue 17): a refresh under 1 s and under
+(tests/support/prometheus_server.py, `host` set by relabeling). When every target is up, this process
+calls FleetReader.read() every --interval seconds for --seconds and prints the refresh's wall
+time and this process's CPU time per refresh (time.process_time(): the reader is all it runs),
+and that CPU as % of one core at the interval. Budget: a refresh under 1 s and under
 5 % of a core at a 5 s interval. Prints figures; asserts nothing.
 """
 

@@ -6,7 +6,7 @@
     python bench/bench_once.py --kvtop "python -m tui" --repeat 5
     python bench/bench_once.py --build-only --out bench/out
 
-The log is the design story's startup (tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log,
+The log is the story's startup (tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log,
 up to and including "The server is fired up and ready to roll!") followed by generated TP0
 `Prefill batch, ...` / `Decode batch, ...` lines in the 0.5.8 format (trailing ", "), with
 deterministic pseudo-random values and increasing timestamps, up to --lines lines in all.

@@ -19,9 +19,8 @@ rounds, and kvtop/nvitop for each. Then micro figures: one NVML poll cycle, one 
 the journal follow cost per entry, and one overview repaint with 8 GPUs. `--also NAME=[VAR=VALUE ...] PROGRAM` adds a kvtop variant to the same
 rounds (PROGRAM `kvtop` is this checkout's; another path, for example another worktree's venv,
 runs that code): the way to compare two versions of kvtop when only ratios within one run mean
-anything on a shared machine. Prints; asserts
-nothing. Targets (issue: performance): CPU ratio ≤ 1.0, RSS ratio ≤ 2.5, first frame under 1 s
-and ratio ≤ 1.5, 64 GPUs under 10 % of a core.
+anything on a shared machine. Prints; asserts nothing. Targets: CPU ratio ≤ 1.0, RSS ratio
+≤ 2.5, first frame under 1 s and ratio ≤ 1.5, 64 GPUs under 10 % of a core.
 """
 
 from __future__ import annotations

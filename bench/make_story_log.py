@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the design story's SGLang 0.5.8 log (or its sidecar) deterministically.
+"""Write the story's SGLang 0.5.8 log (or its sidecar) deterministically.
 
     python bench/make_story_log.py         > tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log
     python bench/make_story_log.py --json  > tests/fixtures/kimi-k25-tp8-eagle3-hicache-0.5.8.json
@@ -8,12 +8,12 @@
 Standard library only. The output depends on nothing but this file (fixed seed, fixed
 clock), so the committed fixture and its sidecar cannot drift apart.
 
-Deployment (design.md, "The job"): 8 x NVIDIA RTX PRO 6000 Blackwell (96 GB card, 95.59 GiB),
+Deployment (the one `kvtop --demo` replays): 8 x NVIDIA RTX PRO 6000 Blackwell (96 GB card, 95.59 GiB),
 Kimi-K2.5 INT4 (`KimiK25ForConditionalGeneration`), TP8 without DP/EP/PP, so every scheduler
 line carries the 0.5.8 prefix `[YYYY-MM-DD HH:MM:SS TPn]`; EAGLE-3 draft
 `lightseekorg/kimi-k2.5-eagle3` (3 steps, topk 1, 4 draft tokens); mem_fraction_static=0.88,
 page_size 1, kv_cache_dtype 'auto' (bf16 KV), context 262144, HiCache ratio 4.0, metrics on,
-0.0.0.0:30000. Line formats are SGLang 0.5.8.post1's (reference/sglang.md a.1 and e): no
+0.0.0.0:30000. Line formats are SGLang 0.5.8.post1's (its startup and batch lines): no
 `elapsed=` on init/load lines, `dtype=` on Load weight end, the draft model initialised after
 the target's CUDA graphs, the 0.5.8 trailing ", " on Prefill/Decode batch lines.
 
@@ -890,7 +890,7 @@ def simulate(
 def runtime_events() -> list[Event]:
     _, state = simulate(random.Random(SEED + 1), 0)
     # Give the last request a longer cached prefix so that the final decode line lands on
-    # the story's 48,211 tokens (design.md sketch).
+    # the story's 48,211 tokens (the figure the README's and docs' examples show).
     # The final line is one more decode interval: 12 requests x 40 steps x 2.81 tokens.
     growth = FINAL["running"] * int(40 * FINAL["accept_len"])
     extra = FINAL["token"] - growth - state["token"]

@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="also answer how much mem_fraction_static N requests of this length need",
     )
-    # The fleet (issue 17, docs/fleet.md): run by tui/fleet/cli.py.
+    # The fleet over Prometheus (docs/fleet.md): run by tui/fleet/cli.py.
     parser.add_argument(
         "--prometheus",
         metavar="URL",

@@ -1,14 +1,28 @@
 """The only files kvtop writes, and only when the operator asks in the live view: the palette's
-Screenshot (a new SVG) and Save theme to config (config.toml). Everything else only reads
-(docs/reliability.md, "Read-only"); the static scan in tests/process/test_read_only.py lets this
-module alone write."""
+Screenshot (a new SVG), the events pane's saved view (a new text file), both through the one
+save_new, and Save theme to config (config.toml, replaced whole). Everything else only reads
+(docs/reliability.md, "Read-only"); the static scan in tests/process/test_read_only.py lets this module
+alone write."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+# Names tried in one place before the next: NAME, NAME-2 ... NAME-99 (two saves in one second).
+_ATTEMPTS = 99
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """A file saved on the operator's request, or why none was: the sentence the toast says."""
+
+    path: str | None  # None: nothing could be written
+    sentence: str
 
 
 def temporary_directory() -> str:
@@ -17,10 +31,52 @@ def temporary_directory() -> str:
     return tempfile.gettempdir()
 
 
-def create_new(path: str, text: str) -> None:
-    """Write `text` to a file that must not exist yet (FileExistsError: it does; OSError)."""
-    with open(path, "x", encoding="utf-8") as handle:
-        handle.write(text)
+def save_new(
+    text: str,
+    name: str,
+    places: Sequence[str],
+    *,
+    said: Callable[[str], str],
+    refused: Callable[[str], str],
+    make_places: bool = False,
+) -> Saved:
+    """Write `text` to a new file `name` in the first of `places` that takes it, never over a
+    file: `name` taken, then NAME-2.EXT, NAME-3.EXT... (two saves in one second). A place that
+    refuses (OSError) hands over to the next one; with `make_places` a missing place is made
+    first. `said(path)` is the sentence for the file written; `refused(errors)` the one when no
+    place took it, `errors` being each refusal as "PATH: reason", joined by "; "."""
+    errors = []
+    for place in places:
+        if make_places:
+            try:
+                Path(place).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                errors.append(f"{place}: {_reason(exc)}")
+                continue
+        for attempt in range(1, _ATTEMPTS + 1):
+            path = os.path.abspath(os.path.join(place, _numbered(name, attempt)))
+            try:
+                with open(path, "x", encoding="utf-8") as handle:  # never over a file
+                    handle.write(text)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                errors.append(f"{path}: {_reason(exc)}")
+                break
+            return Saved(path, said(path))
+    return Saved(None, refused("; ".join(errors)))
+
+
+def _numbered(name: str, attempt: int) -> str:
+    """kvtop-20260227-090312.svg, then kvtop-20260227-090312-2.svg, -3..."""
+    if attempt == 1:
+        return name
+    stem, dot, extension = name.rpartition(".")
+    return f"{stem}-{attempt}.{extension}" if dot else f"{name}-{attempt}"
+
+
+def _reason(exc: OSError) -> str:
+    return (exc.strerror or str(exc)).lower()
 
 
 def replace_whole(target: Path, text: str) -> None:
@@ -42,8 +98,3 @@ def replace_whole(target: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-
-
-def make_directory(path: str) -> None:
-    """The directory a saved file goes in, with its parents, if missing (OSError)."""
-    Path(path).mkdir(parents=True, exist_ok=True)

@@ -432,7 +432,7 @@ async def test_log_server_args_foreign_host(host: FaultHost) -> None:
     assert host.server.requests == []  # the healthy host's server was not asked either
 
 
-# -- log: pipes, FIFOs and files that never end (issue 15) -----------------------------------
+# -- log: pipes, FIFOs and files that never end ----------------------------------------------
 def bare_once(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     """`kvtop --once ARGS --no-gpus --no-metrics`, its output as text."""
     return subprocess.run(

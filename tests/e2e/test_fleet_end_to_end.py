@@ -1,4 +1,4 @@
-"""Issue 17 §3 end to end, with every part real: three `kvtop --export` processes (each with its
+"""The fleet end to end, with every part real: three `kvtop --export` processes (each with its
 own fake libnvidia-ml state and its own log, standing for a host), loopback servers serving
 DCGM, SGLang and node-exporter bodies in their real formats, the session's real Prometheus
 scraping all of them every second, and the installed `kvtop --prometheus URL --once --json`

@@ -1,10 +1,10 @@
-"""Issue 14 §2, the lifecycle: a stopped server (SIGTERM, Ctrl-C, uvicorn's shutdown, the process
+"""The lifecycle: a stopped server (SIGTERM, Ctrl-C, uvicorn's shutdown, the process
 group killed), the phase in progress while starting, and earlier runs of a systemd unit counted
 as restarts in `--once` too, a crash loop called one.
 
 Real excerpts (tests/fixtures/sglang-logs/40-43, their sidecars say what a careful reader takes
 from them) and lines in the exact formats of SGLang's and uvicorn's source for each version
-(reference/sglang.md f.2), appended to the story log (a real-format 0.5.8 startup, ready at
+(their shutdown handlers), appended to the story log (a real-format 0.5.8 startup, ready at
 09:06:31). The journal tests write real journal files with systemd-journal-remote."""
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ from tests.support.journal_tools import (
     write_journal,
 )
 from tests.support.paths import REAL_LOGS, ROOT, STORY_LOG
+from tests.support.tui_support import analysis_snapshot
 from tui.model.analysis import analyse
 from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import evaluate
 from tui.model.status.levels import Level
 from tui.model.status.server_status import header_state, server_status
 from tui.report.json_report import to_json
-from tui.report.text import render
+from tui.report.text import render_snapshot
 from tui.sglang.lifecycle import crash_loop, phase_in_progress
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
@@ -62,7 +63,9 @@ def _plain(analysis: object) -> str:
     from rich.console import Console
 
     out = io.StringIO()
-    Console(file=out, width=300, highlight=False, soft_wrap=False).print(render(analysis))  # type: ignore[arg-type]
+    Console(file=out, width=300, highlight=False, soft_wrap=False).print(
+        render_snapshot(analysis_snapshot(analysis))
+    )  # type: ignore[arg-type]
     return out.getvalue()
 
 

@@ -22,13 +22,14 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tui_support import analysis_snapshot
 
 from tests.support.parser_checks import check_event
 from tests.support.paths import ROOT
 from tui.model.analysis import Analysis, analyse
 from tui.model.build_snapshot import build_snapshot
 from tui.report.json_report import snapshot_json, to_json
-from tui.report.text import print_report, print_snapshot
+from tui.report.text import print_snapshot
 from tui.session import Options, Session
 from tui.sglang.log_line import parse_line
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
@@ -79,7 +80,8 @@ def _same(actual: object, expected: object) -> bool:
 def _render(report: Analysis) -> str:
     out = io.StringIO()
     # A real terminal: Rich writes its own styles as escapes, so count the log's separately.
-    print_report(report, Console(file=out, width=160, force_terminal=True, color_system="standard"))
+    console = Console(file=out, width=160, force_terminal=True, color_system="standard")
+    print_snapshot(analysis_snapshot(report), console)
     return out.getvalue()
 
 
@@ -163,7 +165,7 @@ def test_failure_text_is_shown_literally(raw: str, shown: str) -> None:
     lines = [*_story(), f"[2026-02-27 09:06:31 TP0] Scheduler hit an exception: {raw}"]
     report = analyse(fold_lines(lines), "x.log")
     rendered = _render(report)
-    # After ready: a crash while serving, never a failed start (issue 14).
+    # After ready: a crash while serving, never a failed start.
     assert f"CRASHED while serving: Scheduler hit an exception: {shown}" in _plain(rendered)
     assert raw not in rendered or raw == shown
     assert to_json(report)["startup"]["failure"] == f"Scheduler hit an exception: {shown}"  # type: ignore[index]

@@ -1,10 +1,10 @@
-"""Issue 14 part 4 through the installed `kvtop --once` (JSON and text), on the fake
+"""The deployment's shape through the installed `kvtop --once` (JSON and text), on the fake
 libnvidia-ml (C) loaded by the real nvidia-ml-py: one node of a two-node TP16 server, eight GPUs
 here, and a log that holds both nodes' output (a shared log directory).
 
 The log is node 0's server_args line (the story log's real 0.5.8 line with the thread's
 `--tp 16 --nnodes 2 --node-rank 0`), `Load weight begin` lines for TP0–15 in SGLang's 0.4.x
-format, then the real excerpt 61 (issue 4978, node 0 of that deployment).
+format, then the real excerpt 61 (node 0 of that deployment; its sidecar names the source).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 PromQL expression parsed by the real promtool (`check rules`), naming only families the exporter
 emits (its collector's FAMILIES and the process' own process_*/python_info, read from the real
 registry) or the DCGM and node exporter names of tui/export/families.py, and a panel for
-each family the issue asks to see."""
+each view an operator looks for (pool, headroom, phases, state, restarts, sources, GPUs)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """docs/exporter.md and the README's exporter section say what the exporter does: every family
 is documented, the alert rules and the PromQL examples parse with the real promtool, the
-systemd unit is the same in both and has what the issue asks for."""
+systemd unit is the same in both and has what a service needs (restart, journal, GPUs)."""
 
 from __future__ import annotations
 

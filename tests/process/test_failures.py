@@ -1,7 +1,7 @@
-"""Failures with their cause and the phase they hit (issue 14 §1).
+"""Failures with their cause and the phase they hit.
 
 Real excerpts (tests/fixtures/sglang-logs/30-36, sources in their sidecars) and lines in the
-exact formats of SGLang's source for each version (reference/sglang.md f.1) go through the real
+exact formats of SGLang's source for each version (its exception handlers) go through the real
 parser, tracker, analysis and reports; two through the real command line (`--once --json`).
 Each test states the values an operator reads: the cause line, the kind, the OOM sizes, the
 phase, and the next step's key words.
@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REAL_LOGS, ROOT
+from tests.support.tui_support import analysis_snapshot
 from tui.model.analysis import Analysis, analyse
 from tui.model.status.server_status import server_status
 from tui.model.timeline import recent_events
 from tui.report.json_report import to_json
-from tui.report.text import render
+from tui.report.text import render_snapshot
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
 
@@ -44,7 +45,9 @@ def _plain(report: Analysis) -> str:
     from rich.console import Console
 
     out = io.StringIO()
-    Console(file=out, width=400, color_system=None).print(render(report))
+    Console(file=out, width=400, color_system=None).print(
+        render_snapshot(analysis_snapshot(report))
+    )
     return out.getvalue()
 
 

@@ -9,13 +9,11 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from tui.model.memory.gpu_reading import GpuProcess, GpuSample
-from tui.sources.gpu_processes import (
-    map_ranks_to_gpus,
-    pids_visible,
-    rank_from_title,
-    rank_of_pid,
-)
+from tui.model.analysis import analyse
+from tui.model.build_snapshot import build_snapshot
+from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
+from tui.sglang.story import fold_lines
+from tui.sources.gpu_processes import pids_visible, rank_from_title, rank_of_pid
 
 
 def _start_titled(title: str) -> subprocess.Popen[bytes]:
@@ -104,4 +102,21 @@ def test_map_ranks_to_gpus(titled: dict[str, int]) -> None:
         _sample(1, [titled["sglang::scheduler_DP1_TP1_EP1"]]),
         _sample(2, []),
     ]
-    assert map_ranks_to_gpus(samples) == {0: ("TP3",), 1: ("DP1 TP1 EP1",), 2: ()}
+    # As the session does: each GPU process's rank from its title, joined into the snapshot.
+    ranks = {p.pid: rank_of_pid(p.pid) for s in samples for p in s.processes}
+    snapshot = build_snapshot(
+        analyse(fold_lines([]), "empty.log"),
+        taken_at=0.0,
+        nvml=NvmlReading(gpus=tuple(samples), available=True, problem=None, driver_version=None),
+        process_ranks=ranks,
+        pids_visible=True,
+        metrics=None,
+        server_info=None,
+        host=None,
+        sources=(),
+    )
+    assert {g.sample.index: g.ranks for g in snapshot.gpus} == {
+        0: ("TP3",),
+        1: ("DP1 TP1 EP1",),
+        2: (),
+    }

@@ -1,8 +1,9 @@
-"""Issue 14 §3: hybrid models' memory: sliding-window sub-pools, Mamba state, pools over budget.
+"""Hybrid models' memory: sliding-window sub-pools, Mamba state, pools over budget.
 
-Real excerpts (fixtures 50–52, sidecars name the PRs) and synthetic startups written in the exact
-formats of SGLang's source for each version (reference sglang.md a.1, f.3), whose numbers were
-computed with SGLang's own rule for that version (the arithmetic is in each log's docstring).
+Real excerpts (fixtures 50–52, their sidecars name their sources) and synthetic startups written
+in the exact formats of SGLang's source for each version (its memory and pool lines), whose
+numbers were computed with SGLang's own rule for that version (the arithmetic is in each log's
+docstring).
 Every test states the values it expects.
 """
 
@@ -17,12 +18,13 @@ from rich.console import Console, RenderableType
 
 from tests.process.test_cli import _json, kvtop
 from tests.support.paths import REAL_LOGS
+from tests.support.tui_support import analysis_snapshot
 from tui.live.screens.formula import explanation_text
 from tui.model.analysis import Analysis, analyse
 from tui.model.memory.gpu_memory import reconcile
 from tui.model.status.insights import insights
 from tui.report.json_report import to_json
-from tui.report.text import render
+from tui.report.text import render_snapshot
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
 
@@ -426,4 +428,4 @@ def render_text_of(renderable: RenderableType) -> str:
 
 
 def render_text(report: Analysis) -> str:
-    return render_text_of(render(report))
+    return render_text_of(render_snapshot(analysis_snapshot(report)))

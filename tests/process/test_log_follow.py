@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.stream_collector import Collector
-from tui.sources.log_follow import LogFollower, _LineSplitter
+from tui.sources.log_follow import LogFollower
+from tui.sources.log_stream import LineSplitter
 
 POLL = 0.02
 WAIT = 5.0
@@ -111,7 +112,7 @@ async def test_crlf_and_bare_cr(tmp_path: Path, follow) -> None:
 
 def test_splitter_matches_universal_newlines() -> None:
     data = b"x\r\n\r\ny\rz\n\n\r\rw"
-    splitter = _LineSplitter()
+    splitter = LineSplitter()
     # Byte by byte is the worst case for a "\r\n" split across reads.
     got = [line for i in range(len(data)) for line in splitter.feed(data[i : i + 1])]
     got += splitter.flush()

@@ -1,4 +1,4 @@
-"""`kvtop --once` at the widths tickets and terminals have (issue 16 §1): through the real CLI,
+"""`kvtop --once` at the widths tickets and terminals have: through the real CLI,
 stdout a pipe, with and without COLUMNS and --width. Every per-rank number of the memory table
 must come out whole (never cut or replaced by "…"), the title and verdict first, the lines
 within the width."""

@@ -1,4 +1,4 @@
-"""One name for each quantity (issue 13 §7): the --once report, the formula screen and the JSON
+"""One name for each quantity: the --once report, the formula screen and the JSON
 say the same words for the same figure, from every fixture log and the demo (docs/glossary.md)."""
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tui_support import analysis_snapshot
 
 from tests.support.paths import REAL_LOGS, ROOT, STORY_LOG
 from tui.live.screens.formula import explanation_text
 from tui.model.analysis import Analysis, analyse
 from tui.model.sizing.replay import HOST_KV, OTHER_STARTUP
 from tui.report.json_report import to_json
-from tui.report.text import render
+from tui.report.text import render_snapshot
 from tui.sglang.story import fold_lines
 
 LOGS = [STORY_LOG, *sorted(REAL_LOGS.glob("*.log"))]
@@ -58,14 +59,14 @@ def _plain(renderable: object, width: int = 100) -> str:
 @pytest.mark.parametrize("log", LOGS, ids=[p.stem[:12] for p in LOGS])
 def test_report_uses_one_name_per_quantity(log: Path) -> None:
     analysis = _analysis(log)
-    text = _plain(render(analysis), width=400)
+    text = _plain(render_snapshot(analysis_snapshot(analysis)), width=400)
     assert _retired(text) == {}, f"{log.name}: retired names in the report (say the right ones)"
     screen = _plain(explanation_text(analysis, None), width=400)
     assert _retired(screen) == {}, f"{log.name}: retired names on the formula screen"
 
 
 def _has_rank_figures(log: Path) -> bool:
-    """Excerpts of a traceback alone (issue 14's failures) have no memory lines: no formula."""
+    """Excerpts of a traceback alone (failures) have no memory lines: no formula."""
     sidecar = log.with_suffix(".json")
     if not sidecar.is_file():
         return True
@@ -89,7 +90,7 @@ def test_formula_names_its_rank_the_same_everywhere(log: Path) -> None:
         assert to_json(analysis)["formula"] is None
         return
     words = e.rank_words()
-    assert words in _plain(render(analysis), width=400)
+    assert words in _plain(render_snapshot(analysis_snapshot(analysis)), width=400)
     assert words in _plain(explanation_text(analysis, None), width=400)
     formula = to_json(analysis)["formula"]
     assert isinstance(formula, dict) and formula["rank"] == e.rank
@@ -115,7 +116,7 @@ def test_story_terms_match_between_tables() -> None:
     """The memory table's column and the formula's row are one quantity with one name; the
     version range is the same in the header, the draft rule and the insights."""
     analysis = _analysis(STORY_LOG)
-    text = _plain(render(analysis), width=400)
+    text = _plain(render_snapshot(analysis_snapshot(analysis)), width=400)
     assert "SGLang 0.5.3–0.5.8 · ready" in text
     assert "draft model: SGLang 0.5.3–0.5.8 does not budget" in text
     assert "• SGLang 0.5.3–0.5.8 does not budget" in text

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parents[2]
 KVTOP = Path(sys.executable).with_name("kvtop")
 SERVING = re.compile(r"^kvtop: serving Prometheus metrics on (http://\S+/metrics) ")
-# The Accept header Prometheus 2.42 scrapes with (docs: shared reference §1, seen on the wire).
+# The Accept header Prometheus 2.42 scrapes with, as seen on the wire.
 PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
     "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"

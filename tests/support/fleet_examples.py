@@ -1,9 +1,9 @@
 """Fleets built directly from tui/fleet/model.py, for the fleet view's tests.
 
-Why built and not read: the Prometheus reader (tui/fleet/reader.py) and the real
-Prometheus fleet tests are another part of issue 17, wired in after the merge (the integrator
-adds the end-to-end test). These fleets hold exactly what that reader hands the view, so the
-view, the reports and --check are tested on known numbers.
+Why built and not read: the Prometheus reader (tui/fleet/reader.py) has its own tests against
+a real Prometheus, and one end-to-end test runs every part together. These fleets hold exactly
+what that reader hands the view, so the view, the reports and --check are tested on known
+numbers, without a Prometheus to start.
 
 The story's hosts: RTX PRO 6000 Blackwell cards of 97,887 MiB (the DCGM fixture's), a TP16
 Kimi-K2.5 over two nodes, and a DCGM+SGLang-only host without kvtop.

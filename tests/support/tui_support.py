@@ -15,6 +15,8 @@ from pathlib import Path
 
 from tests.support.still import STILL_EPOCH, StillFeed, still_snapshot
 from tui.live.app import KvtopApp
+from tui.model.analysis import Analysis
+from tui.model.build_snapshot import build_snapshot
 from tui.model.snapshot import Snapshot
 from tui.session import Options, Session
 
@@ -54,6 +56,21 @@ def log_snapshot(path: Path) -> Snapshot:
     session = Session(Options(log_file=str(path), nvml=False, metrics=False), clock=fixed_clock)
     session._read_whole_log()
     return session.snapshot()
+
+
+def analysis_snapshot(analysis: Analysis) -> Snapshot:
+    """An analysed log alone as the snapshot kvtop reports: no GPUs, no server, no sources."""
+    return build_snapshot(
+        analysis,
+        taken_at=FIXED_EPOCH,
+        nvml=None,
+        process_ranks={},
+        pids_visible=True,
+        metrics=None,
+        server_info=None,
+        host=None,
+        sources=(),
+    )
 
 
 def make_app(*snapshots: Snapshot, demo: bool = True, label: str = "demo") -> KvtopApp:

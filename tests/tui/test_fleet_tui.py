@@ -1,8 +1,8 @@
-"""The fleet view under Pilot at the issue's sizes: the real FleetApp on the real FleetFeed,
-whose reader is tests/support/fleet_examples.QueueReader. Why a stand-in reader: the Prometheus
-reader (tui/fleet/reader.py) is another part of issue 17, merged later; the integrator adds the
-end-to-end test against a real Prometheus. QueueReader has the reader's interface and hands the
-view exactly the fleets a test pushes, so each test waits for what it then asserts."""
+"""The fleet view under Pilot at terminal sizes from 80x24 to 200x60: the real FleetApp on the
+real FleetFeed, whose reader is tests/support/fleet_examples.QueueReader. Why a stand-in reader: the
+Prometheus reader (tui/fleet/reader.py) has its own tests against a real Prometheus, and the
+end-to-end test runs it with everything else. QueueReader has the reader's interface and hands
+the view exactly the fleets a test pushes, so each test waits for what it then asserts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13, GPUs that fail and memory that is not the server's, with real parts.
+"""GPUs that fail and memory that is not the server's, with real parts.
 
 Snapshots come from the real Session: the story log, the fake libnvidia-ml (C) through the real
 nvidia-ml-py in this process (fault_host.preload_fake_nvml), and real processes this test starts

@@ -1,4 +1,4 @@
-"""Issue 13's GPU trust through the installed `kvtop`: `--once` (text and JSON) and the live
+"""Trusting GPUs through the installed `kvtop`: `--once` (text and JSON) and the live
 screen under tmux with NO_COLOR, on the fake libnvidia-ml (C) loaded by the real nvidia-ml-py
 from LD_LIBRARY_PATH, the story log, and real processes this test starts as GPU processes
 (SGLang schedulers titled with bash `exec -a`, and a foreign one)."""

@@ -1,4 +1,4 @@
-"""Issue 16 §2–3: a status line that keeps what matters at every size, a legend that wraps
+"""A status line that keeps what matters at every size, a legend that wraps
 between items, and the events pane (e) / raw log (l): scroll, search, filters, +N more, order
 within one second, tracebacks shown literally, noise folded, save to a file, OSC 52 copy.
 

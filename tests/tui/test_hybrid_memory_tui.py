@@ -1,4 +1,4 @@
-"""Issue 14 §3 on screen: a Mamba hybrid's state is its own bar segment and legend entry.
+"""Hybrid memory on screen: a Mamba hybrid's state is its own bar segment and legend entry.
 
 Real parts: a synthetic 0.5.8 Qwen3-Next startup log (tests/process/test_hybrid_memory.MAMBA_058,
 the exact formats of SGLang's source) read by the real Session, the fake libnvidia-ml (C) through

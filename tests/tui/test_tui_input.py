@@ -1,4 +1,4 @@
-"""Input that behaves (issue 16 §4, §5) under Textual's Pilot: the what-if field, the palette's
+"""Input that behaves under Textual's Pilot: the what-if field, the palette's
 entries (Theme, Save theme to config, Screenshot, Keys), the help's key list, mouse clicks on
 GPU rows and the GPU order. The real app on the demo's snapshot; only the feed is a stand-in
 (tests/support/tui_support.py)."""

@@ -1,4 +1,4 @@
-"""The TUI's tables at the issue's terminal sizes (issue 16 §1): GPU detail's breakdown and
+"""The TUI's tables at common terminal sizes, 80x24 to 200x60: GPU detail's breakdown and
 processes, and the formula screen's steps and reserve table, keep every number whole at 80x24
 as at 200x60 (labels may shorten, values never). The real app under Pilot on the demo scenario
 (tui_support); what is scrolled off is scrolled to and read from the screen."""

@@ -353,7 +353,7 @@ def test_stock_driver_fallback_runs_kvtop(why: str, tmux: Tmux, tmp_path: Path) 
 def test_header_at_80x24_keeps_model_parallelism_mfs_flags_and_markers(
     tmux: Tmux, tmp_path: Path
 ) -> None:
-    """Issue 16 §2: the real `kvtop --demo` at 80×24; the status line drops host, source and
+    """The real `kvtop --demo` at 80×24; the status line drops host, source and
     version, never the state, model, TP, mfs, EAGLE3/HiCache or the source markers."""
     status = tmp_path / "status"
     tmux.new_session("head", kvtop_command(*DEMO, status_file=status), width=80, height=24)

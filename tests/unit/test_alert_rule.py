@@ -16,13 +16,13 @@ from tui.model.status.alert_rule import (
     anything_read,
     asked_off,
     evaluate,
-    level_of,
-    levels_by_subject,
     pct_1,
     queue_since,
 )
+from tui.model.status.gpu_alerts import gpu_alerts
 from tui.model.status.identity import Mismatch
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Level, Thresholds, glyph
+from tui.report.check import check
 from tui.session import Options, Session
 
 FAILED_LOG = REAL_LOGS / "17-inferencex2128-dsv4-pro-h200-tp8-mfs-valueerror.log"
@@ -54,7 +54,7 @@ def with_source(snapshot: Snapshot, health: SourceHealth) -> Snapshot:
 
 def test_a_healthy_ready_server_has_no_alert(ready: Snapshot) -> None:
     assert evaluate(ready) == ()
-    assert level_of(evaluate(ready)) == Level.OK
+    assert check(ready, DEFAULT_THRESHOLDS).line.startswith("KVTOP OK - ")
 
 
 def test_kv_usage_bands(ready: Snapshot) -> None:
@@ -208,11 +208,12 @@ def test_critical_comes_first(ready: Snapshot) -> None:
     many = with_gpu(with_gpu(ready, 1, temperature_c=85), 6, status="lost")
     assert kinds(many) == [(Level.CRITICAL, "gpu_lost"), (Level.WARNING, "temperature")]
     hot_and_low = with_gpu(many, 1, free_gib=1.0)
-    assert levels_by_subject(evaluate(hot_and_low)) == {
-        "GPU 6": Level.CRITICAL,
-        "GPU 1": Level.WARNING,
+    rows = gpu_alerts(hot_and_low)  # the level each GPU row is coloured by
+    assert {i: a.level for i, a in rows.items() if a.level != Level.OK} == {
+        6: Level.CRITICAL,
+        1: Level.WARNING,
     }
-    assert level_of(evaluate(hot_and_low)) == Level.CRITICAL
+    assert check(hot_and_low, DEFAULT_THRESHOLDS).line.startswith("KVTOP CRITICAL - ")
     assert glyph(Level.WARNING) == "▲" and glyph(Level.CRITICAL) == "✖" and glyph(Level.OK) == ""
 
 

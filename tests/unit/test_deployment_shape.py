@@ -1,4 +1,4 @@
-"""Issue 14 part 4: the deployment's shape (nodes, node rank, PD role, the ranks this node logs).
+"""The deployment's shape (nodes, node rank, PD role, the ranks this node logs).
 
 Real excerpts (tests/fixtures/sglang-logs/60-62, sources in their sidecars): node 1 of a two-node
 DP-attention PD server (60), node 0 of a two-node TP16 server (61), node 0 of a two-node
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tui_support import analysis_snapshot
 
 from tests.support.paths import REAL_LOGS, STORY_LOG
 from tui.live.view_state import ViewState, status_facts
@@ -23,9 +24,9 @@ from tui.model.analysis import analyse
 from tui.model.build_snapshot import build_snapshot
 from tui.model.deployment_shape import deployment_shape
 from tui.model.memory.gpu_reading import GpuSample, NvmlReading
-from tui.model.status.server_status import deployment_facts
+from tui.model.status.server_status import deployment_items
 from tui.report.json_report import snapshot_json, to_json
-from tui.report.text import print_report
+from tui.report.text import print_snapshot
 from tui.sglang.events import NO_PREFIX
 from tui.sglang.prefix import split_prefix
 from tui.sglang.server_args import parse_server_args, server_args_from_mapping
@@ -65,9 +66,15 @@ def _analysis(tracker: StartupTracker):  # type: ignore[no-untyped-def]
     return analyse(tracker, "test.log")
 
 
+def deployment_facts(startup) -> list[str]:  # type: ignore[no-untyped-def]
+    """The status line's deployment words, as the live view takes them."""
+    return [item.text for item in deployment_items(startup)]
+
+
 def render_text(analysis) -> str:  # type: ignore[no-untyped-def]
     out = io.StringIO()
-    print_report(analysis, Console(file=out, width=200, highlight=False, soft_wrap=False))
+    console = Console(file=out, width=200, highlight=False, soft_wrap=False)
+    print_snapshot(analysis_snapshot(analysis), console)
     return out.getvalue()
 
 
@@ -77,7 +84,7 @@ def render_text(analysis) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("line", "rank", "tags"),
     [
-        # Real lines (issue 17941, issue 10046): the 0.5.6+ `PP TP` and 0.5.2 `TP PP` orders.
+        # Real lines from users' reports: the 0.5.6+ `PP TP` and 0.5.2 `TP PP` orders.
         (
             "[2026-01-29 13:12:37 PP1 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
             "self.soft=False)",

@@ -1,6 +1,6 @@
 """The fleet's alerts (tui/fleet/alerts.py): the thresholds, kinds and levels of the
 single-host rule (docs/alerts.md), judged on a fleet as Prometheus gives it. Fleets are built
-directly (tests/support/fleet_examples.py: the reader is another part of issue 17)."""
+directly (tests/support/fleet_examples.py: known numbers, no Prometheus to start)."""
 
 from __future__ import annotations
 

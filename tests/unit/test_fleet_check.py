@@ -1,8 +1,8 @@
 """`kvtop --prometheus URL --check`: the fleet judged as a monitoring plugin says it, with the
 output contract of tui/report/check.py (docs/alerts.md): one line, exit 0/1/2/3, performance
-data after `|`. The judgement runs on fleets built directly (tests/support/fleet_examples.py: the
-reader and a real Prometheus are wired in by the integrator after the merge); the command
-line's own failures run through the real `kvtop` entry point (tui.cli.main)."""
+data after `|`. The judgement runs on fleets built directly (tests/support/fleet_examples.py: known
+numbers, no Prometheus to start); the command line's own failures run through the real `kvtop`
+entry point (tui.cli.main)."""
 
 from __future__ import annotations
 

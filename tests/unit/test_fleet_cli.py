@@ -1,7 +1,7 @@
 """`kvtop --prometheus URL` on the command line (tui/fleet/cli.py): usage errors exit 2 with
 argparse's usage line and a sentence, as every other flag of tui/cli.py; nothing is read before
-the options are known to be right. Reading Prometheus itself is the reader's (wired in and
-tested end to end by the integrator after the merge)."""
+the options are known to be right. Reading Prometheus itself is the reader's, tested against
+a real Prometheus and end to end."""
 
 from __future__ import annotations
 

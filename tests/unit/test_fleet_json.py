@@ -1,6 +1,6 @@
 """`--once --json` for the fleet (schema kvtop-fleet/1, tui/fleet/json_report.py): every field
 of docs/fleet.md, GiB to 4 digits, null never 0 for what Prometheus did not give. Fleets are
-built directly (tests/support/fleet_examples.py: the reader is another part of issue 17)."""
+built directly (tests/support/fleet_examples.py: known numbers, no Prometheus to start)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`kvtop --prometheus URL --once`: the fleet as text (tui/fleet/text_report.py) at every width
 from 40 to 200 columns: nothing wider than the width, every number whole, problems as
-sentences. Fleets built directly (tests/support/fleet_examples.py: the reader is another part)."""
+sentences. Fleets built directly (tests/support/fleet_examples.py: known numbers)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from tui import fmt
         (50, "50%"),
         (100, "100%"),
         (0, "0%"),
-        (99.7, "99.7%"),  # the case: never 100% below 100
+        (99.7, "99.7%"),  # never 100% below 100: a pool with room left never reads full
         (99.5, "99.5%"),
         (99.4, "99%"),
         (99.96, ">99.9%"),

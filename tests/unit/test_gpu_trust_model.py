@@ -1,4 +1,4 @@
-"""The pure parts of issue 13's GPU trust: notes by kind, whose a process is, lost GPUs' memory,
+"""The pure parts of trusting GPUs: notes by kind, whose a process is, lost GPUs' memory,
 the other-processes segment and a GPU row's alert level. Plain data in, plain data out."""
 
 from __future__ import annotations

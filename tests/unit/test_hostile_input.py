@@ -15,11 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
+from tui_support import analysis_snapshot
 
 from tests.support.parser_checks import check_event
 from tui.model.analysis import analyse
 from tui.report.json_report import to_json
-from tui.report.text import print_report
+from tui.report.text import print_snapshot
 from tui.sglang import events as ev
 from tui.sglang.log_line import MAX_LINE_CHARS, parse_line
 from tui.sglang.metrics import parse_exposition
@@ -39,7 +40,8 @@ def _report_everything(lines: Iterable[str | bytes], **options: object) -> dict[
     text = json.dumps(data, allow_nan=False)  # raises ValueError on NaN / Infinity
     assert json.loads(text)["schema"] == "kvtop/1"
     out = io.StringIO()
-    print_report(report, Console(file=out, width=120, highlight=False, soft_wrap=False))
+    console = Console(file=out, width=120, highlight=False, soft_wrap=False)
+    print_snapshot(analysis_snapshot(report), console)
     assert "kvtop report" in out.getvalue()
     return data
 
@@ -547,7 +549,7 @@ def test_rich_markup_is_kept_literally() -> None:
     assert "[bold]boom[/] [red]x" in startup["failure"]
     tracker = fold_lines([*_story(), line])
     out = io.StringIO()
-    print_report(analyse(tracker, "[red]x[/]"), Console(file=out, width=200))
+    print_snapshot(analysis_snapshot(analyse(tracker, "[red]x[/]")), Console(file=out, width=200))
     text = out.getvalue()
     assert "[bold]boom[/] [red]x" in text
     assert "[red]x[/]" in text  # the source name is shown literally too

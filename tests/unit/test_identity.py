@@ -159,7 +159,8 @@ def test_a_version_the_log_knows_only_as_a_range_disagrees_only_outside_it() -> 
 
 
 def test_another_server_behind_the_url() -> None:
-    """The issue's case: a GLM server's /metrics and /server_info against the Kimi log."""
+    """Another server behind the URL: a GLM server's /metrics and /server_info against the Kimi
+    log."""
     other = Deployment(
         version="0.5.12", tp_size=16, all_schedulers=True, max_total_num_tokens=655_360
     )

@@ -1,4 +1,4 @@
-"""The pure parts behind issue 16 §4–5: what-if values and counts, the GPU order, the theme
+"""The pure parts behind the live view's input: what-if values and counts, the GPU order, the theme
 written into the config file (real files in a temporary directory)."""
 
 from __future__ import annotations

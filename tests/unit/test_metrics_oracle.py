@@ -170,7 +170,7 @@ def exposition(draw: st.DrawFn) -> str:
 
 
 def rank_of(labels: dict[str, str]) -> str:
-    """SGLang's rank as kvtop names it (reference/sglang.md): DP, TP, then PP when not 0."""
+    """SGLang's rank as kvtop names it (as SGLang's log prefix): DP, TP, then PP when not 0."""
     parts = []
     if "dp_rank" in labels:
         parts.append(f"DP{labels['dp_rank']}")

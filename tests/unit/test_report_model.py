@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tui_support import analysis_snapshot
 
 from tests.support.paths import STORY_LOG
 from tui.model.analysis import analyse
 from tui.model.kv_usage import load_from_batch, load_line
 from tui.report.json_report import to_json
-from tui.report.text import print_report
+from tui.report.text import print_snapshot
 from tui.sglang.story import fold_lines
 from tui.sources.model_config_file import read_model_config
 
@@ -128,7 +129,8 @@ def test_text_report_shows_a_dash_for_a_nan_or_inf_figure() -> None:
     broken = dataclasses.replace(first, weights_gib=math.nan, kv_cache_gib=math.inf)
     report = dataclasses.replace(report, breakdowns=(broken, *report.breakdowns[1:]))
     out = io.StringIO()
-    print_report(report, Console(file=out, width=200, highlight=False, soft_wrap=False))
+    console = Console(file=out, width=200, highlight=False, soft_wrap=False)
+    print_snapshot(analysis_snapshot(report), console)
     text = out.getvalue()
     row = next(line for line in text.splitlines() if line.startswith(first.rank + " "))
     assert "nan" not in text.lower() and "inf" not in row
@@ -141,5 +143,6 @@ def test_report_and_kv_panel_say_the_load_in_the_same_words() -> None:
     line = load_line(load_from_batch(report.startup.latest_batch["TP0"]))
     assert line == "12 running · 0 queued · 512 tok/s · accept 2.81"
     out = io.StringIO()
-    print_report(report, Console(file=out, width=400, highlight=False, soft_wrap=False))
+    console = Console(file=out, width=400, highlight=False, soft_wrap=False)
+    print_snapshot(analysis_snapshot(report), console)
     assert f"KV usage 30% · {line} · 64 batch lines" in out.getvalue()

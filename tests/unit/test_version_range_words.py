@@ -1,4 +1,4 @@
-"""Issue 14 part 5: a version known as a range is stated as a range in every sentence that
+"""A version known as a range is stated as a range in every sentence that
 depends on it, also when the range straddles a rule's boundary (0.5.13 / 0.5.14: the draft
 model's budget), where no single version can be picked to apply the rule."""
 

@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 9877
-DEFAULT_ADDR = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"  # one part of a host name (RFC 1123)
 _HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*\.?$")
 _FORMS = "HOST:PORT, [IPV6]:PORT or PORT (e.g. 127.0.0.1:9877)"

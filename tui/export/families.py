@@ -1,6 +1,6 @@
 """The names `kvtop --export` publishes and `kvtop --prometheus` reads back: one list for both.
 
-A contract with users' dashboards and alert rules (issue 17): families and label values are
+A contract with users' dashboards and alert rules (docs/exporter.md): families and label values are
 added, never renamed. Base units (bytes, seconds); label values are bounded enums or stable ids.
 """
 
@@ -53,8 +53,8 @@ SOURCE_UP = "kvtop_source_up"
 SOURCE_AGE = "kvtop_source_age_seconds"
 MISMATCH = "kvtop_mismatch"
 INFO = "kvtop_info"
-# kvtop_info's labels, in the issue's order; dist_init_addr joins a multi-node deployment's
-# nodes (empty when the server runs on one node).
+# kvtop_info's labels, in the order docs/exporter.md lists them; dist_init_addr joins a
+# multi-node deployment's nodes (empty when the server runs on one node).
 INFO_LABELS = (
     "sglang_version",
     "model",

@@ -3,7 +3,7 @@
 Runs a fleet feed (tui/fleet/feed.py: FleetReader.read() every interval) and shows each fleet
 on the fleet screen (tui/fleet/screen.py). Enter opens the selected host with the single-host
 overview (tui/live/screens/overview.OverviewScreen), fed a Snapshot made from what Prometheus holds
-(tui/model/fleet_snapshot) and refreshed with every fleet, its KV sparkline seeded with the
+(tui/fleet/host_snapshot) and refreshed with every fleet, its KV sparkline seeded with the
 host's last 10 minutes from Prometheus (one query through the feed, in a worker, on opening
 only); Escape or Backspace goes back, q quits. Like tui/live/app.py it knows neither the reader
 nor Prometheus: only the feed's fleets and history.

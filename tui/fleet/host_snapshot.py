@@ -4,7 +4,7 @@
 from Prometheus": this turns the FleetHost Prometheus gave into the Snapshot the overview
 screen takes. What it has no source for stays unknown:
 - each GPU's sample from the FleetGpu (bytes → GiB), its bar from kvtop's segments
-  (tui/model/fleet_families.SEGMENT_FIELDS; "mamba" holds the Mamba state and the other
+  (tui/export/families.SEGMENT_FIELDS; "mamba" holds the Mamba state and the other
   caches together); without a kvtop exporter only used and free are known, like a GPU with no
   log (a host with only DCGM shows used/free bars);
 - no log: an empty analysis (nothing from the log is claimed);

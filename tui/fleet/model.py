@@ -25,7 +25,7 @@ class FleetGpu:
     total_bytes: float | None = None  # kvtop_gpu_total_bytes, else DCGM used + free + reserved
     used_bytes: float | None = None  # DCGM FB_USED (+ reserved), else total − free
     free_bytes: float | None = None
-    # kvtop_gpu_memory_bytes by segment (tui/model/fleet_families.SEGMENTS); empty without kvtop.
+    # kvtop_gpu_memory_bytes by segment (tui/export/families.SEGMENTS); empty without kvtop.
     segments_bytes: Mapping[str, float] = field(default_factory=dict)
     reserve_bytes: float | None = None
     headroom_bytes: float | None = None  # kvtop_kv_headroom_bytes: free after startup

@@ -1,8 +1,8 @@
 """The fleet table's rows: one per deployment, then one per host of it (pure).
 
 What the fleet view's table (tui/fleet/table.py) and the `--once` text
-(tui/fleet/text_report.py) show, computed once: the numbers come from tui/model/fleet_summary,
-the levels from tui/model/fleet_alerts; `row_cells` words them in the table's columns. A host
+(tui/fleet/text_report.py) show, computed once: the numbers come from tui/fleet/summary,
+the levels from tui/fleet/alerts; `row_cells` words them in the table's columns. A host
 with two servers is in two deployments: a row's key is (deployment key, host).
 """
 
@@ -168,7 +168,3 @@ def row_cells(row: FleetRow) -> dict[str, str]:
         "memory": memory,
         "exporters": ",".join(row.exporters),
     }
-
-
-def level_of_row(row: FleetRow) -> Level:
-    return row.level if row.level in (Level.WARNING, Level.CRITICAL) else Level.OK

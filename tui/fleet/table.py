@@ -1,5 +1,5 @@
 """The fleet view's widgets: the table of deployments and hosts, Prometheus' problem, and the
-selected row's alerts. They only lay out and style what tui/model/fleet_rows words
+selected row's alerts. They only lay out and style what tui/fleet/rows words
 (`row_cells`); no number is computed here, and none is cut (a long name is, with "…")."""
 
 from __future__ import annotations

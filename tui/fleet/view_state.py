@@ -3,7 +3,7 @@ the ViewState of a host opened from it (no Textual here; tui/fleet/app.py owns o
 
 A refresh that brought nothing (Prometheus down, slow, refusing) leaves the last good fleet on
 screen, marked stale, with the problem as a sentence and the Prometheus marker off. A host
-opened with Enter is drawn by the single-host overview from tui/model/fleet_snapshot; its
+opened with Enter is drawn by the single-host overview from tui/fleet/host_snapshot; its
 status line says where it is (host · prometheus), its state from kvtop's exporter.
 """
 

@@ -3,13 +3,11 @@ told (written by tui.saved_files, the only module that writes)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from tui.saved_files import create_new, make_directory, temporary_directory
+from tui.saved_files import Saved, save_new, temporary_directory
 
 
 def save_dir(env: Mapping[str, str], cwd: str) -> Path:
@@ -29,38 +27,20 @@ def save_path(kind: str, now: datetime, env: Mapping[str, str], cwd: str) -> Pat
     return save_dir(env, cwd) / f"kvtop-{kind}-{now:%Y%m%d-%H%M%S}.txt"
 
 
-@dataclass(frozen=True, slots=True)
-class SavedView:
-    path: str | None  # None: nothing could be written
-    sentence: str
-
-
-def save_view(kind: str, text: str, now: datetime, env: Mapping[str, str], cwd: str) -> SavedView:
+def save_view(kind: str, text: str, now: datetime, env: Mapping[str, str], cwd: str) -> Saved:
     """`kvtop-events-20261130-100000.txt` in $XDG_STATE_HOME/kvtop (or ~/.local/state/kvtop,
     or the current directory: save_dir), else the temporary directory;
     never over a file (`-2`, `-3`... for two in one second)."""
     first = save_path(kind, now, env, cwd)
-    places = [str(first.parent), temporary_directory()]
-    errors = []
-    for place in places:
-        try:
-            make_directory(place)
-        except OSError as exc:
-            errors.append(f"{place}: {(exc.strerror or str(exc)).lower()}")
-            continue
-        for attempt in range(1, 100):
-            name = first.name if attempt == 1 else first.name.replace(".txt", f"-{attempt}.txt")
-            path = os.path.abspath(os.path.join(place, name))
-            try:
-                create_new(path, text)
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                errors.append(f"{path}: {(exc.strerror or str(exc)).lower()}")
-                break
-            return SavedView(path, f"Saved {text.count(chr(10))} lines to {path}")
-    return SavedView(
-        None,
-        "Could not save the view (" + "; ".join(errors) + "). Set XDG_STATE_HOME to a writable "
-        "directory, or start kvtop in one.",
+    lines = text.count("\n")
+    return save_new(
+        text,
+        first.name,
+        [str(first.parent), temporary_directory()],
+        said=lambda path: f"Saved {lines} lines to {path}",
+        refused=lambda errors: (
+            f"Could not save the view ({errors}). Set XDG_STATE_HOME to a writable directory, "
+            "or start kvtop in one."
+        ),
+        make_places=True,
     )

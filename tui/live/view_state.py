@@ -55,7 +55,7 @@ class StatusFacts:
     demo: bool
     facts: tuple[str, ...] = ()  # SGLang version, model, parallelism, after the state
     # The state's alert level (tui/model/status/levels.py): not ok when the server has stopped
-    # answering, its sources disagree or a GPU is lost (tui/model/server_status.header_state).
+    # answering, its sources disagree or a GPU is lost (tui/model/status/server_status.header_state).
     level: Level = Level.OK
     # Beside each source's marker: its age once older than three refresh intervals ("3m05s").
     source_ages: tuple[str | None, ...] = ()

@@ -44,7 +44,7 @@ class DeploymentShape:
         return self.disaggregation_mode in ("prefill", "decode")
 
     def to_json(self) -> dict[str, object]:
-        """JSON `deployment` (the issue's contract: exactly these keys)."""
+        """JSON `deployment`: exactly these keys, a contract with scripts that read it."""
         return {
             "nnodes": self.nnodes,
             "node_rank": self.node_rank,

@@ -83,12 +83,6 @@ class KvUsage:
             return None
         return 100 * self.host_used_tokens / self.host_total_tokens
 
-    @property
-    def free_tokens(self) -> int | None:
-        if self.max_tokens is None or self.used_tokens is None:
-            return None
-        return max(0, self.max_tokens - self.used_tokens)
-
 
 @dataclass(frozen=True, slots=True)
 class _Reading:

@@ -107,7 +107,7 @@ def _time(when: datetime | None) -> str | None:
 
 
 def _lifecycle_json(report: Analysis) -> dict[str, object]:
-    """stopped_at, the phase in progress (while starting) and a crash loop (issue 14 §2)."""
+    """stopped_at, the phase in progress (while starting) and a crash loop."""
     startup = report.startup
     step = phase_in_progress(startup)
     loop = crash_loop(startup)

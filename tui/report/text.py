@@ -1,4 +1,5 @@
-"""Render a Analysis as plain text with Rich tables (log text is always shown literally)."""
+"""Render a Snapshot as plain text with Rich tables (`kvtop --once`; log text is always shown
+literally)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def state_words(startup: Startup) -> str:
     if startup.state == STOPPED:
         return stopped_text(startup)
     if startup.failure is not None and startup.failure.phase == SERVING:
-        return "failed while serving"  # a crash after ready, not a failed start (issue 14 §1)
+        return "failed while serving"  # a crash after ready, not a failed start
     step = phase_in_progress(startup)
     if step is None:
         return startup.state
@@ -395,11 +396,6 @@ def render_title(report: Analysis) -> list[RenderableType]:
     return parts
 
 
-def render(report: Analysis) -> Group:
-    """The log's report: its title and verdict, then its body (`render_body`)."""
-    return Group(*(hang(part) for part in [*render_title(report), *render_body(report)]))
-
-
 def render_body(report: Analysis) -> list[RenderableType]:
     """The log's numbers, after the title: summary line, tables, formula, insights."""
     startup = report.startup
@@ -442,11 +438,6 @@ def render_body(report: Analysis) -> list[RenderableType]:
             ),
         ]
     return parts
-
-
-def print_report(report: Analysis, console: Console | None = None) -> None:
-    console = console or Console(highlight=False, soft_wrap=False)
-    console.print(render(report), crop=False)
 
 
 def _sources_line(snapshot: Snapshot) -> Text:
@@ -563,7 +554,7 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     parts.append(_kv_source_line(snapshot))
     if snapshot.gpus:
         parts += [Text(""), _gpu_table(snapshot)]
-    shape_flags = set(deployment_shape(snapshot.analysis.startup).flags())  # said by render()
+    shape_flags = set(deployment_shape(snapshot.analysis.startup).flags())  # said by render_title()
     for note in snapshot.notes:
         if note not in shape_flags:
             parts.append(_text(f"note: {note}"))

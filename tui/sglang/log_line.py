@@ -407,7 +407,7 @@ def _uvicorn(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     return ev.ServerListening(prefix, msg, url=_uvicorn_url(msg))
 
 
-# Shutdown lines (reference/sglang.md f.2), matched anywhere in a message: the main process's
+# Shutdown lines of SGLang's own source, matched anywhere in a message: the main process's
 # SIGTERM handler (0.4.6–0.5.23), uvicorn's own lines (the level word "INFO:" comes first),
 # Ctrl-C's bare KeyboardInterrupt (the last line of each child's traceback).
 _UVICORN_SHUTDOWN_RE = re.compile(

@@ -120,7 +120,7 @@ class ModelMemory:
     load_ended: bool = False
     load_began_at: datetime | None = None
     pool_began_at: datetime | None = None  # time of the load end / KV line preceding the pool
-    # Hybrid pools (issue 14): every KV line, the SWA summary lines, the Mamba state.
+    # Hybrid pools: every KV line, the SWA summary lines, the Mamba state.
     kv_parts: list[KvPart] = field(default_factory=list)
     swa_tokens_logged: int | None = None  # `swa size:` / `swa_layer_tokens=`
     full_tokens_logged: int | None = None  # `full size:` / `full_layer_tokens=`

@@ -7,8 +7,7 @@ SGLang names its scheduler processes with setproctitle, e.g. "sglang::scheduler_
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from typing import Protocol
+from collections.abc import Iterable
 
 import psutil
 
@@ -17,14 +16,6 @@ from tui.model.memory.process_owner import ProcessInfo
 COMMAND_MAX = 200  # characters of a command line kept (GPU detail shows one line)
 
 _SCHEDULER = re.compile(r"sglang::scheduler((?:_[A-Za-z]+\d+)+)")
-
-
-class _HasProcesses(Protocol):
-    @property
-    def index(self) -> int: ...
-
-    @property
-    def processes(self) -> Sequence[object]: ...
 
 
 def rank_from_title(title: str) -> str | None:
@@ -88,20 +79,3 @@ def pids_visible(pids: Iterable[int]) -> bool:
     exist here, so ranks cannot be read from process titles. True for no PIDs.
     """
     return all(psutil.pid_exists(pid) for pid in pids)
-
-
-def map_ranks_to_gpus(samples: Iterable[_HasProcesses]) -> dict[int, tuple[str, ...]]:
-    """GPU index -> the SGLang ranks of its compute processes (sorted, no duplicates).
-
-    SAMPLES are objects with `index` and `processes` (each with `pid`), e.g. nvml.GpuSample.
-    A GPU whose processes are not SGLang schedulers (or not visible) maps to ().
-    """
-    ranks: dict[int, tuple[str, ...]] = {}
-    for sample in samples:
-        found = {
-            rank
-            for proc in sample.processes
-            if (rank := rank_of_pid(int(getattr(proc, "pid", -1)))) is not None
-        }
-        ranks[sample.index] = tuple(sorted(found))
-    return ranks

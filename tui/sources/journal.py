@@ -39,7 +39,7 @@ UNRELIABLE_POLL_S = 0.5
 # How often the journal's files are checked for damage while following (a header read each).
 DAMAGE_CHECK_S = 5.0
 MAX_SIMILAR_UNITS = 8
-# --once with --unit: the unit's runs before the latest count as restarts (issue 14 §2). They are
+# --once with --unit: the unit's runs before the latest count as restarts. They are
 # read back from the latest run's first entry, at most this many runs, entries and seconds back,
 # so a unit with years of history costs the same as a new one.
 EARLIER_RUNS = 20

@@ -32,7 +32,6 @@ PERMISSION_RETRY_S = 2.0
 # content, not its size: its first bytes, and the bytes just before where kvtop had read to.
 HEAD_BYTES, TAIL_BYTES = 1024, 256
 TRUNCATED, REWRITTEN = "truncated", "rewritten"
-_LineSplitter = LineSplitter  # the name the tests know
 
 
 class LogFollower:

@@ -75,7 +75,6 @@ _LIBRARY_NOT_FOUND = 12
 _FUNCTION_NOT_FOUND = 13
 _GPU_IS_LOST = 15
 _LIB_RM_VERSION_MISMATCH = 18
-_UNINITIALIZED = 1
 
 
 def _unavailable_sentence(exc: BaseException) -> str:

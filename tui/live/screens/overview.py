@@ -144,7 +144,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         for row, gpu in zip(self._rows, gpus, strict=False):
             row.show(gpu, alerts.get(gpu.sample.index))
         self.query_one(MemoryLegend).show(gpus[selected] if gpus else None, compact)
-        kv = state.kv  # formed by the app with the status line (tui/view_state.kv_facts)
+        kv = state.kv  # formed by the app with the status line (tui/live/view_state.kv_facts)
         if kv is not None:
             self.query_one(KvPanel).show(kv, compact)
         usage = kv.usage if kv is not None else kv_usage(snapshot, state.request_len)

@@ -1,5 +1,5 @@
 """The KV panel: token usage bar, load, where the numbers come from and how old they are, a
-usage sparkline and how many requests fit. Alert levels come formed (tui/view_state.kv_facts):
+usage sparkline and how many requests fit. Alert levels come formed (tui/live/view_state.kv_facts):
 a warning or critical usage or queue gets its colour and its glyph (readable without colour)."""
 
 from __future__ import annotations

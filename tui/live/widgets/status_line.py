@@ -1,10 +1,10 @@
 """The top line: state, model, parallelism, mfs, flags and one marker per source; host, log
 source, SGLang version and the rest when there is room.
 
-What stays on a narrow line is decided in tui/view_state.header_layout (by priority, not from
+What stays on a narrow line is decided in tui/live/view_state.header_layout (by priority, not from
 the right); this widget only draws it: one line, or two when the screen is tall enough and
 something did not fit (the help lists everything). The state's words and level come formed
-(tui/model/server_status.header_state): a warning or critical state is drawn in its colour; a
+(tui/model/status/server_status.header_state): a warning or critical state is drawn in its colour; a
 source whose last good reading is older than three refresh intervals shows its age beside its
 marker (`◐metrics 3m05s`)."""
 

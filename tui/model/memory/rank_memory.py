@@ -32,7 +32,7 @@ class MemoryBreakdown:
     free_after_startup_source: str | None
     reserve_gib: float | None
     free_after_pool_gib: float | None
-    # Hybrid models (issue 14): the Mamba state slots (target + draft) and the other caches
+    # Hybrid models: the Mamba state slots (target + draft) and the other caches
     # SGLang allocates beside the KV pool (speculative intermediate states); None when none.
     mamba_gib: float | None = None
     other_caches_gib: float | None = None

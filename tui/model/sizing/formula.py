@@ -234,15 +234,6 @@ def inferred_cell_size_bytes(kv_gib: float, tokens: int, page_size: int = 1) -> 
     return kv_gib * GIB / rows
 
 
-def draft_inflated_cell_size_bytes(
-    cell_size_bytes: int, draft_num_layers: int, num_layers: int
-) -> int:
-    """SGLang ≥0.5.14 charges the draft's KV layers to the target's cell size."""
-    if num_layers <= 0:
-        raise ValueError(f"num_layers must be positive, got {num_layers}")
-    return cell_size_bytes + int(cell_size_bytes * draft_num_layers / num_layers)
-
-
 # --------------------------------------------------------------------------- what-if
 
 
@@ -369,11 +360,6 @@ def host_kv_pool(
     tokens = page_num * page_size
     total_bytes = tokens * size_per_token_bytes
     return HostKvPool(tokens=tokens, bytes=total_bytes, gb=total_bytes / DECIMAL_GB)
-
-
-def host_kv_total_gb(per_rank_gb: float, ranks: int) -> float:
-    """Host RAM for all ranks: every TP rank allocates its own host pool."""
-    return per_rank_gb * ranks
 
 
 # --------------------------------------------------------------------------- versions

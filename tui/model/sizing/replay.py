@@ -163,7 +163,7 @@ class SizingExplanation:
     pre_load_rank: str | None = None  # the rank with the minimum pre-load free (SGLang's input)
     post_load_rank: str | None = None  # the rank with the minimum post-load free
     # The KV pool holds more than SGLang's own formula allows: its premise (the rest is the
-    # reserve) does not hold, and the reserve finding is not shown (issue 14).
+    # reserve) does not hold, and the reserve finding is not shown.
     over_budget: OverBudget | None = None
     hybrid: HybridRule | None = None
 

@@ -280,16 +280,3 @@ def evaluate(
     if ready and not any(g.ranks and not g.lost for g in snapshot.gpus):
         found += _log_headroom(snapshot, t)
     return tuple(sorted(found, key=alert_order))
-
-
-def level_of(found: tuple[Alert, ...] | list[Alert]) -> Level:
-    """The worst level among the alerts (ok when none)."""
-    return alerts.worst(a.level for a in found)
-
-
-def levels_by_subject(found: tuple[Alert, ...] | list[Alert]) -> dict[str, Level]:
-    """The worst level per subject ("GPU 3" -> critical): what a row or a panel is coloured by."""
-    levels: dict[str, Level] = {}
-    for alert in found:
-        levels[alert.subject] = alerts.worst((levels.get(alert.subject, Level.OK), alert.level))
-    return levels

@@ -255,7 +255,7 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
     """The top findings, most important first."""
     found: list[str] = []
     if startup.state == "stopped":
-        # Issue 14 §2: a stop is no failure; the report says when and by what line.
+        # A stop is no failure; the report says when and by what line.
         found.append(f"the server was stopped: {(startup.stopped_by or 'a shutdown line')[:200]}")
     failure = startup.failure
     if failure is not None:
@@ -276,7 +276,7 @@ def insights(startup: Startup, explanation: SizingExplanation | None) -> list[st
     found += _imbalance_findings(startup)
     if explanation is None:
         return found
-    # A start that failed has no "free after startup" to speak of (issue 14 §5).
+    # A start that failed has no "free after startup" to speak of.
     started = failure is None or failure.phase == SERVING
     found += [
         finding

@@ -126,7 +126,7 @@ def server_status(startup: Startup, now: datetime) -> ServerStatus:
 
 
 # How much a header item matters: lower survives longer on a narrow status line
-# (tui/view_state.header_layout); the rest moves to a second line or the help's sources view.
+# (tui/live/view_state.header_layout); the rest moves to a second line or the help's sources view.
 MUST = 0  # state and uptime, model, TP/DP/EP, mfs, speculative/HiCache flags, source markers
 WANTED = 3  # the DEMO badge
 EXTRA = 4  # SGLang version
@@ -174,11 +174,6 @@ def deployment_items(startup: Startup) -> list[HeaderItem]:
         items.append(HeaderItem("HiCache", "HiC", MUST))
     items.extend(HeaderItem(words, words, AMBIENT) for words in _shape_facts(startup))
     return items
-
-
-def deployment_facts(startup: Startup) -> list[str]:
-    """Model, parallelism, mem_fraction_static, speculative and host cache, short."""
-    return [item.text for item in deployment_items(startup)]
 
 
 def _shape_facts(startup: Startup) -> list[str]:
