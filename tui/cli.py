@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import math
 import os
 import signal
@@ -26,12 +25,13 @@ from tui.options import (
     first_broken,
     has_terminal,
     interval_problem,
+    one_report,
     output_problem,
     print_check,
     usage_error,
 )
 from tui.report.unexpected import debugging, unexpected_error
-from tui.report.width import MAX_WIDTH, MIN_WIDTH, PIPE_WIDTH, report_width
+from tui.report.width import MAX_WIDTH, MIN_WIDTH, PIPE_WIDTH
 
 if TYPE_CHECKING:  # imported where used, so that `kvtop --help` starts fast
     from tui.model.snapshot import Snapshot
@@ -286,27 +286,17 @@ def run_once(args: argparse.Namespace) -> int:
 
 
 def _write_report(snapshot: Snapshot, as_json: bool, width: int | None = None) -> None:
-    from rich.console import Console
+    from tui.report.plain_output import stdout_console, write_json
 
-    from tui.report.json_report import snapshot_json
-    from tui.report.plain_output import PlainWriter, takes_unicode
+    if as_json:
+        from tui.report.json_report import snapshot_json
+
+        write_json(snapshot_json(snapshot))
+        return
     from tui.report.text import print_snapshot
 
-    unicode_ok = takes_unicode(sys.stdout)
-    if as_json:
-        # \u escapes are the same JSON on a stream that cannot take the characters.
-        json.dump(snapshot_json(snapshot), sys.stdout, indent=2, ensure_ascii=not unicode_ok)
-        sys.stdout.write("\n")
-        return
-    out = sys.stdout if unicode_ok else PlainWriter(sys.stdout)
-    console = Console(
-        file=out,  # type: ignore[arg-type]  # PlainWriter: write() here, the rest of TextIO its stream's
-        highlight=False,
-        soft_wrap=False,
-        width=report_width(width),
-    )
     try:
-        print_snapshot(snapshot, console)
+        print_snapshot(snapshot, stdout_console(width))
     except SystemExit:  # Rich's answer to a closed pipe (`kvtop --once ... | head`)
         return
 
@@ -411,18 +401,7 @@ def _main_once(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
             parser,
             "--once needs --log-file PATH ('-' for stdin), --unit NAME, --url URL or --demo",
         )
-    try:
-        return run_once(args)
-    except BrokenPipeError:  # `kvtop --once ... | head`
-        sys.stderr.close()
-        return EXIT_OK
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except Exception as exc:
-        if debugging():
-            raise
-        print(f"kvtop: {unexpected_error(exc)}", file=sys.stderr)
-        return EXIT_UNREADABLE
+    return one_report(lambda: run_once(args))
 
 
 def _apply_config(args: argparse.Namespace) -> None:

@@ -9,8 +9,10 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from typing import Protocol
 
+from tui.report.unexpected import debugging, unexpected_error
 from tui.report.width import MAX_WIDTH, MIN_WIDTH
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
@@ -62,6 +64,23 @@ def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
     parser.print_usage(sys.stderr)
     print(f"kvtop: {message}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def one_report(write: Callable[[], int]) -> int:
+    """Run a one-shot report (`--once`); a bug becomes one sentence, not a traceback (which
+    could quote input); a closed pipe (`kvtop --once ... | head`) is a normal end."""
+    try:
+        return write()
+    except BrokenPipeError:
+        sys.stderr.close()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if debugging():
+            raise
+        print(f"kvtop: {unexpected_error(exc)}", file=sys.stderr)
+        return EXIT_UNREADABLE
 
 
 def print_check(result: PluginResult) -> int:

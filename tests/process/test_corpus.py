@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from tui_support import analysis_snapshot
 
 from tests.support.parser_checks import check_event
 from tests.support.paths import ROOT
+from tests.support.tui_support import analysis_snapshot
 from tui.model.analysis import Analysis, analyse
 from tui.model.build_snapshot import build_snapshot
 from tui.report.json_report import snapshot_json, to_json

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from tui_support import analysis_snapshot
 
 from tests.support.paths import REAL_LOGS, ROOT, STORY_LOG
+from tests.support.tui_support import analysis_snapshot
 from tui.live.screens.formula import explanation_text
 from tui.model.analysis import Analysis, analyse
 from tui.model.sizing.replay import HOST_KV, OTHER_STARTUP

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from tui_support import analysis_snapshot
 
 from tests.support.paths import REAL_LOGS, STORY_LOG
+from tests.support.tui_support import analysis_snapshot
 from tui.live.view_state import ViewState, status_facts
 from tui.model.analysis import analyse
 from tui.model.build_snapshot import build_snapshot

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
-from tui_support import analysis_snapshot
 
 from tests.support.parser_checks import check_event
+from tests.support.tui_support import analysis_snapshot
 from tui.model.analysis import analyse
 from tui.report.json_report import to_json
 from tui.report.text import print_snapshot

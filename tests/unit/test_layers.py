@@ -142,7 +142,7 @@ LAYERS = (
         ),
     ),
     # -- the command lines: the only modules that see every wing ------------------------------
-    Layer("option rules", ("tui.options",), ("tui.report.width",), NO_UI),
+    Layer("option rules", ("tui.options",), ("tui.report.width", "tui.report.unexpected"), NO_UI),
     Layer("command line", ("tui.cli", "tui.__main__", "tui.fleet.cli"), ("tui",)),
     Layer("package", ("tui", "tui.data"), (), NO_UI, exact=True),
 )

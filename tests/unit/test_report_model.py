@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from tui_support import analysis_snapshot
 
 from tests.support.paths import STORY_LOG
+from tests.support.tui_support import analysis_snapshot
 from tui.model.analysis import analyse
 from tui.model.kv_usage import load_from_batch, load_line
 from tui.report.json_report import to_json

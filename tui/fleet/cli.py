@@ -11,14 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import sys
 from typing import TYPE_CHECKING
 
 from tui.fleet.model import Fleet
 from tui.options import (
     DUMB_TERMINAL,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
@@ -27,6 +25,7 @@ from tui.options import (
     first_broken,
     has_terminal,
     interval_problem,
+    one_report,
     output_problem,
     print_check,
     usage_error,
@@ -169,29 +168,17 @@ def read_fleet(args: argparse.Namespace, token: str | None) -> Fleet:
 def write_once(fleet: Fleet, args: argparse.Namespace, thresholds: Thresholds) -> int:
     """`--once` (text) or `--once --json`; 1 when Prometheus gave nothing (the sentence is in
     the report), else 0."""
-    from tui.report.plain_output import PlainWriter, takes_unicode
-    from tui.report.width import report_width
+    from tui.report.plain_output import stdout_console, write_json
 
-    unicode_ok = takes_unicode(sys.stdout)
     if args.json:
         from tui.fleet.json_report import fleet_json
 
-        json.dump(fleet_json(fleet, thresholds), sys.stdout, indent=2, ensure_ascii=not unicode_ok)
-        sys.stdout.write("\n")
+        write_json(fleet_json(fleet, thresholds))
     else:
-        from rich.console import Console
-
         from tui.fleet.text_report import print_fleet
 
-        out = sys.stdout if unicode_ok else PlainWriter(sys.stdout)
-        console = Console(
-            file=out,  # type: ignore[arg-type]  # PlainWriter: write() here, the rest of TextIO its stream's
-            highlight=False,
-            soft_wrap=False,
-            width=report_width(args.width),
-        )
         with contextlib.suppress(SystemExit):  # Rich's answer to a closed pipe
-            print_fleet(fleet, console, thresholds)
+            print_fleet(fleet, stdout_console(args.width), thresholds)
     sys.stdout.flush()
     return EXIT_UNREADABLE if fleet.problem and not fleet.deployments else EXIT_OK
 
@@ -271,15 +258,4 @@ def main_fleet(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         return EXIT_UNREADABLE
     if not args.once:
         return run_live(args, token, config)
-    try:
-        return write_once(read_fleet(args, token), args, config.thresholds)
-    except BrokenPipeError:
-        sys.stderr.close()
-        return EXIT_OK
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except Exception as exc:
-        if debugging():
-            raise
-        print(f"kvtop: {unexpected_error(exc)}", file=sys.stderr)
-        return EXIT_UNREADABLE
+    return one_report(lambda: write_once(read_fleet(args, token), args, config.thresholds))

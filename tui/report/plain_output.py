@@ -4,9 +4,12 @@ locale): the same text with ASCII glyphs, never a UnicodeEncodeError."""
 from __future__ import annotations
 
 import codecs
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from tui.model.snapshot import SourceState
+
+if TYPE_CHECKING:  # Rich is imported when a text report is written, not before
+    from rich.console import Console
 
 # The report's own glyphs in ASCII. One character for one wherever a glyph can sit in a table
 # cell (Rich has laid the columns out already; the report never cuts a cell, so "…" is only
@@ -75,3 +78,31 @@ class PlainWriter:
 
     def __getattr__(self, name: str) -> object:  # flush, isatty, fileno, ...
         return getattr(self._stream, name)
+
+
+def write_json(data: object) -> None:
+    """A report's JSON on stdout; on a stream that cannot take the characters, \\u escapes (the
+    same JSON)."""
+    import json
+    import sys
+
+    json.dump(data, sys.stdout, indent=2, ensure_ascii=not takes_unicode(sys.stdout))
+    sys.stdout.write("\n")
+
+
+def stdout_console(width: int | None) -> Console:
+    """A Rich console on stdout for a text report: `width` columns (--width, else the report
+    width rule), ASCII glyphs where the stream cannot take Unicode, no highlighting."""
+    import sys
+
+    from rich.console import Console
+
+    from tui.report.width import report_width
+
+    out = sys.stdout if takes_unicode(sys.stdout) else PlainWriter(sys.stdout)
+    return Console(
+        file=out,  # type: ignore[arg-type]  # PlainWriter: write() here, the rest of TextIO its stream's
+        highlight=False,
+        soft_wrap=False,
+        width=report_width(width),
+    )
