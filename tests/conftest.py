@@ -15,6 +15,34 @@ def story_log() -> Path:
     return STORY_LOG
 
 
+# -- the machine's own settings stay out ----------------------------------------------------------
+# kvtop reads settings from the environment: a config file under XDG_CONFIG_HOME (a `url` in it
+# would point every run at a server), the API key, the CUDA devices that place ranks by order,
+# the Hugging Face cache that gives the sizing a config.json, the folder views are saved in.
+# The suite runs on what each test sets, never on what the machine it runs on has: these point
+# at an empty folder (or are unset) for the whole run, child processes included; a test that
+# needs one sets it itself (monkeypatch, or the env of its subprocess).
+_UNSET = ("SGLANG_API_KEY", "CUDA_VISIBLE_DEVICES", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE")
+_EMPTY_DIRS = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "HF_HOME")
+_saved_environ: dict[str, str] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import tempfile
+
+    _saved_environ.update(os.environ)
+    empty = tempfile.mkdtemp(prefix="kvtop-tests-env-")
+    for name in _UNSET:
+        os.environ.pop(name, None)
+    for name in _EMPTY_DIRS:
+        os.environ[name] = os.path.join(empty, name.lower())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    os.environ.clear()
+    os.environ.update(_saved_environ)
+
+
 # -- no skips in CI --------------------------------------------------------------------------
 # CI's machine has everything the suite needs (.ci/run installs it), so a test that skips there
 # hides a broken set-up or a test that no longer runs. Under CI=true a skip fails the run; the
