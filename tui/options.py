@@ -19,6 +19,7 @@ EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 # Stopped by a signal before the report (128 + the signal's number, as shells do).
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 3600
+JSON_WITHOUT_ONCE = "--json goes with --once"
 
 
 class PluginResult(Protocol):
@@ -40,7 +41,7 @@ def output_problem(args: argparse.Namespace) -> str | None:
     """The first misuse of --json, --width or --interval, in words; None when they are fine.
     --interval may be unset (None) when no flag and no config file gave it."""
     rules = (
-        (args.json and not args.once, "--json goes with --once"),
+        (args.json and not args.once, JSON_WITHOUT_ONCE),
         (
             args.width is not None and (args.json or not args.once),
             "--width goes with --once (the text report)",

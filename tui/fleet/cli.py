@@ -20,6 +20,7 @@ from tui.options import (
     EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
+    JSON_WITHOUT_ONCE,
     NO_TERMINAL,
     dumb_terminal,
     first_broken,
@@ -110,20 +111,14 @@ def option_problem(args: argparse.Namespace) -> str | None:
             "--export serves this host's numbers and --prometheus reads the fleet's: give one "
             "or the other",
         ),
-    )
-    check_alone = (
+        # Before --check's own rule, as for one host: `--check --json` is told about --json.
+        (args.json and not args.once, JSON_WITHOUT_ONCE),
         (
             args.check and (args.once or args.json),
             "--check prints its own status line: leave out --once and --json",
         ),
     )
-    problem = (
-        first_broken(rules)
-        or (args.json and not args.once and "--json goes with --once")
-        or first_broken(check_alone)
-        or output_problem(args)
-        or interval_problem(args.interval)
-    )
+    problem = first_broken(rules) or output_problem(args) or interval_problem(args.interval)
     return problem or prometheus_url_problem(args.prometheus) or _selector_problem(args.selector)
 
 

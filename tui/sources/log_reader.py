@@ -48,7 +48,7 @@ class LogReader:
         """Lines folded by another source (the demo's story): its state, read now."""
         self.health, self.good_at = health, time.monotonic()
 
-    def _fold(self, lines: list[str]) -> None:
+    def _fold(self, lines: list[str | bytes] | list[str]) -> None:
         fold_lines(lines, self.tracker, self.raw_lines)
 
     # -- once ---------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ class LogReader:
             follower = self.follower = LogFollower(self.log_file, lane=lane)
             self.health = SourceHealth("log", SourceState.OK)
             async for text in follower.lines():
-                fold_lines([text], self.tracker, self.raw_lines)
+                self._fold([text])
         finally:
             lane.leave()  # ended (stdin closed, no log): the ticks no longer wait for it
 
