@@ -18,6 +18,7 @@ from tui.model.sizing.model_config import ConfigFile
 from tui.model.snapshot import HostMemory, Snapshot, SourceHealth
 from tui.model.status.identity import find_mismatches, server_info_mismatches
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
+from tui.model.status.watch import Watch
 from tui.server_url import is_loopback, url_problem
 from tui.sglang.metrics import MetricsSample, ServerInfo
 from tui.sglang.raw_lines import RawLines
@@ -135,9 +136,12 @@ class Session:
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
     clock: Callable[[], float] = time.time  # stamps snapshots (tests fix it)
+    # Judges every Snapshot in turn: one verdict for every view, and the timeline.
+    watch: Watch = field(init=False)
 
     def __post_init__(self) -> None:
         self.interval_s = self.options.interval_s
+        self.watch = Watch(self.options.thresholds)
         opts = self.options
         self.log = LogReader(
             self.tracker,
@@ -289,6 +293,7 @@ class Session:
             notes=notes,
             server=server,
             mismatches=find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info),
+            watch=self.watch,
         )
 
     @staticmethod

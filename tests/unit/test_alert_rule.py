@@ -22,6 +22,7 @@ from tui.model.status.alert_rule import (
 from tui.model.status.gpu_alerts import gpu_alerts
 from tui.model.status.identity import Mismatch
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Level, Thresholds, glyph
+from tui.model.status.watch import judged
 from tui.report.check import check
 from tui.session import Options, Session
 
@@ -44,12 +45,12 @@ def with_gpu(snapshot: Snapshot, index: int, **changes: object) -> Snapshot:
     gpus = list(snapshot.gpus)
     gpu = gpus[index]
     gpus[index] = replace(gpu, sample=replace(gpu.sample, **changes))
-    return replace(snapshot, gpus=tuple(gpus))
+    return judged(replace(snapshot, gpus=tuple(gpus)))
 
 
 def with_source(snapshot: Snapshot, health: SourceHealth) -> Snapshot:
     sources = tuple(health if s.name == health.name else s for s in snapshot.sources)
-    return replace(snapshot, sources=sources)
+    return judged(replace(snapshot, sources=sources))
 
 
 def test_a_healthy_ready_server_has_no_alert(ready: Snapshot) -> None:

@@ -21,8 +21,10 @@ from tui.model.kv_usage import BATCH_CURRENT_S, kv_usage, source_text
 from tui.model.snapshot import Snapshot, SourceHealth, SourceState
 from tui.model.status.freshness import is_fresh, stale_after_s, stale_age_s
 from tui.model.status.identity import Mismatch
-from tui.model.status.levels import Level, Thresholds
+from tui.model.status.levels import Alert, Level, Thresholds
 from tui.model.status.server_status import ServerStatus, header_state
+from tui.model.status.verdict import Verdict
+from tui.model.status.watch import Watch, judged
 from tui.report.json_report import snapshot_json
 from tui.sglang.metrics import parse_exposition
 
@@ -67,63 +69,80 @@ def test_stale_after_three_intervals() -> None:
 
 
 # -- the header ----------------------------------------------------------------------------------
-def test_ready_is_green_while_the_server_answers() -> None:
-    state = header_state(READY, _sources(), 1.0)
+OK = Verdict(Level.OK, (), "ready")
+
+
+def _verdict(*alerts: tuple[Level, str]) -> Verdict:
+    found = tuple(Alert(level, kind, f"{kind} words", "server") for level, kind in alerts)
+    return Verdict(max((a.level for a in found), key=list(Level).index), found, "words")
+
+
+def test_ready_is_green_while_the_verdict_is_ok() -> None:
+    state = header_state(READY, _sources(), 1.0, OK)
     assert (state.text, state.level) == ("ready 2h14m", Level.OK)
 
 
-def test_metrics_that_stopped_answering_make_the_header_a_warning() -> None:
-    # The log is read (fresh) but says nothing about the server being alive: an idle server
-    # logs nothing, a killed one nothing either.
-    state = header_state(READY, _sources(metrics=185.0, state=SourceState.OFF), 1.0)
-    assert (state.text, state.level) == ("▲ ready 2h14m · metrics down 3m05s", Level.WARNING)
+def test_the_header_level_is_the_verdicts_and_counts_its_alerts() -> None:
+    # Metrics that stopped answering: the words say for how long, the verdict decides.
+    down = _sources(metrics=185.0, state=SourceState.OFF)
+    state = header_state(READY, down, 1.0, _verdict((Level.CRITICAL, "server_down")))
+    assert (state.text, state.level) == (
+        "✖ ready 2h14m · metrics down 3m05s · 1 alert",
+        Level.CRITICAL,
+    )
     # One late scrape is not "down": the age is still within three intervals.
-    assert (
-        header_state(READY, _sources(metrics=2.5, state=SourceState.DEGRADED), 1.0).level
-        == Level.OK
-    )
+    late = _sources(metrics=2.5, state=SourceState.DEGRADED)
+    assert header_state(READY, late, 1.0, OK) == header_state(READY, _sources(), 1.0, OK)
 
 
-def test_without_metrics_a_fresh_log_keeps_ready_and_a_stale_one_does_not() -> None:
-    never = _sources(metrics=None, state=SourceState.OFF)  # a server without --enable-metrics
-    assert header_state(READY, never, 1.0) == header_state(READY, never[:2], 1.0)
-    assert header_state(READY, never, 1.0).level == Level.OK
+def test_words_without_an_alert_never_colour_the_header() -> None:
+    # An idle server without --enable-metrics logs nothing for minutes: said, not alarmed.
     stale = _sources(log=250.0, metrics=None, state=SourceState.OFF)
-    state = header_state(READY, stale, 1.0)
-    assert (state.text, state.level) == ("▲ ready 2h14m · log stale 4m10s", Level.WARNING)
+    state = header_state(READY, stale, 1.0, OK)
+    assert (state.text, state.level) == ("ready 2h14m · log stale 4m10s", Level.OK)
     journal = (SourceHealth("journal", SourceState.DEGRADED, "removed", 250.0),)
-    assert header_state(READY, journal, 1.0).text == "▲ ready 2h14m · journal stale 4m10s"
-    assert header_state(READY, (SourceHealth("log", SourceState.OFF, None, None),), 1.0).text == (
-        "▲ ready 2h14m · no source answers"
-    )
+    assert header_state(READY, journal, 1.0, OK).text == "ready 2h14m · journal stale 4m10s"
 
 
 def test_a_starting_server_is_not_judged_by_its_metrics() -> None:
     # /metrics answers only once the server is ready: no "down" while it starts.
-    state = header_state(STARTING, _sources(metrics=None, state=SourceState.OFF), 1.0)
+    state = header_state(STARTING, _sources(metrics=None, state=SourceState.OFF), 1.0, OK)
     assert (state.text, state.level) == (STARTING.text, Level.OK)
 
 
-def test_a_mismatch_warns_and_a_lost_gpu_is_critical_with_its_glyph() -> None:
-    state = header_state(READY, _sources(), 1.0, mismatched=True)
-    assert (state.text, state.level) == ("▲ ready 2h14m · sources disagree", Level.WARNING)
-    state = header_state(READY, _sources(), 1.0, lost_gpus=(3,), gpu_count=8)
-    assert (state.text, state.level) == ("✖ ready 2h14m · GPU 3 lost", Level.CRITICAL)
-    assert "all 8 GPUs lost" in header_state(READY, (), 1.0, lost_gpus=range(8), gpu_count=8).text
-    assert "GPUs 1, 2 lost" in header_state(READY, (), 1.0, lost_gpus=(1, 2), gpu_count=8).text
-    # Critical outranks the warning; both reasons are said.
+def test_a_mismatch_and_a_lost_gpu_are_named_at_the_verdicts_level() -> None:
+    mismatch = _verdict((Level.WARNING, "mismatch"))
+    state = header_state(READY, _sources(), 1.0, mismatch)
+    assert (state.text, state.level) == (
+        "▲ ready 2h14m · sources disagree · 1 alert",
+        Level.WARNING,
+    )
+    lost = _verdict((Level.CRITICAL, "gpu_lost"))
+    state = header_state(READY, _sources(), 1.0, lost, lost_gpus=(3,), gpu_count=8)
+    assert (state.text, state.level) == ("✖ ready 2h14m · GPU 3 lost · 1 alert", Level.CRITICAL)
+    many = header_state(READY, (), 1.0, lost, lost_gpus=range(8), gpu_count=8)
+    assert "all 8 GPUs lost" in many.text
+    assert (
+        "GPUs 1, 2 lost" in header_state(READY, (), 1.0, lost, lost_gpus=(1, 2), gpu_count=8).text
+    )
+    both = _verdict((Level.CRITICAL, "gpu_lost"), (Level.WARNING, "source_down"))
     state = header_state(
-        READY, _sources(metrics=185.0, state=SourceState.OFF), 1.0, lost_gpus=(3,), gpu_count=8
+        READY,
+        _sources(metrics=185.0, state=SourceState.OFF),
+        1.0,
+        both,
+        lost_gpus=(3,),
+        gpu_count=8,
     )
     assert state.level == Level.CRITICAL
-    assert state.text == "✖ ready 2h14m · GPU 3 lost · metrics down 3m05s"
+    assert state.text == "✖ ready 2h14m · GPU 3 lost · metrics down 3m05s · 2 alerts"
     restarted = ServerStatus("ready", "ready 5m00s", 2, 300.0)
-    assert header_state(restarted, _sources(), 1.0).text == "ready 5m00s · restarted 2×"
+    assert header_state(restarted, _sources(), 1.0, OK).text == "ready 5m00s · restarted 2×"
 
 
 def test_status_facts_from_a_snapshot_with_a_mismatch_and_a_lost_gpu() -> None:
-    """The view state's status facts from a real snapshot: never green with a mismatch (the
-    identity check fills `mismatches`) or a lost GPU; stale ages beside the markers."""
+    """The view state's status facts from a real snapshot: the level is its verdict's (a
+    mismatch warns, a lost GPU is critical); stale ages beside the markers."""
     base = demo_snapshot()
     state = ViewState(source_label="demo", snapshot=base)
     facts = status_facts(state, lambda: base.taken_at)
@@ -131,19 +150,20 @@ def test_status_facts_from_a_snapshot_with_a_mismatch_and_a_lost_gpu() -> None:
     assert facts.source_ages == (None, None, None)
 
     mismatch = Mismatch("max_total_num_tokens", 159277, 655360, "metrics")
-    state.snapshot = replace(base, mismatches=(mismatch,))
+    state.snapshot = judged(replace(base, mismatches=(mismatch,)))
     facts = status_facts(state, lambda: base.taken_at)
-    assert facts.level == Level.WARNING and facts.state == "▲ ready 1m00s · sources disagree"
+    assert facts.level == Level.WARNING
+    assert facts.state == "▲ ready 1m00s · sources disagree · 1 alert"
 
     gpus = list(base.gpus)
     gpus[3] = replace(gpus[3], sample=replace(gpus[3].sample, status="lost"))
-    state.snapshot = replace(base, gpus=tuple(gpus))
+    state.snapshot = judged(replace(base, gpus=tuple(gpus)))
     facts = status_facts(state, lambda: base.taken_at)
-    assert facts.level == Level.CRITICAL and facts.state == "✖ ready 1m00s · GPU 3 lost"
+    assert facts.level == Level.CRITICAL and facts.state == "✖ ready 1m00s · GPU 3 lost · 1 alert"
 
-    state.snapshot = _with_sources(base, metrics=185.0)
+    state.snapshot = judged(_with_sources(base, metrics=185.0))
     facts = status_facts(state, lambda: base.taken_at)
-    assert facts.level == Level.WARNING and facts.state == "▲ ready 1m00s · metrics down 3m05s"
+    assert facts.state == "ready 1m00s · metrics down 3m05s"  # its numbers still arrive: no alert
     assert facts.source_ages == (None, None, "3m05s")
     state.problem = "kvtop stopped reading its sources"
     assert status_facts(state, lambda: base.taken_at).state_kind == "failed"
@@ -181,11 +201,14 @@ def test_an_old_batch_line_is_the_last_known_usage_not_the_current_one(tmp_path:
     assert source_text(old, 3.0) == (
         "last known usage: log decode batch line 2026-02-27 09:09:04, 294d0h ago"
     )
-    state = ViewState(source_label="log", snapshot=snapshot)
-    state.thresholds = Thresholds(kv_usage_warning_pct=10, kv_usage_critical_pct=20)
-    facts = kv_facts(state, lambda: (LAST_BATCH + timedelta(days=294)).timestamp())
+    low = Thresholds(kv_usage_warning_pct=10, kv_usage_critical_pct=20)
+    then = (LAST_BATCH + timedelta(days=294)).timestamp()
+    state = ViewState(source_label="log", snapshot=judged(replace(snapshot, taken_at=then), low))
+    facts = kv_facts(state, lambda: then)
     assert facts is not None and facts.usage_level == Level.OK  # no alert colour for old numbers
-    fresh = kv_facts(state, lambda: (LAST_BATCH + timedelta(seconds=5)).timestamp())
+    soon = (LAST_BATCH + timedelta(seconds=5)).timestamp()
+    state.snapshot = judged(replace(snapshot, taken_at=soon), low)
+    fresh = kv_facts(state, lambda: soon)
     assert fresh is not None and fresh.usage_level == Level.CRITICAL  # 30 % over a 20 % threshold
 
 
@@ -215,14 +238,16 @@ def test_kv_usage_and_queue_levels_from_the_thresholds() -> None:
     facts = kv_facts(state, lambda: base.taken_at)
     assert facts is not None and facts.usage_level == Level.OK and facts.queue_level == Level.OK
     assert facts.usage.usage_pct is not None and 60 < facts.usage.usage_pct < 85
-    state.thresholds = Thresholds(kv_usage_warning_pct=50, kv_usage_critical_pct=95)
+    state.snapshot = judged(base, Thresholds(kv_usage_warning_pct=50, kv_usage_critical_pct=95))
     facts = kv_facts(state, lambda: base.taken_at)
     assert facts is not None and facts.usage_level == Level.WARNING
-    # The queue: how long it has not emptied, from successive snapshots (tui/model/history).
+    # The queue: how long it has not emptied, from successive snapshots the watch judged.
     queued = parse_exposition(build_exposition(Deployment(queued=4)))
+    watch = Watch()
     for seconds in (0, 20, 40):
-        state.history.record(replace(base, taken_at=base.taken_at + seconds, metrics=queued), 30)
-    state.snapshot = replace(base, taken_at=base.taken_at + 40, metrics=queued)
+        later = replace(base, taken_at=base.taken_at + seconds, metrics=queued)
+        verdict, _ = watch.look(later)
+    state.snapshot = replace(later, verdict=verdict)
     facts = kv_facts(state, lambda: base.taken_at + 40)
     assert facts is not None and facts.queued_for_s == 40.0 and facts.queue_level == Level.WARNING
 

@@ -15,6 +15,7 @@ from tui.model.memory.process_owner import ProcessInfo, other_pids, other_proces
 from tui.model.status.gpu_alerts import GpuAlert, gpu_alerts
 from tui.model.status.levels import Level, Thresholds
 from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
+from tui.model.status.watch import judged
 
 
 def test_gpu_span_runs_and_gaps() -> None:
@@ -98,7 +99,7 @@ def test_gpu_alert_levels_follow_the_alert_rule() -> None:
     change(3, power_w=599.0, power_limit_w=600.0)
     change(4, free_gib=1.0)
     gpus[5] = replace(gpus[5], sample=replace(gpus[5].sample, status="lost"), memory=lost_memory())
-    found = gpu_alerts(replace(snapshot, gpus=tuple(gpus)), Thresholds())
+    found = gpu_alerts(judged(replace(snapshot, gpus=tuple(gpus)), Thresholds()))
     assert found[0] == GpuAlert(Level.OK)
     assert (found[1].level, found[1].temperature) == (Level.CRITICAL, Level.CRITICAL)
     assert "94 °C" in found[1].reasons[0]
@@ -110,5 +111,7 @@ def test_gpu_alert_levels_follow_the_alert_rule() -> None:
     )
     assert (found[4].level, found[4].free) == (Level.WARNING, Level.WARNING)
     assert found[5].level == Level.CRITICAL and "lost" in found[5].reasons[0]
-    calmer = gpu_alerts(replace(snapshot, gpus=tuple(gpus)), Thresholds(temperature_warning_c=90.0))
+    calmer = gpu_alerts(
+        judged(replace(snapshot, gpus=tuple(gpus)), Thresholds(temperature_warning_c=90.0))
+    )
     assert calmer[2].level == Level.OK  # the thresholds the user set

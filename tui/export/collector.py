@@ -40,6 +40,16 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "The server kvtop watches: SGLang version, model, parallel sizes, nodes, PD role, "
         "this host's name and the multi-node rendezvous address (empty: not known).",
     ),
+    ff.VERDICT: (
+        "gauge",
+        "1 for kvtop's verdict on this server (the level kvtop --check exits with), 0 for the "
+        "other levels.",
+    ),
+    ff.ALERT: (
+        "gauge",
+        "1 for each active alert of kvtop's verdict: its kind, severity and subject (gpu 3, "
+        "server, metrics, KV cache ...); the alert's words are in kvtop --once.",
+    ),
     ff.STARTUP_STATE: (
         "gauge",
         "1 for the server's current state as its log tells it, 0 for the other states.",
@@ -160,6 +170,22 @@ def phase_family(snapshot: Snapshot) -> Metric:
     return family
 
 
+def verdict_families(snapshot: Snapshot) -> list[Metric]:
+    """kvtop_verdict{level} and kvtop_alert{alert,severity,subject}: the one judgement."""
+    verdict = _gauge(ff.VERDICT, ("level",))
+    level = snapshot.verdict.level
+    for name in ff.VERDICT_LEVELS:
+        verdict.add_metric([name], 1 if name == level else 0)
+    alerts = _gauge(ff.ALERT, ff.ALERT_LABELS)
+    seen: set[tuple[str, str, str]] = set()
+    for alert in snapshot.verdict.alerts:
+        labels = (alert.kind, str(alert.level), alert.subject)
+        if labels not in seen:  # two alerts of one kind on one subject: one series
+            seen.add(labels)
+            alerts.add_metric(list(labels), 1)
+    return [verdict, alerts]
+
+
 def _log_asked(snapshot: Snapshot) -> bool:
     """A log or journal was given (the startup's state and restarts are its)."""
     return any(s.name in ("log", "journal") and not s.asked_off for s in snapshot.sources)
@@ -257,6 +283,7 @@ def render(snapshot: Snapshot | None, hostname: str) -> list[Metric]:
         return [info_family(None, hostname), *(_empty(n) for n in FAMILIES if n != ff.INFO)]
     return [
         info_family(snapshot, hostname),
+        *verdict_families(snapshot),
         *lifecycle_families(snapshot),
         *gpu_families(snapshot),
         *kv_families(snapshot),

@@ -52,6 +52,12 @@ RESTARTS = "kvtop_restarts_total"
 SOURCE_UP = "kvtop_source_up"
 SOURCE_AGE = "kvtop_source_age_seconds"
 MISMATCH = "kvtop_mismatch"
+# kvtop_alert{alert,severity,subject}: 1 per active alert of the verdict (the alert's kind, its
+# level, what it is about); kvtop_verdict{level}: 1 for the verdict's level, 0 for the others.
+ALERT = "kvtop_alert"
+ALERT_LABELS = ("alert", "severity", "subject")
+VERDICT = "kvtop_verdict"
+VERDICT_LEVELS = ("ok", "warning", "critical", "unknown")
 INFO = "kvtop_info"
 # kvtop_info's labels, in the order docs/exporter.md lists them; dist_init_addr joins a
 # multi-node deployment's nodes (empty when the server runs on one node).

@@ -14,21 +14,9 @@ from tui.fleet.summary import (
     deployment_kv_usage_pct,
     deployment_state,
 )
-from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
-from tui.report.check import EXIT_CHECK, NAMED_AT_MOST, STATE_WORD, CheckResult, unknown
-
-
-def _plain(text: str) -> str:
-    """`|` starts the performance data: none may appear before it (as tui/report/check.py)."""
-    return " ".join(text.replace("|", "/").split())
-
-
-def _named(found: tuple[Alert, ...], level: Level) -> str:
-    """The alerts at the worst level (up to NAMED_AT_MOST), then how many more there are."""
-    top = [a for a in found if a.level == level]
-    words = "; ".join(a.text for a in top[:NAMED_AT_MOST])
-    rest = len(found) - min(len(top), NAMED_AT_MOST)
-    return words + (f"; and {rest} more" if rest else "")
+from tui.model.status.judge import named_alerts
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Level, Thresholds
+from tui.report.check import EXIT_CHECK, STATE_WORD, CheckResult, plain, unknown
 
 
 def _label(key: str) -> str:
@@ -82,7 +70,7 @@ def fleet_check(fleet: Fleet, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Ch
         )
     found = fleet_alerts(fleet, thresholds).everything()
     level = found[0].level if found else Level.OK
-    words = _named(found, level) if found else _ok_words(fleet)
-    line = f"KVTOP {STATE_WORD[level]} - {_plain(words)}"
+    words = named_alerts(found, level) if found else _ok_words(fleet)
+    line = f"KVTOP {STATE_WORD[level]} - {plain(words)}"
     perf = performance_data(fleet, thresholds)
     return CheckResult(EXIT_CHECK[level], f"{line} | {perf}" if perf else line)

@@ -22,8 +22,6 @@ from tui.model.status.levels import (
     DEFAULT_THRESHOLDS,
     Level,
     Thresholds,
-    kv_usage_level,
-    queue_level,
 )
 from tui.model.status.server_status import (
     AMBIENT,
@@ -165,15 +163,15 @@ def kv_facts(state: ViewState, clock: Callable[[], float]) -> KvFacts | None:
     if snapshot is None:
         return None
     usage = kv_usage(snapshot, state.request_len, now=datetime.fromtimestamp(clock()))
-    queued_for = state.history.queued_for_s() if usage.current else None
-    usage_level = kv_usage_level(usage.usage_pct, state.thresholds)
+    # The levels are the verdict's (the header's, the report's, --check's): judged once.
+    verdict = snapshot.verdict
     return KvFacts(
         usage=usage,
         series=state.history.token_usage_pct(),
         source=source_text(usage, stale_after_s(state.interval_s)),
-        usage_level=usage_level if usage.current else Level.OK,
-        queue_level=queue_level(queued_for, state.thresholds),
-        queued_for_s=queued_for,
+        usage_level=verdict.level_of("kv_usage"),
+        queue_level=verdict.level_of("queue"),
+        queued_for_s=verdict.queued_for_s if usage.current else None,
     )
 
 
@@ -219,7 +217,7 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
             status,
             sources,
             state.interval_s,
-            mismatched=bool(snapshot.mismatches),
+            snapshot.verdict,
             lost_gpus=_lost_gpus(snapshot),
             gpu_count=len(snapshot.gpus),
         )

@@ -27,6 +27,7 @@ from tui.model.snapshot import (
 )
 from tui.model.status.identity import Mismatch
 from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, SHAPE, UNPLACED, Note, collapse
+from tui.model.status.watch import Watch
 from tui.sglang.metrics import MetricsSample, ServerInfo
 
 # NVML in use below what the log itemises by more than rounding: log and GPUs do not match.
@@ -212,10 +213,12 @@ def build_snapshot(
     notes: tuple[str, ...] = (),
     server: ServerTarget | None = None,
     mismatches: tuple[Mismatch, ...] = (),
+    watch: Watch | None = None,
 ) -> Snapshot:
     """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title;
     `process_infos`: pid -> command line and start time (whose process it is); `notes`: the
-    sources' own sentences (a log notice, a withheld API key), after the model's."""
+    sources' own sentences (a log notice, a withheld API key), after the model's; `watch`:
+    the session's judge (one look with the default thresholds when None)."""
     samples = nvml.gpus if nvml is not None else ()
     base = _base_gpu_id(analysis)
     visible = parse_visible_devices(cuda_visible_devices, [s.uuid for s in samples])
@@ -238,7 +241,7 @@ def build_snapshot(
     items = collapse(_mismatch_notes(gpus) + placement + shape_notes)
     if placement and not samples:
         sources = _with_gpus_missing(sources, placement[0].text)
-    return Snapshot(
+    unjudged = Snapshot(
         taken_at=taken_at,
         analysis=analysis,
         gpus=tuple(gpus),
@@ -253,3 +256,6 @@ def build_snapshot(
         server=server,
         mismatches=mismatches,
     )
+    # Judged before anyone sees it: every view shows this one verdict.
+    verdict, timeline = (watch or Watch()).look(unjudged)
+    return replace(unjudged, verdict=verdict, timeline=timeline)

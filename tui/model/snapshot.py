@@ -14,6 +14,7 @@ from tui.model.memory.gpu_reading import GpuSample, GpuStatus
 from tui.model.server_target import ServerTarget
 from tui.model.status.identity import Mismatch
 from tui.model.status.notes import OTHER, Note
+from tui.model.status.verdict import UNJUDGED, Seen, Verdict
 from tui.model.str_enum import StrEnum
 from tui.sglang.metrics import MetricsSample, ServerInfo
 
@@ -101,6 +102,10 @@ class Snapshot:
     mismatches: tuple[Mismatch, ...] = ()
     # The model's notes with their kinds (collapsed); `notes` holds their sentences (JSON).
     note_items: tuple[Note, ...] = ()
+    # The one judgement every view shows, and what kvtop saw change before it
+    # (tui/model/status/watch.py; set by build_snapshot).
+    verdict: Verdict = UNJUDGED
+    timeline: tuple[Seen, ...] = ()
 
     @property
     def kinded_notes(self) -> tuple[Note, ...]:

@@ -8,21 +8,19 @@ Icinga, Zabbix and Sensu plugin convention reads: 0 OK, 1 WARNING, 2 CRITICAL, 3
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from tui.model.kv_usage import kv_now
 from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.memory.headroom import least_headroom_gib
 from tui.model.snapshot import Snapshot
-from tui.model.status.alert_rule import anything_read, evaluate, log_known, pct_1, unread_sources
-from tui.model.status.levels import Alert, Level, Thresholds
-from tui.model.status.server_status import server_status
+from tui.model.status.judge import judge
+from tui.model.status.levels import Level, Thresholds
+from tui.model.status.verdict import UNJUDGED
 
 # The plugin convention's exit status and state word per level.
 EXIT_CHECK = {Level.OK: 0, Level.WARNING: 1, Level.CRITICAL: 2, Level.UNKNOWN: 3}
 EXIT_UNKNOWN = EXIT_CHECK[Level.UNKNOWN]
 STATE_WORD = {level: level.value.upper() for level in Level}
-NAMED_AT_MOST = 3  # alerts named on the status line; the rest are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,14 +29,14 @@ class CheckResult:
     line: str  # the one line a plugin prints
 
 
-def _plain(text: str) -> str:
+def plain(text: str) -> str:
     """`|` starts the performance data: none may appear before it."""
     return " ".join(text.replace("|", "/").split())
 
 
 def unknown(reason: str) -> CheckResult:
     """UNKNOWN with a reason: nothing could be judged (no source, bad options, a bad file)."""
-    return CheckResult(EXIT_UNKNOWN, f"KVTOP {STATE_WORD[Level.UNKNOWN]} - {_plain(reason)}")
+    return CheckResult(EXIT_UNKNOWN, f"KVTOP {STATE_WORD[Level.UNKNOWN]} - {plain(reason)}")
 
 
 def _gib(value: float) -> str:
@@ -76,41 +74,14 @@ def performance_data(snapshot: Snapshot, t: Thresholds) -> str:
     return " ".join(data)
 
 
-def _state_words(snapshot: Snapshot) -> str:
-    if log_known(snapshot):
-        startup = snapshot.analysis.startup
-        return server_status(startup, datetime.fromtimestamp(snapshot.taken_at)).text
-    if snapshot.metrics is not None:
-        return "server answers /metrics"
-    return "no server start in the log yet"
-
-
-def _ok_words(snapshot: Snapshot, t: Thresholds) -> str:
-    words = [_state_words(snapshot)]
-    kv = kv_now(snapshot)
-    if kv.usage_pct is not None and kv.current:
-        words.append(f"KV cache {pct_1(kv.usage_pct, t.kv_usage_warning_pct)} full")
-    if snapshot.gpus:
-        count = len(snapshot.gpus)
-        words.append(f"{count} GPU{'s' if count != 1 else ''} fine")
-    return ", ".join(words)
-
-
-def _named(found: tuple[Alert, ...], level: Level) -> str:
-    """The alerts at the worst level (up to NAMED_AT_MOST), then how many more there are."""
-    top = [a for a in found if a.level == level]
-    words = "; ".join(a.text for a in top[:NAMED_AT_MOST])
-    rest = len(found) - min(len(top), NAMED_AT_MOST)
-    return words + (f"; and {rest} more" if rest else "")
-
-
 def check(snapshot: Snapshot, thresholds: Thresholds) -> CheckResult:
-    """The plugin's answer for this snapshot."""
-    if not anything_read(snapshot):
-        return unknown(f"no source could be read ({unread_sources(snapshot)})")
-    found = evaluate(snapshot, thresholds)
-    level = found[0].level if found else Level.OK
-    words = _named(found, level) if found else _ok_words(snapshot, thresholds)
-    line = f"KVTOP {STATE_WORD[level]} - {_plain(words)}"
+    """The plugin's answer for this snapshot: its verdict (the one every view shows) as a
+    state word and an exit status, with the performance data."""
+    verdict = snapshot.verdict
+    if verdict is UNJUDGED:  # a Snapshot made by hand: judged here, the same way
+        verdict = judge(snapshot, thresholds)
+    if verdict.level == Level.UNKNOWN:
+        return unknown(verdict.summary)
+    line = f"KVTOP {STATE_WORD[verdict.level]} - {plain(verdict.summary)}"
     perf = performance_data(snapshot, thresholds)
-    return CheckResult(EXIT_CHECK[level], f"{line} | {perf}" if perf else line)
+    return CheckResult(EXIT_CHECK[verdict.level], f"{line} | {perf}" if perf else line)

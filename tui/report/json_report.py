@@ -13,6 +13,7 @@ from tui.model.sizing.formula import DraftBudgetRule, WhatIf
 from tui.model.sizing.model_config import CellSize
 from tui.model.sizing.replay import RankSizing
 from tui.model.snapshot import GpuView, Snapshot
+from tui.model.status.verdict import Seen, Verdict, local_time
 from tui.sglang.events import RANK_TAGS, BatchStats, Failure, OomSizes, Summary
 from tui.sglang.lifecycle import crash_loop, phase_in_progress
 from tui.sglang.start_state import ModelMemory, RankStartup
@@ -339,9 +340,43 @@ def _gpu_json(view: GpuView) -> dict[str, object]:
     }
 
 
+def verdict_json(verdict: Verdict) -> dict[str, object]:
+    """The one judgement: `--check` exits with this level for the same inputs."""
+    return {
+        "level": verdict.level,
+        "alerts": [
+            {
+                "name": a.kind,
+                "severity": a.level,
+                "subject": a.subject,
+                "summary": a.text,
+                "since": None if a.since is None else local_time(a.since),
+            }
+            for a in verdict.alerts
+        ],
+        "summary": verdict.summary,
+    }
+
+
+def timeline_json(timeline: tuple[Seen, ...]) -> list[dict[str, object]]:
+    """What kvtop saw change, oldest first (bounded: tui/model/status/watch.TIMELINE_MAX)."""
+    return [
+        {
+            "time": s.time_text,
+            "kind": s.kind,
+            "subject": s.subject,
+            "text": s.text,
+            "level": s.level,
+        }
+        for s in timeline
+    ]
+
+
 def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
-    """The startup report plus the live parts: GPUs, metrics, host memory, source health."""
-    data = to_json(snapshot.analysis)
+    """The verdict, the startup report, and the live parts: GPUs, metrics, host memory,
+    source health, the timeline."""
+    data: dict[str, object] = {"verdict": verdict_json(snapshot.verdict)}
+    data.update(to_json(snapshot.analysis))
     metrics = snapshot.metrics
     data["gpus"] = [_gpu_json(g) for g in snapshot.gpus]
     data["rank_mapping"] = snapshot.rank_mapping
@@ -391,4 +426,5 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
         for g in snapshot.gpus
         for r in g.sample.rejected
     ]
+    data["timeline"] = timeline_json(snapshot.timeline)
     return data

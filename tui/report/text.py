@@ -16,7 +16,9 @@ from tui.model.sizing.replay import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS,
 from tui.model.snapshot import Snapshot
 from tui.model.status.identity import mismatch_text
 from tui.model.status.insights import oom_text
+from tui.model.status.levels import Level
 from tui.model.status.server_status import stopped_text
+from tui.model.status.verdict import Verdict, local_time
 from tui.report.reflow import FitColumn, FitTable, hang
 from tui.sglang.control_chars import make_visible
 from tui.sglang.events import Failure
@@ -537,10 +539,29 @@ def _kv_source_line(snapshot: Snapshot) -> Text:
     return _text(f"KV usage from: {source_text(usage, float('inf')) or 'metrics'}")
 
 
+_LEVEL_STYLE = {Level.CRITICAL: "bold red", Level.WARNING: "bold yellow", Level.UNKNOWN: "bold"}
+
+
+def verdict_lines(verdict: Verdict) -> list[Text]:
+    """`verdict: CRITICAL, 2 alerts` and each alert (glyph, words, since when), or
+    `verdict: OK - ready 2h14m, …`: the level `kvtop --check` exits with for the same inputs."""
+    word = verdict.level.value.upper()
+    style = _LEVEL_STYLE.get(verdict.level, "bold green")
+    if not verdict.alerts:
+        return [_text(f"verdict: {word} - {verdict.summary}", style=style)]
+    lines = [_text(f"verdict: {verdict.level.glyph} {word}, {verdict.count_text()}", style=style)]
+    for alert in verdict.alerts:
+        since = f" (since {local_time(alert.since)})" if alert.since is not None else ""
+        lines.append(_text(f"  {alert.level.glyph} {alert.text}{since}"))
+    return lines
+
+
 def render_snapshot(snapshot: Snapshot) -> Group:
-    """The whole report: title and verdict first, then the sources, the GPUs and the log's
-    numbers; sentences wrap with a hanging indent and tables reflow to the console's width."""
-    parts: list[RenderableType] = [*render_title(snapshot.analysis), Text("")]
+    """The whole report: the verdict and its alerts first, then the title, the sources, the
+    GPUs and the log's numbers; sentences wrap with a hanging indent and tables reflow to the
+    console's width."""
+    parts: list[RenderableType] = [*verdict_lines(snapshot.verdict), Text("")]
+    parts += [*render_title(snapshot.analysis), Text("")]
     parts.append(_sources_line(snapshot))
     # Sources about another server: said first, in red where the console has colour.
     parts += [

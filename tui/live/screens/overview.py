@@ -18,7 +18,6 @@ from tui.live.widgets.status_line import StatusLine
 from tui.live.widgets.text_panels import EventsPanel, HostKvLane, InsightsPanel, NoticesPanel
 from tui.model.kv_usage import kv_usage
 from tui.model.status.gpu_alerts import gpu_alerts
-from tui.model.status.identity import mismatch_text
 from tui.model.status.notes import shown_notes
 from tui.model.timeline import recent_events
 
@@ -130,8 +129,9 @@ class OverviewScreen(ShowsState, Screen[None]):
             snapshot.sources,
             shown_notes(snapshot.kinded_notes, state.dismissed_notes),
             state.demo,
-            mismatches=mismatch_text(snapshot.mismatches),
+            # The mismatches are alerts of the verdict: said once, with the other alerts.
             max_lines=max(2, state.rows // 4 - 1) if state.rows else 6,
+            alerts=snapshot.verdict.alerts,
         )
         gpus = state.shown_gpus()  # in the chosen order (o); the selection is by NVML index
         self._sync_rows(len(gpus))

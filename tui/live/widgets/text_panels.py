@@ -18,6 +18,7 @@ from tui.live.widgets.segments import StyledWidget
 from tui.model.event_view import event_words
 from tui.model.kv_usage import KvUsage
 from tui.model.snapshot import HostMemory, SourceHealth, SourceState
+from tui.model.status.levels import Alert, Level
 from tui.model.status.notes import Note
 from tui.model.timeline import EventRow
 from tui.sglang.control_chars import make_visible
@@ -231,8 +232,9 @@ class EventsPanel(TextPanel):
 
 
 class NoticesPanel(TextPanel):
-    """Sources that disagree about the server (red, first), sources degraded or off with their
-    reason, then the snapshot's notes (collapsed by kind in the model; dismissed advisories
+    """The verdict's active alerts that no GPU row shows (critical in red, first), sources
+    that disagree about the server, sources degraded or off with their reason (unless an alert
+    says it), then the snapshot's notes (collapsed by kind in the model; dismissed advisories
     left out). At most `max_lines` entries: the rest are counted, and the help lists them all.
     """
 
@@ -246,15 +248,23 @@ class NoticesPanel(TextPanel):
         *,
         mismatches: Sequence[str] = (),
         max_lines: int = 6,
+        alerts: Sequence[Alert] = (),
     ) -> None:
-        bad = tuple(h for h in sources if h.state != SourceState.OK and h.detail)
+        shown = tuple(a for a in alerts if not a.subject.startswith("GPU "))  # rows say those
+        said = {a.subject for a in shown}
+        if any(a.kind == "server_down" for a in shown):
+            said.add("metrics")  # the server's alert quotes what the scrape met
+        bad = tuple(
+            h for h in sources if h.state != SourceState.OK and h.detail and h.name not in said
+        )
         items = tuple(n if isinstance(n, Note) else Note("other", n) for n in notes)
         width = self.app.size.width if self.is_attached else 0
-        key = (bad, items, tuple(mismatches), max_lines, width)
-        self.set_content(key, lambda: self._build(bad, items, mismatches, max_lines, width))
+        key = (shown, bad, items, tuple(mismatches), max_lines, width)
+        self.set_content(key, lambda: self._build(shown, bad, items, mismatches, max_lines, width))
 
     def _build(
         self,
+        alerts: Sequence[Alert],
         bad: Sequence[SourceHealth],
         notes: Sequence[Note],
         mismatches: Sequence[str],
@@ -262,7 +272,11 @@ class NoticesPanel(TextPanel):
         width: int = 0,
     ) -> Text:
         text = Text(overflow="fold")
-        lines: list[tuple[str, str, str]] = [("mismatch", m, "bad") for m in mismatches]
+        lines: list[tuple[str, str, str]] = [
+            (f"{a.level.glyph} {a.subject}", a.text, "bad" if a.level == Level.CRITICAL else "warn")
+            for a in alerts
+        ]
+        lines += [("mismatch", m, "bad") for m in mismatches]
         lines += [(h.name, h.detail or "", "warn") for h in bad]
         for note in notes:
             hint = " (d: dismiss; ? shows it again)" if note.advisory else ""

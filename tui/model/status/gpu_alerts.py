@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import evaluate
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds, worst
+from tui.model.status.verdict import UNJUDGED
 
 # The rule's alert kinds, by the cell of a GPU row they colour.
 _CELLS = {"temperature": "temperature", "power": "power", "headroom": "free"}
@@ -45,6 +46,8 @@ def gpu_alert(index: int, found: Iterable[Alert]) -> GpuAlert:
 
 
 def gpu_alerts(snapshot: Snapshot, t: Thresholds = DEFAULT_THRESHOLDS) -> dict[int, GpuAlert]:
-    """Every GPU's alert in this snapshot, by NVML index."""
-    found = evaluate(snapshot, t)
+    """Every GPU's alert in this snapshot's verdict, by NVML index (judged here, with `t`,
+    only for a Snapshot made by hand)."""
+    verdict = snapshot.verdict
+    found = verdict.alerts if verdict is not UNJUDGED else evaluate(snapshot, t)
     return {g.sample.index: gpu_alert(g.sample.index, found) for g in snapshot.gpus}

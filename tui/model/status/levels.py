@@ -111,6 +111,8 @@ class Alert:
     kind: str  # one of the KINDS below
     text: str
     subject: str
+    # When kvtop first saw it active (epoch seconds; tui/model/status/watch.py), None before.
+    since: float | None = None
 
     def __post_init__(self) -> None:
         # A level given as its word ("warning") becomes the Level, so `alert.level.glyph` holds.

@@ -10,7 +10,8 @@ from datetime import datetime
 from tui.model.deployment_shape import deployment_shape
 from tui.model.snapshot import SourceHealth
 from tui.model.status.freshness import is_fresh, named
-from tui.model.status.levels import Level, worst
+from tui.model.status.levels import Level
+from tui.model.status.verdict import Verdict
 from tui.sglang.control_chars import make_visible
 from tui.sglang.lifecycle import crash_loop, current_step, phase_in_progress
 from tui.sglang.start_state import FAILED, READY, STOPPED, Startup
@@ -189,12 +190,12 @@ def _shape_facts(startup: Startup) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class HeaderState:
-    """The status line's state: the words and their alert level (tui/model/status/levels.py).
+    """The status line's state: the words and the verdict's level (tui/model/status/verdict.py).
 
-    `ready` is ok (green) only while the server answers (a fresh scrape) or, when /metrics has
-    never answered (disabled, --no-metrics), while its log is fresh. A mismatch between sources
-    or a lost GPU makes it critical whatever the server says. A level other than ok starts the
-    text with its glyph, so it reads without colour too.
+    The level is the verdict's, as in every other view: the state's colour and glyph are the
+    worst active alert's, and the count of active alerts follows the state. Words say why a
+    ready server's state may not be current (`metrics down 3m05s`, `log stale 4m10s`), sources
+    that disagree and lost GPUs; they never change the level on their own.
     """
 
     text: str
@@ -229,31 +230,28 @@ def header_state(
     status: ServerStatus,
     sources: Sequence[SourceHealth],
     interval_s: float,
+    verdict: Verdict,
     *,
-    mismatched: bool = False,
     lost_gpus: Sequence[int] = (),
     gpu_count: int = 0,
 ) -> HeaderState:
-    """The state as the status line says it: `ready 2h14m`, `ready 2h14m · metrics down 3m05s`
-    (warning), `▲ ready 2h14m · sources disagree` (warning), `✖ ready 2h14m · GPU 3 lost`
-    (critical)."""
+    """The state as the status line says it: `ready 2h14m`, `▲ ready 2h14m · metrics down
+    3m05s · 1 alert`, `▲ ready 2h14m · sources disagree · 1 alert`, `✖ ready 2h14m · GPU 3
+    lost · 1 alert`."""
     text = status.text
     if status.restart_text:
         text += f" · {status.restart_text}"
     elif status.restarts:
         text += f" · restarted {status.restarts}×"
-    reasons: list[tuple[Level, str]] = []
-    if mismatched:
-        # A warning, as in the alert rule and --check: the red notice names the difference.
-        reasons.append((Level.WARNING, "sources disagree"))
+    words: list[str] = []
+    if "mismatch" in verdict.kinds():
+        words.append("sources disagree")  # the red notice under it names each difference
     if lost_gpus:
-        reasons.append((Level.CRITICAL, _lost_text(lost_gpus, gpu_count)))
+        words.append(_lost_text(lost_gpus, gpu_count))
     if status.state == READY:
-        reasons += [(Level.WARNING, words) for words in _silence(sources, interval_s)]
-    # A server its operator stopped serves nothing: the error colour, as a failed start.
-    stopped = [Level.CRITICAL] if status.state == STOPPED else []
-    level = worst([*(level for level, _ in reasons), *stopped])
-    if level == Level.OK:
-        return HeaderState(text, Level.OK)
-    words = " · ".join([text, *(why for _, why in reasons)])
-    return HeaderState(f"{level.glyph} {words}", level)
+        words += _silence(sources, interval_s)
+    if verdict.alerts:
+        words.append(verdict.count_text())
+    level = verdict.level if verdict.level in (Level.WARNING, Level.CRITICAL) else Level.OK
+    joined = " · ".join([text, *words])
+    return HeaderState(f"{level.glyph} {joined}" if level.glyph else joined, level)
