@@ -172,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --prometheus: file holding the bearer token sent to Prometheus (the only way "
         "to give one)",
     )
+    parser.set_defaults(url_from_config=False)  # set by _apply_config
     return parser
 
 
@@ -183,6 +184,7 @@ def _options(args: argparse.Namespace, api_key: str | None) -> Options:
         unit=args.unit,
         journal_dir=args.journal_dir,
         url=args.url,
+        url_from_config=args.url_from_config,
         api_key=api_key,
         demo=args.demo,
         # The demo is self-contained: this machine's GPUs and servers are not part of it.
@@ -413,6 +415,7 @@ def _apply_config(args: argparse.Namespace) -> None:
     config = load_config(args.config)
     if not (args.log_file or args.unit or args.demo):
         args.unit = config.unit
+    args.url_from_config = args.url is None and config.url is not None
     if args.url is None:
         args.url = config.url
     if args.interval is None:

@@ -13,7 +13,7 @@ from tui.demo.source import DEMO_LOG, LOG_HEALTH, DemoSource
 from tui.model.analysis import Analysis, analyse
 from tui.model.build_snapshot import build_snapshot
 from tui.model.memory.gpu_reading import GpuStatus, NvmlReading
-from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
+from tui.model.server_target import FROM_CONFIG, FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
 from tui.model.sizing.model_config import ConfigFile
 from tui.model.snapshot import HostMemory, Snapshot, SourceHealth
 from tui.model.status.identity import find_mismatches, server_info_mismatches
@@ -60,6 +60,8 @@ class Options:
     unit: str | None = None
     journal_dir: str | None = None
     url: str | None = None
+    # `url` came from the config file, not --url (said so wherever the URL is named).
+    url_from_config: bool = False
     api_key: str | None = None
     demo: bool = False
     demo_speed: float = 1.0
@@ -90,11 +92,13 @@ class Options:
         return self.log_file or "no log"
 
 
-def server_url(explicit: str | None, tracker: StartupTracker) -> tuple[str, str]:
-    """(URL, where it came from): --url, else host and port from the logged server_args, else
-    SGLang's default on loopback."""
+def server_url(
+    explicit: str | None, tracker: StartupTracker, from_config: bool = False
+) -> tuple[str, str]:
+    """(URL, where it came from): --url (or the config file's url), else host and port from
+    the logged server_args, else SGLang's default on loopback."""
     if explicit:
-        return explicit, FROM_FLAG
+        return explicit, FROM_CONFIG if from_config else FROM_FLAG
     args = tracker.current.server_args
     if args is not None and args.port:
         host = args.host or "127.0.0.1"
@@ -181,7 +185,7 @@ class Session:
     # -- metrics --------------------------------------------------------------------------------
     def server_target(self) -> ServerTarget:
         """The server to scrape, why that one, and whether it may have the API key."""
-        url, source = server_url(self.options.url, self.tracker)
+        url, source = server_url(self.options.url, self.tracker, self.options.url_from_config)
         return ServerTarget(
             url=url.rstrip("/"),
             url_source=source,
@@ -294,6 +298,9 @@ class Session:
             server=server,
             mismatches=find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info),
             watch=self.watch,
+            # This host's journal (not files copied from another host), or the demo's story.
+            log_from_this_host=self.demo is not None
+            or (bool(self.options.unit) and not self.options.journal_dir),
         )
 
     @staticmethod

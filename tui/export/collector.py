@@ -246,11 +246,8 @@ def info_labels(snapshot: Snapshot | None, hostname: str) -> dict[str, str]:
     if snapshot is None:
         return labels
     startup = snapshot.analysis.startup
-    info = snapshot.server_info
-    if info is not None and info.version:
-        labels["sglang_version"] = info.version
-    elif startup.version.known:
-        labels["sglang_version"] = startup.version.text()
+    if snapshot.analysis.version_shown != "unknown":  # the one version string every view shows
+        labels["sglang_version"] = snapshot.analysis.version_shown
     args = startup.server_args
     if args is not None:
         labels["model"] = _text(args.served_model_name or args.model_path)

@@ -131,9 +131,7 @@ def _kv_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
     tokens = ""
     if kv.used_tokens is not None and kv.pool_tokens:
         tokens = f"{round(kv.used_tokens):,} of {round(kv.pool_tokens):,} tokens, "
-    text = (
-        f"{host.host}: KV cache {pct_1(pct, bound)} full ({tokens}{level} from {_number(bound)}%)"
-    )
+    text = f"{host.host}: KV cache {pct_1(pct, t.kv_usage_warning_pct, t.kv_usage_critical_pct)} full ({tokens}{level} from {_number(bound)}%)"
     return [Alert(level, "kv_usage", text, host.host)]
 
 

@@ -15,7 +15,6 @@ from tui.model.history import History, Series
 from tui.model.kv_usage import KvUsage, kv_usage, source_text
 from tui.model.memory.gpu_order import sorted_gpus
 from tui.model.memory.gpu_reading import GpuStatus
-from tui.model.sizing.formula import format_version
 from tui.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
 from tui.model.status.freshness import is_fresh, stale_after_s, stale_age_s
 from tui.model.status.levels import (
@@ -200,14 +199,9 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
     sources: tuple[SourceHealth, ...] = ()
     if snapshot is not None:
         startup = snapshot.analysis.startup
-        info = snapshot.server_info
-        version = None
-        if info is not None and info.version:
-            version = f"SGLang {info.version}"
-        elif snapshot.analysis.version is not None:
-            version = f"SGLang {format_version(snapshot.analysis.version, startup.version)}"
-        elif startup.version.known:
-            version = f"SGLang {startup.version.text()}"
+        # One version string for every view (tui/model/analysis.Analysis.version_shown).
+        shown = snapshot.analysis.version_shown
+        version = None if shown == "unknown" else f"SGLang {shown}"
         if version is not None:
             after.append(HeaderItem(version, version, EXTRA))
         after.extend(deployment_items(startup))

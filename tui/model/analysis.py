@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tui.model.memory.rank_memory import MemoryBreakdown, memory_breakdown
+from tui.model.sizing.formula import version_text
 from tui.model.sizing.model_config import ConfigFile
 from tui.model.sizing.replay import (
     CellSizeChoice,
@@ -18,6 +19,7 @@ from tui.model.sizing.replay import (
     sglang_version,
 )
 from tui.model.status.insights import insights, minimum_viable_mfs, next_step
+from tui.sglang.control_chars import make_visible
 from tui.sglang.server_args import ServerArgs
 from tui.sglang.start_state import RankStartup, Startup
 from tui.sglang.startup import StartupTracker
@@ -39,6 +41,9 @@ class Analysis:
     # A start refused for memory (not_enough_memory): the mfs at which the KV
     # cache gets 0 GiB, from SGLang's hint or the log's free-memory readings; else None.
     minimum_viable_mfs: float | None = None
+    # The SGLang version in the words every view shows: the server's own (or the user's
+    # --sglang-version) when given, else the log's range ("0.5.3–0.5.8").
+    version_shown: str = "unknown"
 
 
 def analyse(
@@ -89,6 +94,7 @@ def analyse(
         insights=tuple(found),
         next_step=next_step(startup.failure, startup) if startup.failure else None,
         version=version,
+        version_shown=_shown_version(version_override, version, startup),
         minimum_viable_mfs=_minimum_viable(startup),
     )
 
@@ -98,3 +104,11 @@ def _minimum_viable(startup: Startup) -> float | None:
     if failure is None or failure.kind != "not_enough_memory":
         return None
     return minimum_viable_mfs(failure, startup)
+
+
+def _shown_version(override: str | None, version: tuple[int, ...] | None, startup: Startup) -> str:
+    """One version string for every view: what the server (or --sglang-version) says as it
+    says it ("0.5.8.post1"), else the rule's version in the log's words."""
+    if override and override.strip():
+        return make_visible(override.strip())
+    return version_text(version, startup.version)

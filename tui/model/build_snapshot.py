@@ -26,9 +26,11 @@ from tui.model.snapshot import (
     SourceState,
 )
 from tui.model.status.identity import Mismatch
+from tui.model.status.liveness import server_gone
 from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, SHAPE, UNPLACED, Note, collapse
 from tui.model.status.watch import Watch
 from tui.sglang.metrics import MetricsSample, ServerInfo
+from tui.sglang.start_state import STOPPED
 
 # NVML in use below what the log itemises by more than rounding: log and GPUs do not match.
 MISMATCH_GIB = 0.5
@@ -214,6 +216,7 @@ def build_snapshot(
     server: ServerTarget | None = None,
     mismatches: tuple[Mismatch, ...] = (),
     watch: Watch | None = None,
+    log_from_this_host: bool = False,
 ) -> Snapshot:
     """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title;
     `process_infos`: pid -> command line and start time (whose process it is); `notes`: the
@@ -235,6 +238,13 @@ def build_snapshot(
         process_ranks, process_users or {}, process_infos or {}, _baseline_times(analysis)
     )
     gpus = [_gpu_view(s, mapping.get(s.index, ()), breakdowns, facts) for s in samples]
+    gone = server_gone(analysis.startup, gpus, breakdowns)
+    if gone is not None:
+        # NVML outranks a log that stopped talking: the server is stopped in every view, and
+        # its log's segments are not drawn on cards it has left.
+        startup = replace(analysis.startup, state=STOPPED, stopped_by=gone)
+        analysis = replace(analysis, startup=startup)
+        gpus = [_gpu_view(s, mapping.get(s.index, ()), {}, facts) for s in samples]
     by_order = _by_order_note(pids_visible, base, cuda_visible_devices, visible)
     placement = _placement_notes(nvml, mapping, how, log_ranks, by_order)
     shape_notes = [Note(SHAPE, text) for text in shape.flags()]
@@ -255,6 +265,7 @@ def build_snapshot(
         driver_version=nvml.driver_version if nvml is not None else None,
         server=server,
         mismatches=mismatches,
+        log_from_this_host=log_from_this_host,
     )
     # Judged before anyone sees it: every view shows this one verdict.
     verdict, timeline = (watch or Watch()).look(unjudged)

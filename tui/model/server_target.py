@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 # Where the URL came from (the JSON report's server.url_source).
 FROM_FLAG = "--url"
+FROM_CONFIG = "config.toml"
 FROM_LOG = "log server_args"
 FROM_DEFAULT = "default loopback"
 
 _WHY = {
     FROM_FLAG: "from --url",
+    FROM_CONFIG: "from the config file's url (config.toml)",
     FROM_LOG: "from the log's server_args",
     FROM_DEFAULT: "SGLang's default port on loopback: no --url and no port in the log",
 }
@@ -24,7 +26,7 @@ _WHY = {
 @dataclass(frozen=True, slots=True)
 class ServerTarget:
     url: str
-    url_source: str  # FROM_FLAG, FROM_LOG or FROM_DEFAULT
+    url_source: str  # FROM_FLAG, FROM_CONFIG, FROM_LOG or FROM_DEFAULT
     loopback: bool  # the host is a loopback address (127.0.0.0/8, ::1) or localhost
     key_given: bool  # --api-key-file or SGLANG_API_KEY named a key
     contacted: bool  # metrics are on (not --no-metrics)

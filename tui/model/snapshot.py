@@ -36,6 +36,11 @@ class SourceState(StrEnum):
 MARKS = {SourceState.OK: "●", SourceState.DEGRADED: "◐", SourceState.OFF: "○"}
 
 
+UNREACHABLE = "unreachable"
+METRICS_DISABLED = "metrics_disabled"
+ANSWERED = "answered"
+
+
 @dataclass(frozen=True, slots=True)
 class SourceHealth:
     """One input's state: ok, degraded (with the reason) or off (with the reason)."""
@@ -47,6 +52,10 @@ class SourceHealth:
     age_s: float | None = None
     # Off because the user asked for it (--no-gpus, no log given): not a fault.
     asked_off: bool = False
+    # Why a server source gives no numbers, when it matters to the verdict: UNREACHABLE (no
+    # answer at all), METRICS_DISABLED (/metrics 404: no --enable-metrics), ANSWERED (the
+    # server answered, but not with numbers: a refused key, a 5xx, another service).
+    cause: str | None = None
 
     def __post_init__(self) -> None:
         # A state given as its word ("ok") becomes the SourceState, so `state.mark` holds.
@@ -106,6 +115,14 @@ class Snapshot:
     # (tui/model/status/watch.py; set by build_snapshot).
     verdict: Verdict = UNJUDGED
     timeline: tuple[Seen, ...] = ()
+    # The log is this host's own (its journal read here, or the demo); see `log_here`.
+    log_from_this_host: bool = False
+
+    @property
+    def log_here(self) -> bool:
+        """The log comes from this host: its journal is read here, or the server's processes
+        run on this host's GPUs. Only then is it compared with this host's RAM."""
+        return self.log_from_this_host or self.rank_mapping == "process"
 
     @property
     def kinded_notes(self) -> tuple[Note, ...]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tui import fmt
 from tui.model.kv_usage import kv_now
 from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.memory.headroom import least_headroom_gib
@@ -54,7 +55,9 @@ def performance_data(snapshot: Snapshot, t: Thresholds) -> str:
     kv = kv_now(snapshot)
     data = []
     if kv.usage_pct is not None and kv.current:
-        pct = f"{kv.usage_pct:.2f}"
+        # Two decimals by the rule of every screen: 94.9999 is 94.99, never the 95 it is under.
+        pct = fmt.pct(kv.usage_pct, 2, edges=(t.kv_usage_warning_pct, t.kv_usage_critical_pct))
+        pct = pct.rstrip("%").lstrip("<>").replace(",", "")
         data.append(f"kv_usage={pct}%;{t.kv_usage_warning_pct:g};{t.kv_usage_critical_pct:g};0;100")
     if kv.used_tokens is not None:
         data.append(f"kv_tokens_used={kv.used_tokens};;;0;{kv.max_tokens or ''}")

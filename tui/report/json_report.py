@@ -257,6 +257,8 @@ def to_json(report: Analysis) -> dict[str, object]:
             "range": startup.version.text(),
             "basis": list(startup.version.basis),
             "used_for_rules": ".".join(map(str, report.version)) if report.version else None,
+            # The version every view shows (the server's own when it says it).
+            "shown": report.version_shown,
         },
         "startup": _startup_json(report),
         "server_args": startup.server_args.to_json() if startup.server_args else None,

@@ -11,7 +11,6 @@ from tui.model.analysis import Analysis
 from tui.model.deployment_shape import deployment_shape
 from tui.model.kv_usage import kv_now, load_from_batch, load_from_metrics, load_line, source_text
 from tui.model.memory.gpu_reading import GpuStatus
-from tui.model.sizing.formula import version_text
 from tui.model.sizing.replay import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
 from tui.model.snapshot import Snapshot
 from tui.model.status.identity import mismatch_text
@@ -102,8 +101,8 @@ def state_words(startup: Startup) -> str:
 def _header(report: Analysis) -> Text:
     startup = report.startup
     args = startup.server_args
-    version = version_text(report.version, startup.version)
-    parts = [f"kvtop report · {report.source}", f"SGLang {version}", state_words(startup)]
+    parts = [f"kvtop report · {report.source}", f"SGLang {report.version_shown}"]
+    parts.append(state_words(startup))
     loop = crash_loop(startup)
     if loop is not None:
         parts.append(loop.text)
@@ -579,7 +578,7 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     for note in snapshot.notes:
         if note not in shape_flags:
             parts.append(_text(f"note: {note}"))
-    if snapshot.host is not None and snapshot.host_kv_total_gb is not None:
+    if snapshot.host is not None and snapshot.host_kv_total_gb is not None and snapshot.log_here:
         host = snapshot.host
         parts.append(
             _text(

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from tui.model.snapshot import SourceState
+from tui.model.snapshot import ANSWERED, METRICS_DISABLED, UNREACHABLE, SourceState
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
 from tui.sources.http_get import ConnectFailed, FetchFailed, HttpGetter, TimedOut, TooLarge
 
@@ -23,7 +23,11 @@ __all__ = [
     "parse_server_info_body",
 ]
 
-_MAX_BACKOFF_S = 30.0
+# After failures /metrics is asked again at most this far apart: a server back from a restart
+# is seen within seconds (a refused connection costs next to nothing); /server_info, read once
+# per server start, backs off further.
+_MAX_BACKOFF_S = 4.0
+_MAX_INFO_BACKOFF_S = 30.0
 # The whole fetch (connect, headers, body): a 2 s answer is slow but in time, a hung server is
 # cut here. Each source runs in its own task, so the screen never waits for it.
 FETCH_TIMEOUT_S = 5.0
@@ -91,6 +95,9 @@ class MetricsReading:
     status: SourceState
     problem: str | None  # a sentence with a next step; None when status is ok
     fetched_at: float  # time.time() when the fetch ended
+    # Why there are no numbers (tui/model/snapshot.py: unreachable, metrics_disabled,
+    # answered); None when status is ok.
+    cause: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +111,11 @@ class ServerInfoReading:
 class _Fault(Exception):
     """A fetch failed; carries the status and the sentence for the operator."""
 
-    def __init__(self, status: SourceState, problem: str) -> None:
+    def __init__(self, status: SourceState, problem: str, cause: str = ANSWERED) -> None:
         super().__init__(problem)
         self.status = status
         self.problem = problem
+        self.cause = cause
 
 
 def _public_url(url: str) -> str:
@@ -163,8 +171,8 @@ class MetricsSource:
         self._http = self._info_http = None
 
     def next_delay_s(self) -> float:
-        """Seconds until the next fetch: the interval, then 1, 2, 4 … 30 intervals after
-        failures (never more than 30 s: a server back from a restart is seen within that)."""
+        """Seconds until the next fetch: the interval, then 1, 2, 4 … intervals after failures
+        (never more than 4 s: a server back from a restart is seen within that)."""
         if self._failures == 0:
             return self.interval_s
         return min(_MAX_BACKOFF_S, self.interval_s * 2.0 ** (self._failures - 1))
@@ -178,7 +186,7 @@ class MetricsSource:
 
     def _record_info(self, ok: bool) -> None:
         self._info_failures = 0 if ok else self._info_failures + 1
-        delay = min(_MAX_BACKOFF_S, self.interval_s * 2.0 ** (self._info_failures - 1))
+        delay = min(_MAX_INFO_BACKOFF_S, self.interval_s * 2.0 ** (self._info_failures - 1))
         self._info_due = 0.0 if ok else time.monotonic() + delay
 
     # ---------------------------------------------------------------------------------------
@@ -190,8 +198,10 @@ class MetricsSource:
                 raise _Fault(
                     SourceState.OFF,
                     f"{self._shown_url}/metrics answers 404: the server runs without "
-                    "--enable-metrics; token usage comes from the Decode batch lines in the "
-                    "log instead.",
+                    "--enable-metrics (SGLang's default); token usage comes from the Decode "
+                    "batch lines in the log instead. Add --enable-metrics to its launch for "
+                    "live KV numbers.",
+                    METRICS_DISABLED,
                 )
             self._check_status(status, "/metrics")
             sample = await asyncio.to_thread(parse_metrics_body, body)
@@ -204,7 +214,7 @@ class MetricsSource:
                 )
         except _Fault as fault:
             self._record(False)
-            return MetricsReading(None, fault.status, fault.problem, time.time())
+            return MetricsReading(None, fault.status, fault.problem, time.time(), fault.cause)
         self._record(True)
         return MetricsReading(sample, SourceState.OK, None, time.time())
 
@@ -279,11 +289,13 @@ class MetricsSource:
                 f"{self._shown_url}{path} did not answer within {self.timeout_s:g} s: the "
                 "server may be overloaded or hung; kvtop keeps the last numbers and retries. "
                 "Check the server's log and load.",
+                UNREACHABLE,
             ) from None
         except ConnectFailed:
             raise _Fault(
                 SourceState.OFF,
                 f"nothing listens on {self._shown_url}: is the server running, and is --url right?",
+                UNREACHABLE,
             ) from None
         except TooLarge:
             raise self._too_large(path) from None
@@ -293,6 +305,7 @@ class MetricsSource:
                 SourceState.DEGRADED,
                 f"fetching {self._shown_url}{path} failed ({type(exc).__name__}): kvtop keeps "
                 "retrying; check the server and the network.",
+                UNREACHABLE,
             ) from None
 
     async def _fetch(self, path: str, auth: bool) -> tuple[int, bytes]:

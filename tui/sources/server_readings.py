@@ -78,7 +78,9 @@ class ServerReadings:
         if reading.status == SourceState.OK:
             self.health = SourceHealth("metrics", SourceState.OK)
         else:
-            self.health = SourceHealth("metrics", reading.status, reading.problem)
+            self.health = SourceHealth(
+                "metrics", reading.status, reading.problem, cause=reading.cause
+            )
         if restarts != self._info_for_restarts:
             self._info_for_restarts = restarts
             self.forget_server_info()

@@ -150,7 +150,13 @@ class OverviewScreen(ShowsState, Screen[None]):
         usage = kv.usage if kv is not None else kv_usage(snapshot, state.request_len)
         analysis = snapshot.analysis
         per_rank = [r.host_kv_gb for r in analysis.ranks if r.host_kv_gb is not None]
-        self.query_one(HostKvLane).show(per_rank, snapshot.host_kv_total_gb, snapshot.host, usage)
+        self.query_one(HostKvLane).show(
+            per_rank,
+            snapshot.host_kv_total_gb,
+            snapshot.host if snapshot.log_here else None,  # another host's log: not this RAM
+            usage,
+            snapshot.verdict.level_of("host_ram"),
+        )
         self.query_one(InsightsPanel).show(analysis.insights, 1 if compact else 4)
         # The session re-analyses only when the log changed: same object, same events.
         # The log's tail, where room is left.

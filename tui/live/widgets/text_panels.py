@@ -81,9 +81,19 @@ class HostKvLane(TextPanel):
         total_gb: float | None,
         host: HostMemory | None,
         usage: KvUsage,
+        too_big: Level = Level.OK,
     ) -> None:
-        key = (tuple(per_rank_gb), total_gb, host, usage.host_used_tokens, usage.host_total_tokens)
-        self.set_content(key, lambda: self._build(per_rank_gb, total_gb, host, usage))
+        """`host`: this host's RAM, None when the log is another host's; `too_big`: the
+        verdict's level for a host pool larger than it."""
+        key = (
+            tuple(per_rank_gb),
+            total_gb,
+            host,
+            usage.host_used_tokens,
+            usage.host_total_tokens,
+            too_big,
+        )
+        self.set_content(key, lambda: self._build(per_rank_gb, total_gb, host, usage, too_big))
 
     def _build(
         self,
@@ -91,6 +101,7 @@ class HostKvLane(TextPanel):
         total_gb: float | None,
         host: HostMemory | None,
         usage: KvUsage,
+        too_big: Level = Level.OK,
     ) -> Text:
         if not per_rank:
             return Text()
@@ -101,8 +112,10 @@ class HostKvLane(TextPanel):
         text.append(f"{each} per rank × {len(per_rank)} = {fmt.gib(total_gb, 2)} GB")
         if host is not None:
             text.append(f" · host RAM {host.used_gb:,.0f} / {host.total_gb:,.0f} GB used")
-            if total_gb is not None and total_gb > host.total_gb:
-                text.append(" (host KV cache exceeds host RAM!)", self.style_of("bad"))
+            if too_big != Level.OK:
+                text.append(
+                    f" {too_big.glyph} host KV cache exceeds host RAM", self.style_of("bad")
+                )
         if usage.host_usage_pct is not None:
             text.append(
                 f" · {fmt.pct(usage.host_usage_pct)} in use ({usage.host_used_tokens:,} / "

@@ -11,7 +11,14 @@ from datetime import datetime
 from tui import fmt
 from tui.model.kv_usage import kv_now
 from tui.model.memory.gpu_reading import GpuStatus
-from tui.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
+from tui.model.snapshot import (
+    METRICS_DISABLED,
+    UNREACHABLE,
+    GpuView,
+    Snapshot,
+    SourceHealth,
+    SourceState,
+)
 from tui.model.status import levels as alerts
 from tui.model.status.identity import mismatch_text
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds, alert_order
@@ -81,20 +88,25 @@ def unread_sources(snapshot: Snapshot) -> str:
 
 
 def _server_alerts(snapshot: Snapshot) -> list[Alert]:
-    """The server's own endpoint: down after it was ready (or with no log to say it is
-    starting) is critical; a scrape problem while numbers still arrive is a warning."""
+    """The server's own endpoint. No answer at all after it was ready (or with no log to say
+    it is starting) is critical; an answer without numbers (a refused key, a 5xx, another
+    service) is a warning; a 404 is a server started without --enable-metrics (SGLang's
+    default): no alert, the KV numbers come from the log."""
     source = _source(snapshot, "metrics")
     if source is None or source.state == SourceState.OK:
+        return []
+    if source.cause == METRICS_DISABLED:
         return []
     state = snapshot.analysis.startup.state
     if state == STOPPED and snapshot.metrics is None:
         return []  # the log says it stopped: the startup alert says so (server_stopped)
     detail = _words(source.detail) or source.state
-    if snapshot.metrics is None and (state == READY or not log_known(snapshot)):
+    unreachable = source.cause in (None, UNREACHABLE)
+    if unreachable and snapshot.metrics is None and (state == READY or not log_known(snapshot)):
         why = "after the log said ready" if state == READY else "and no log says it is starting"
         text = f"server stopped or unreachable {why}: {detail}"
         return [Alert(Level.CRITICAL, "server_down", text, "server")]
-    if state == READY or snapshot.metrics is not None:
+    if state == READY or snapshot.metrics is not None or not unreachable:
         return [Alert(Level.WARNING, "source_down", f"metrics {source.state}: {detail}", "metrics")]
     return []  # starting or failed: /metrics answers only once the server is ready
 
@@ -174,7 +186,8 @@ def _kv_alerts(snapshot: Snapshot, t: Thresholds, queued_for_s: float | None) ->
         if kv.used_tokens is not None and kv.max_tokens:
             tokens = f"{kv.used_tokens:,} of {kv.max_tokens:,} tokens, "
         where = "" if kv.source == "metrics" else f"; from the {kv.source}"
-        text = f"KV cache {pct_1(pct, bound)} full ({tokens}{level} from {_number(bound)}%{where})"
+        edges = (t.kv_usage_warning_pct, t.kv_usage_critical_pct)
+        text = f"KV cache {pct_1(pct, *edges)} full ({tokens}{level} from {_number(bound)}%{where})"
         found.append(Alert(level, "kv_usage", text, "KV cache"))
     return found + _queue_alerts(kv.load.queued_requests, t, queued_for_s)
 
@@ -261,6 +274,20 @@ def _log_headroom(snapshot: Snapshot, t: Thresholds) -> list[Alert]:
     return [Alert(level, "headroom", _headroom_text(name, free, t), explanation.rank)]
 
 
+# -- host RAM -------------------------------------------------------------------------------
+def _host_ram_alerts(snapshot: Snapshot) -> list[Alert]:
+    """The log's host KV cache (HiCache) larger than this host's RAM: the pool cannot fit. Only
+    for a log of this host (another host's log says nothing about this one's RAM)."""
+    host, pool_gb = snapshot.host, snapshot.host_kv_total_gb
+    if host is None or pool_gb is None or not snapshot.log_here or pool_gb <= host.total_gb:
+        return []
+    text = (
+        f"the host KV cache (HiCache) of {pool_gb:,.2f} GB the log sets up is more than this "
+        f"host's {host.total_gb:,.1f} GB of RAM: lower --hicache-ratio or --hicache-size"
+    )
+    return [Alert(Level.WARNING, "host_ram", text, "host RAM")]
+
+
 # -- the rule -------------------------------------------------------------------------------
 def evaluate(
     snapshot: Snapshot,
@@ -274,7 +301,7 @@ def evaluate(
     t = thresholds
     ready = snapshot.analysis.startup.state == READY
     found = _startup_alerts(snapshot, t) + _source_alerts(snapshot) + _mismatch_alerts(snapshot)
-    found += _kv_alerts(snapshot, t, queued_for_s)
+    found += _kv_alerts(snapshot, t, queued_for_s) + _host_ram_alerts(snapshot)
     for gpu in snapshot.gpus:
         found += _gpu_alerts(gpu, t, ready)
     if ready and not any(g.ranks and not g.lost for g in snapshot.gpus):

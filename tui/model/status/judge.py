@@ -38,7 +38,9 @@ def _ok_words(snapshot: Snapshot, t: Thresholds) -> str:
     words = [_state_words(snapshot)]
     kv = kv_now(snapshot)
     if kv.usage_pct is not None and kv.current:
-        words.append(f"KV cache {pct_1(kv.usage_pct, t.kv_usage_warning_pct)} full")
+        words.append(
+            f"KV cache {pct_1(kv.usage_pct, t.kv_usage_warning_pct, t.kv_usage_critical_pct)} full"
+        )
     if snapshot.gpus:
         count = len(snapshot.gpus)
         words.append(f"{count} GPU{'s' if count != 1 else ''} fine")

@@ -128,6 +128,7 @@ KINDS = (
     "mismatch",
     "source_down",
     "headroom",
+    "host_ram",
     "startup_slow",
     "queue",
     "temperature",
