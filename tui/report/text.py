@@ -11,7 +11,14 @@ from tui.model.analysis import Analysis
 from tui.model.deployment_shape import deployment_shape
 from tui.model.kv_usage import kv_now, load_from_batch, load_from_metrics, load_line, source_text
 from tui.model.memory.gpu_reading import GpuStatus
-from tui.model.sizing.replay import HOST_KV, OTHER_STARTUP, OTHER_STARTUP_WORDS, SAFE_HEADROOM_GIB
+from tui.model.sizing.replay import (
+    HOST_KV,
+    OTHER_AFTER_POOL,
+    OTHER_AFTER_POOL_WORDS,
+    OTHER_STARTUP,
+    OTHER_STARTUP_WORDS,
+    SAFE_HEADROOM_GIB,
+)
 from tui.model.snapshot import Snapshot
 from tui.model.status.identity import mismatch_text
 from tui.model.status.insights import oom_text
@@ -320,6 +327,8 @@ def _formula(report: Analysis) -> RenderableType:
         for label, value in e.reserve_spent:
             spent.add_row(label, fmt.number(value))
         parts.append(_titled(e.spent_title, spent))
+        if any(label == OTHER_AFTER_POOL for label, _ in e.reserve_spent):
+            parts.append(_text(OTHER_AFTER_POOL_WORDS))
     if e.what_ifs:
         table = _table(
             "mfs",

@@ -18,7 +18,7 @@ from tui.live.screens.base import RequestLength, ShowsState
 from tui.live.view_state import ViewState
 from tui.model.analysis import Analysis
 from tui.model.sizing import tuning
-from tui.model.sizing.replay import OTHER_STARTUP, OTHER_STARTUP_WORDS, SizingExplanation
+from tui.model.sizing.replay import OTHER_AFTER_POOL, OTHER_AFTER_POOL_WORDS, SizingExplanation
 
 WIDE_STEPS = 100  # below this width a step's arithmetic goes under its label and result
 
@@ -86,8 +86,8 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
         for name, value in e.reserve_spent:
             table.add_row(name, f"{value:.2f}")
         parts.extend([Text(""), table])
-        if any(name == OTHER_STARTUP for name, _ in e.reserve_spent):
-            parts.append(Text(OTHER_STARTUP_WORDS, style="dim"))
+        if any(name == OTHER_AFTER_POOL for name, _ in e.reserve_spent):
+            parts.append(Text(OTHER_AFTER_POOL_WORDS, style="dim"))
     if e.draft_rule is not None:
         parts.append(Text("\ndraft model: " + e.draft_rule.text))
     for note in e.notes:

@@ -22,13 +22,21 @@ from tui.sglang.start_state import RankStartup, Startup
 # Below this much free memory after startup, prefill activations of a large chunk can OOM.
 SAFE_HEADROOM_GIB = 4.0
 
-# What startup allocated that no log line names (the report's memory table, the formula's
-# "where the reserve went"); it is part of the overview bar's live "runtime" (docs/glossary.md).
+# What startup allocated that no log line names (the report's memory table and the overview);
+# it is part of the overview bar's live "runtime" (docs/glossary.md).
 OTHER_STARTUP = "other startup allocations"
+# In "where the reserve went": only what was taken after the KV pool that no line names (the
+# memory table's "other startup allocations" counts everything since the pre-load reading).
+OTHER_AFTER_POOL = "other allocations after the KV cache"
 OTHER_STARTUP_WORDS = (
     f"{OTHER_STARTUP}: what startup took that no log line names (pre-load free − the itemised "
     "allocations − free after startup); the overview's runtime is this plus what the server "
     "allocated since, measured by NVML."
+)
+OTHER_AFTER_POOL_WORDS = (
+    f"{OTHER_AFTER_POOL}: what was taken after the KV pool that no log line names (free after "
+    f"the KV cache − the items above − free after startup); the memory table's {OTHER_STARTUP} "
+    "also count what was taken before the pool."
 )
 # The hierarchical cache's host pool, in decimal GB as SGLang logs it.
 HOST_KV = "host KV cache"
@@ -569,7 +577,7 @@ def _reserve_spent(rank: RankStartup) -> tuple[tuple[tuple[str, float], ...], fl
     if last_free is not None:
         other = round(after_pool - sum(v for _, v in itemised) - last_free, 2)
         if other > 0.005:
-            spent.append((OTHER_STARTUP, other))
+            spent.append((OTHER_AFTER_POOL, other))
         spent.append(("free after startup", last_free))
     return tuple(spent), last_free
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tui import fmt
+from tui.model.sizing.formula import reserve_gib
 from tui.model.sizing.replay import SAFE_HEADROOM_GIB, SizingExplanation, pre_load_free
 from tui.sglang.events import NO_MEMORY_FOR_KV, Failure, OomSizes
 from tui.sglang.failures import SERVING
@@ -195,17 +196,34 @@ def _imbalance_findings(startup: Startup) -> list[str]:
 
 def _reserve_finding(explanation: SizingExplanation) -> str | None:
     """Why memory stays free after the KV cache: it is the reserve, on purpose (not said when
-    the pool is larger than SGLang's formula allows: then the rest is not the reserve)."""
+    the pool is larger than SGLang's formula allows: then the rest is not the reserve). Both
+    numbers are said as they are: what stayed free after the pool on this rank, and the reserve
+    SGLang computed from the minimum over ranks; a difference is named, never hidden."""
     if explanation.over_budget is not None:
         return None
     reserve = next((s for s in explanation.steps if s.label == "reserve"), None)
     after_pool = explanation.free_after_pool_gib
+    inputs = explanation.inputs
     if reserve is None or after_pool is None or explanation.mem_fraction_static is None:
         return None
+    purpose = "kept for activations, CUDA graphs and anything loaded after the KV cache."
+    exact = None
+    if inputs is not None:
+        exact = reserve_gib(inputs.pre_load_free_gib, inputs.mem_fraction_static)
+    gap = None if exact is None else round(after_pool - exact, 2)
+    if gap is None or abs(gap) < 0.01:
+        return (
+            f"{after_pool:.2f} GiB free after the KV cache is SGLang's reserve: "
+            f"{reserve.arithmetic} = {reserve.result}, {purpose}"
+        )
+    where = explanation.rank or "this GPU"
+    if gap < 0:
+        how = f"less {-gap:.2f} GiB taken before the pool on {where} or by the pool's rounding"
+    else:
+        how = f"and {gap:.2f} GiB more that {where} had free than the rank SGLang sized by"
     return (
-        f"{after_pool:.2f} GiB free after the KV cache is SGLang's reserve: "
-        f"{reserve.arithmetic} = {reserve.result}, kept for activations, "
-        "CUDA graphs and anything loaded after the KV cache."
+        f"{after_pool:.2f} GiB free after the KV cache on {where} is SGLang's reserve "
+        f"({reserve.arithmetic} = {reserve.result}) {how}; {purpose}"
     )
 
 
