@@ -1,14 +1,18 @@
 """The fleet's alerts: one FleetHost or Deployment in, the alerts an operator should see out.
 
 Pure, with the thresholds, levels, kinds and glyphs of the single-host rule (tui/model/status/levels.py,
-docs/alerts.md), judged on what Prometheus holds instead of a log:
+docs/alerts.md). A host whose kvtop publishes its verdict (kvtop_alert, kvtop_verdict) is
+judged by it: the same alerts kvtop there shows, plus what only Prometheus can tell (targets
+down, a host no longer scraped). Without it (an older kvtop, or none) the fleet judges what
+Prometheus holds instead of a log:
 - KV usage (sglang:token_usage × 100) against kv_usage_warning/critical_pct;
 - the worst headroom (least kvtop_kv_headroom_bytes of the host's GPUs) under safe_margin_gib;
 - each GPU's temperature (DCGM) against the temperature thresholds;
 - kvtop's startup state: failed or stopped is critical; starting for longer than
   startup_warning_s (as far as the finished phases' seconds tell) a warning;
-- a scrape target down: critical for the host's kvtop exporter and SGLang server, a warning for
-  DCGM and the node exporter, with Prometheus' lastError;
+- a scrape target down, with Prometheus' lastError: critical for the SGLang server (a warning
+  when it answers 404: no --enable-metrics), a warning for kvtop's exporter (a restart of it is
+  no fault of the server's), DCGM and the node exporter;
 - a host whose kvtop_info is no longer scraped (last seen a while ago): a warning;
 - kvtop's own sources down (kvtop_source_up 0) and its mismatches: warnings;
 - a multi-node deployment with nodes missing: a warning on the deployment.
@@ -32,7 +36,7 @@ _EXPORTER_WORDS = {
     DCGM: "DCGM exporter",
     NODE: "node exporter",
 }
-_CRITICAL_TARGETS = (KVTOP, SGLANG)  # without them the host's server cannot be judged
+_CRITICAL_TARGETS = (SGLANG,)  # the server itself not answering
 
 
 def _number(value: float) -> str:
@@ -79,10 +83,32 @@ def target_alert(host: FleetHost, target: TargetState) -> Alert | None:
     what = _EXPORTER_WORDS.get(target.exporter, f"{target.exporter} target")
     error = _words(target.error) or "no error given"
     text = f"{host.host}: {what} at {target.instance} is down (Prometheus: {error})"
-    if target.exporter in _CRITICAL_TARGETS:
-        kind = "server_down" if target.exporter == SGLANG else "source_down"
-        return Alert(Level.CRITICAL, kind, text, host.host)
+    if target.exporter in _CRITICAL_TARGETS and not _not_found(target.error):
+        return Alert(Level.CRITICAL, "server_down", text, host.host)
+    if target.exporter == SGLANG:  # it answers, without /metrics
+        text += ": the server runs without --enable-metrics; add it, or drop the scrape job"
     return Alert(Level.WARNING, "source_down", text, host.host)
+
+
+def _not_found(error: str | None) -> bool:
+    """Prometheus' lastError for a 404: the server answers, without /metrics."""
+    return error is not None and "status 404" in error
+
+
+def _kvtop_verdict_alerts(host: FleetHost) -> list[Alert]:
+    """The alerts kvtop on the host publishes, in the fleet's words (the sentence with its
+    numbers is kvtop's own: `kvtop --once` there)."""
+    found = []
+    for name, severity, subject in host.kvtop_alerts:
+        level = Level.CRITICAL if severity == Level.CRITICAL else Level.WARNING
+        where = f"{host.host} {_words(subject)}".strip()
+        what = _words(name).replace("_", " ")
+        text = f"{where}: {what} ({severity}; kvtop --once on {host.host} says why)"
+        found.append(Alert(level, name, text, where))
+    if host.verdict == Level.UNKNOWN:
+        text = f"{host.host}: kvtop there can read none of its sources (kvtop --once says why)"
+        found.append(Alert(Level.WARNING, "source_down", text, host.host))
+    return found
 
 
 def _target_alerts(host: FleetHost) -> list[Alert]:
@@ -173,9 +199,13 @@ def _temperature_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
 
 
 def host_alerts(host: FleetHost, t: Thresholds = DEFAULT_THRESHOLDS) -> tuple[Alert, ...]:
-    """Every alert of one host, critical first."""
+    """Every alert of one host, critical first: kvtop's own verdict there when it publishes
+    one, else the fleet's judgement of what Prometheus holds."""
     targets = _target_alerts(host)
     kvtop_down = any(not x.up and x.exporter == KVTOP for x in host.targets)
+    if host.verdict is not None:
+        found = _kvtop_verdict_alerts(host) + targets + _stale_alerts(host, kvtop_down)
+        return tuple(sorted(found, key=alert_order))
     found = _state_alerts(host, t) + targets + _stale_alerts(host, kvtop_down)
     found += _source_alerts(host) + _mismatch_alerts(host) + _lost_alerts(host)
     found += _kv_alerts(host, t) + _headroom_alerts(host, t) + _temperature_alerts(host, t)

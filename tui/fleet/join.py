@@ -313,6 +313,8 @@ class _Host:
     sources_up: dict[str, bool] = field(default_factory=dict)
     sources_age: dict[str, float] = field(default_factory=dict)
     mismatches: set[str] = field(default_factory=set)
+    verdict: str | None = None
+    alerts: set[tuple[str, str, str]] = field(default_factory=set)
     phases: list[tuple[str, str, str, float]] = field(default_factory=list)
     log_headroom: tuple[float, str] | None = None  # (bytes, rank): headroom without a GPU
     sglang: dict[str, list[float]] = field(default_factory=dict)
@@ -343,6 +345,11 @@ def _apply_kvtop(h: _Host, labels: Mapping[str, str], value: float) -> None:
         h.sources_age[labels["source"]] = value
     elif name == ff.MISMATCH and value == 1 and labels.get("field"):
         h.mismatches.add(labels["field"])
+    elif name == ff.VERDICT and value == 1 and labels.get("level"):
+        h.verdict = labels["level"]
+    elif name == ff.ALERT and value == 1 and labels.get("alert"):
+        key = (labels["alert"], labels.get("severity", ""), labels.get("subject", ""))
+        h.alerts.add(key)
     elif name == ff.STARTUP_PHASE_SECONDS:
         key = (labels.get("rank", ""), labels.get("model", ""), labels.get("phase", ""))
         h.phases.append((*key, value))
@@ -406,6 +413,8 @@ def _fleet_host(h: _Host, targets: list[TargetState], last_seen_s: float | None)
         kv=_kv(h),
         sources=sources,
         mismatches=tuple(sorted(h.mismatches)),
+        verdict=h.verdict,
+        kvtop_alerts=tuple(sorted(h.alerts)),
         phases=tuple(sorted(h.phases)),
         log_headroom_bytes=h.log_headroom[0] if h.log_headroom else None,
         log_headroom_rank=(h.log_headroom[1] or None) if h.log_headroom else None,

@@ -117,6 +117,9 @@ def host_json(deployment: Deployment, host: FleetHost, found: FleetAlerts) -> di
             for name, (up, age) in sorted(host.sources.items())
         ],
         "mismatches": list(host.mismatches),
+        # kvtop's own verdict there (kvtop_verdict): ok, warning, critical, unknown; null
+        # without it (the fleet then judges what Prometheus holds).
+        "kvtop_verdict": host.verdict,
         "phases": [
             {"rank": rank, "model": model, "phase": phase, "seconds": _r(seconds, 3)}
             for rank, model, phase, seconds in host.phases

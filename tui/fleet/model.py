@@ -85,6 +85,10 @@ class FleetHost:
     # kvtop_source_up / kvtop_source_age_seconds: source -> (up, age_s)
     sources: Mapping[str, tuple[bool, float | None]] = field(default_factory=dict)
     mismatches: tuple[str, ...] = ()  # kvtop_mismatch{field} == 1
+    # kvtop's own verdict on the host (kvtop_verdict{level} == 1) and its active alerts
+    # (kvtop_alert{alert,severity,subject}); None / () from a kvtop without them.
+    verdict: str | None = None
+    kvtop_alerts: tuple[tuple[str, str, str], ...] = ()
     # kvtop_startup_phase_seconds: (rank, model, phase, seconds)
     phases: tuple[tuple[str, str, str, float], ...] = ()
     # kvtop_kv_headroom_bytes without a GPU (kvtop there reads no GPU: --no-gpus, NVML not

@@ -43,6 +43,8 @@ KVTOP_FAMILIES = (
     ff.SOURCE_UP,
     ff.SOURCE_AGE,
     ff.MISMATCH,
+    ff.VERDICT,
+    ff.ALERT,
 )
 DCGM_FAMILIES = (
     ff.DCGM_FB_USED,
