@@ -25,6 +25,9 @@ from tui.model.analysis import Analysis, analyse
 from tui.model.memory.gpu_memory import GpuMemory
 from tui.model.memory.gpu_reading import GpuSample, GpuStatus
 from tui.model.snapshot import GpuView, HostMemory, Snapshot, SourceHealth, SourceState
+from tui.model.status.judge import named_alerts
+from tui.model.status.levels import Alert, Level
+from tui.model.status.verdict import Verdict
 from tui.sglang.metrics import MetricsSample
 from tui.sglang.start_state import READY
 from tui.sglang.startup import StartupTracker
@@ -189,8 +192,9 @@ def _notes(host: FleetHost) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def fleet_snapshot(host: FleetHost, taken_at: float) -> Snapshot:
-    """The overview's Snapshot of one host of the fleet, as Prometheus had it at `taken_at`."""
+def fleet_snapshot(host: FleetHost, taken_at: float, alerts: tuple[Alert, ...] = ()) -> Snapshot:
+    """The overview's Snapshot of one host of the fleet, as Prometheus had it at `taken_at`;
+    its verdict is the fleet's for the host (`alerts`: tui/fleet/alerts.host_alerts)."""
     gpus = tuple(gpu_view(g) for g in sorted(host.gpus, key=lambda g: g.index))
     return Snapshot(
         taken_at=taken_at,
@@ -202,4 +206,9 @@ def fleet_snapshot(host: FleetHost, taken_at: float) -> Snapshot:
         host=host_memory(host.kv),
         sources=host_sources(host),
         notes=_notes(host),
+        verdict=Verdict(
+            alerts[0].level if alerts else Level.OK,
+            alerts,
+            named_alerts(alerts, alerts[0].level) if alerts else "fine",
+        ),
     )

@@ -9,6 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tui.model.status.levels import Level
+from tui.model.status.verdict import (
+    ALERT_CLEARED,
+    ALERT_RAISED,
+    GPU_BACK,
+    GPU_LOST,
+    RESTART,
+    SOURCE_BACK,
+    SOURCE_DOWN,
+    Seen,
+)
 from tui.model.timeline import EventRow, Timeline
 from tui.sglang.control_chars import make_visible
 from tui.sglang.events import Failure
@@ -30,6 +41,9 @@ class Filters:
     rank: str | None = None  # "TP3": rows and lines of that rank only
     phase: str | None = None  # an event's name ("load weights"): events mode only
     failures_only: bool = False
+    # Only what kvtop saw (its timeline: alerts raised and cleared, sources down and back,
+    # GPUs lost and back, restarts): events mode only.
+    seen_only: bool = False
 
     def words(self) -> str:
         parts = [
@@ -37,7 +51,13 @@ class Filters:
             f"phase {self.phase}" if self.phase else "",
         ]
         parts.append("failures only" if self.failures_only else "")
+        parts.append("what kvtop saw only" if self.seen_only else "")
         return ", ".join(p for p in parts if p) or "none"
+
+    @property
+    def narrowed(self) -> bool:
+        """A rank, a phase or failures only: the log's events, not kvtop's timeline."""
+        return self.rank is not None or self.phase is not None or self.failures_only
 
 
 def event_words(row: EventRow) -> str:
@@ -72,8 +92,39 @@ def _row_kept(row: EventRow, filters: Filters) -> bool:
     return filters.rank is None or filters.rank in row.rank_set
 
 
-def event_lines(events: Timeline, filters: Filters = Filters()) -> list[Line]:
-    """Newest first; a failure's next step on the line under it; the folded rows last."""
+_SEEN_WORDS = {
+    ALERT_RAISED: "alert",
+    ALERT_CLEARED: "cleared",
+    SOURCE_DOWN: "source down",
+    SOURCE_BACK: "source back",
+    GPU_LOST: "GPU lost",
+    GPU_BACK: "GPU back",
+    RESTART: "restart",
+}
+SEEN_TITLE = "what kvtop saw, newest first (kvtop's clock)"
+
+
+def seen_lines(seen: Sequence[Seen]) -> list[Line]:
+    """kvtop's timeline, newest first: `10:02:11 ✖ alert  GPU 3 (TP3) is lost …`."""
+    lines = []
+    for item in reversed(seen):
+        mark = item.level.glyph or "·"
+        words = f"{item.time_text[-8:]} {mark} {_SEEN_WORDS.get(item.kind, item.kind):<11} "
+        kind = (
+            BAD if item.level == Level.CRITICAL else WARN if item.level == Level.WARNING else PLAIN
+        )
+        lines.append(Line(words + make_visible(item.text), kind))
+    return lines
+
+
+def event_lines(
+    events: Timeline, filters: Filters = Filters(), seen: Sequence[Seen] = ()
+) -> list[Line]:
+    """Newest first; a failure's next step on the line under it; the folded rows last; then
+    what kvtop saw (its timeline), unless a filter narrows the log's events; only that with
+    `seen_only`."""
+    if filters.seen_only:
+        return seen_lines(seen) or [Line("kvtop has seen nothing change yet", DIM)]
     lines: list[Line] = []
     for row in events.rows:
         if not _row_kept(row, filters):
@@ -84,6 +135,8 @@ def event_lines(events: Timeline, filters: Filters = Filters()) -> list[Line]:
     folded = [r for r in events.folded if _row_kept(r, filters)]
     if folded:
         lines.append(Line(folded_words(folded), DIM))
+    if seen and not filters.narrowed:
+        lines += [Line(""), Line(SEEN_TITLE, DIM), *seen_lines(seen)]
     return lines
 
 

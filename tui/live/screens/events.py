@@ -8,6 +8,7 @@ operator's choices (mode, filters, query) and draws them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -31,11 +32,12 @@ from tui.model.event_view import (
     phases_of,
     ranks_of,
 )
+from tui.model.status.verdict import Seen
 from tui.model.timeline import Timeline, timeline
 
 KEYS_HINT = (
-    "e events  l log  / search  n/N next/prev  r rank  p phase  x failures  s save  y copy  "
-    "Esc back"
+    "e events  l log  / search  n/N next/prev  r rank  p phase  x failures  k kvtop saw  "
+    "s save  y copy  Esc back"
 )
 
 
@@ -50,6 +52,7 @@ class EventsScreen(ShowsState, Screen[None]):
         Binding("r", "rank", "rank", show=False),
         Binding("p", "phase", "phase", show=False),
         Binding("x", "failures", "failures", show=False),
+        Binding("k", "seen", "kvtop saw", show=False),
         Binding("s", "save", "save"),
         Binding("y", "copy", "copy"),
     ]
@@ -69,6 +72,7 @@ class EventsScreen(ShowsState, Screen[None]):
         self.current: int | None = None
         self.lines: list[Line] = []
         self.events = Timeline(())
+        self.seen: tuple[Seen, ...] = ()  # what kvtop saw (the snapshot's timeline)
         self._shown_key: object = None
         self.saved_to: str | None = None
 
@@ -91,10 +95,12 @@ class EventsScreen(ShowsState, Screen[None]):
         snapshot = state.snapshot
         analysis = snapshot.analysis if snapshot is not None else None
         raw = self._raw() if self.mode == LOG else ()
-        key = (self.mode, self.filters, id(analysis), len(raw), raw[-1:] if raw else ())
+        seen = snapshot.timeline if snapshot is not None else ()
+        key = (self.mode, self.filters, id(analysis), len(raw), raw[-1:] if raw else (), seen)
         if key == self._shown_key:
             return
         self._shown_key = key
+        self.seen = seen
         if analysis is not None:
             self.events = timeline(analysis.startup)
         self._rebuild(raw)
@@ -103,7 +109,7 @@ class EventsScreen(ShowsState, Screen[None]):
         if self.mode == LOG:
             lines = log_lines(self._raw() if raw is None else raw, self.filters)
         else:
-            lines = event_lines(self.events, self.filters)
+            lines = event_lines(self.events, self.filters, self.seen)
         self.lines = lines
         view = self.query_one(LinesView)
         view.set_lines(lines, keep_end=self.mode == LOG)
@@ -142,7 +148,8 @@ class EventsScreen(ShowsState, Screen[None]):
     def action_mode(self, mode: str) -> None:
         if mode != self.mode:
             self.mode = mode
-            self.filters = Filters(rank=self.filters.rank, failures_only=self.filters.failures_only)
+            f = self.filters
+            self.filters = Filters(rank=f.rank, failures_only=f.failures_only)
             self._rebuild()
             view = self.query_one(LinesView)
             if mode == LOG:
@@ -176,16 +183,22 @@ class EventsScreen(ShowsState, Screen[None]):
 
     def action_rank(self) -> None:
         rank = cycled(ranks_of(self.events.rows), self.filters.rank)
-        self._filter(Filters(rank, self.filters.phase, self.filters.failures_only))
+        self._filter(replace(self.filters, rank=rank, seen_only=False))
 
     def action_phase(self) -> None:
         if self.mode == EVENTS:
             phase = cycled(phases_of(self.events.rows), self.filters.phase)
-            self._filter(Filters(self.filters.rank, phase, self.filters.failures_only))
+            self._filter(replace(self.filters, phase=phase, seen_only=False))
 
     def action_failures(self) -> None:
         f = self.filters
-        self._filter(Filters(f.rank, f.phase, not f.failures_only))
+        self._filter(replace(f, failures_only=not f.failures_only, seen_only=False))
+
+    def action_seen(self) -> None:
+        """Only what kvtop saw (alerts, sources, GPUs, restarts), in the events list."""
+        if self.mode != EVENTS:
+            self.action_mode(EVENTS)
+        self._filter(Filters(seen_only=not self.filters.seen_only))
 
     def view_text(self) -> str:
         return "\n".join(line.text for line in self.lines) + "\n"

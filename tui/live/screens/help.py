@@ -31,7 +31,8 @@ KEYS = (
     (
         "e / l",
         "events pane / raw log (tracebacks included, literally): ↑ ↓ PgUp PgDn Home End, "
-        "/ search (n N), r rank, p phase, x failures only, s save to a file, y copy (OSC 52)",
+        "/ search (n N), r rank, p phase, x failures only, k what kvtop saw (alerts, sources, "
+        "GPUs, restarts), s save to a file, y copy (OSC 52)",
     ),
     ("space", "pause the display (sources keep running, history keeps recording)"),
     ("c", "compact (one line per GPU, fewer panels) / full"),
