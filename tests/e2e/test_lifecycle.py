@@ -27,8 +27,9 @@ from tests.support.journal_tools import (
 from tests.support.paths import REAL_LOGS, ROOT, STORY_LOG
 from tests.support.tui_support import analysis_snapshot
 from tui.model.analysis import analyse
-from tui.model.snapshot import Snapshot
+from tui.model.snapshot import Snapshot, SourceHealth, SourceState
 from tui.model.status.alert_rule import evaluate
+from tui.model.status.judge import judge
 from tui.model.status.levels import Level
 from tui.model.status.server_status import header_state, server_status
 from tui.report.json_report import to_json
@@ -171,9 +172,21 @@ def test_stop_after_ready(name: str) -> None:
     status = server_status(startup, datetime(2026, 2, 27, 12, 0))
     assert status.state == "stopped"
     assert status.text == "stopped 11:20:35 after 2h14m ready"  # ready at 09:06:31
-    header = header_state(status, (), 2.0)
-    assert header.level == Level.CRITICAL and header.text == "✖ stopped 11:20:35 after 2h14m ready"
-    data = to_json(analyse(fold([*STORY, *SHUTDOWNS[name]]), "story"))
+    analysis = analyse(fold([*STORY, *SHUTDOWNS[name]]), "story")
+    snapshot = Snapshot(
+        taken_at=0.0,
+        analysis=analysis,
+        gpus=(),
+        rank_mapping="none",
+        metrics=None,
+        server_info=None,
+        host=None,
+        sources=(SourceHealth("log", SourceState.OK),),
+    )
+    header = header_state(status, (), 2.0, judge(snapshot))  # the verdict: server_stopped
+    assert header.level == Level.CRITICAL
+    assert header.text == "✖ stopped 11:20:35 after 2h14m ready · 1 alert"
+    data = to_json(analysis)
     assert data["startup"]["state"] == "stopped"  # type: ignore[index]
     assert data["startup"]["stopped_at"] == "2026-02-27 11:20:35"  # type: ignore[index]
 

@@ -229,6 +229,13 @@ def test_json_from_stdin_matches_the_file(
     # host RAM is read live at each run, and each source's age (seconds since its last good
     # reading) is a measurement of the run: everything else must be identical
     assert _ageless(piped.pop("sources")) == _ageless(story_json["sources"])
+    # The verdict and the timeline carry kvtop's clock (since when, at what time): the same
+    # judgement, at another moment.
+    for data in (piped, story_json):
+        for alert in data["verdict"]["alerts"]:  # type: ignore[index]
+            alert["since"] = "<time>"
+        for seen in data["timeline"]:  # type: ignore[attr-defined]
+            seen["time"] = "<time>"
     assert {k: v for k, v in piped.items() if k not in ("source", "host")} == {
         k: v for k, v in story_json.items() if k not in ("source", "host", "sources")
     }
@@ -457,6 +464,7 @@ def test_demo_json(story_json: dict[str, object]) -> None:
     # are the demo's simulated GPUs, host and /metrics one minute after the server got ready.
     live = {"source", "sources", "host", "gpus", "metrics", "notes", "rank_mapping", "runtime"}
     live |= {"server"}  # the demo scrapes no server
+    live |= {"verdict", "timeline"}  # the judgement of those live parts
     assert _without_clock({k: v for k, v in data.items() if k not in live}) == _without_clock(
         {k: v for k, v in story_json.items() if k not in live}
     )
@@ -468,6 +476,7 @@ def test_demo_json(story_json: dict[str, object]) -> None:
     assert [s["name"] for s in data["sources"]] == ["log", "nvml", "metrics"]  # type: ignore[index]
     assert all(s["state"] == "ok" for s in data["sources"])  # type: ignore[index]
     assert "demo" in json.dumps(data["sources"])
+    assert data["verdict"]["level"] == "ok"  # type: ignore[index]  # a healthy server
 
 
 # --------------------------------------------------------------------------- non-SGLang input

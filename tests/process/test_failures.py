@@ -355,7 +355,8 @@ def test_oom_while_serving_is_a_crash_while_serving() -> None:
     # Never "startup failed" in the words: header, report, insights, events panel, alert.
     text = _plain(report)
     assert "startup failed" not in text.lower()
-    assert "failed while serving" in text.splitlines()[0]
+    title = next(line for line in text.splitlines() if line.startswith("kvtop report"))
+    assert "failed while serving" in title
     assert "CRASHED while serving: Scheduler hit an exception: torch.OutOfMemoryError" in text
     assert report.insights[0].startswith("crashed while serving: Scheduler hit an exception: ")
     status = server_status(report.startup, report.startup.last_time)  # type: ignore[arg-type]

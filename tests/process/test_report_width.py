@@ -169,8 +169,9 @@ def _check_layout(text: str, width: int) -> None:
         if len(line.rstrip()) > width and len(line.replace(" ·", "").split()) > 1
     ]
     assert not too_long, too_long
-    first = text.split("\n\n")[0]
-    assert text.startswith("kvtop report ·"), text[:200]
+    verdict, first = text.split("\n\n")[:2]
+    assert verdict.startswith("verdict: "), text[:200]  # the verdict opens the report
+    assert first.startswith("kvtop report ·"), text[:200]
     assert text.index("kvtop report") < text.index("sources:")
     words = " ".join(first.split())
     assert " · ready" in words  # the state, in the title's paragraph

@@ -17,7 +17,7 @@ from tests.support.still import STILL_EPOCH, StillFeed, still_snapshot
 from tui.live.app import KvtopApp
 from tui.model.analysis import Analysis
 from tui.model.build_snapshot import build_snapshot
-from tui.model.snapshot import Snapshot
+from tui.model.snapshot import Snapshot, SourceHealth, SourceState
 from tui.session import Options, Session
 
 FIXED_EPOCH = STILL_EPOCH
@@ -59,7 +59,8 @@ def log_snapshot(path: Path) -> Snapshot:
 
 
 def analysis_snapshot(analysis: Analysis) -> Snapshot:
-    """An analysed log alone as the snapshot kvtop reports: no GPUs, no server, no sources."""
+    """An analysed log alone as `kvtop --once --no-gpus --no-metrics` reports it: the log read,
+    no GPUs, no server."""
     return build_snapshot(
         analysis,
         taken_at=FIXED_EPOCH,
@@ -69,7 +70,10 @@ def analysis_snapshot(analysis: Analysis) -> Snapshot:
         metrics=None,
         server_info=None,
         host=None,
-        sources=(),
+        sources=(
+            SourceHealth("log", SourceState.OK),
+            SourceHealth("nvml", SourceState.OFF, "--no-gpus", asked_off=True),
+        ),
     )
 
 

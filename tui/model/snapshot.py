@@ -39,6 +39,7 @@ MARKS = {SourceState.OK: "●", SourceState.DEGRADED: "◐", SourceState.OFF: "�
 UNREACHABLE = "unreachable"
 METRICS_DISABLED = "metrics_disabled"
 ANSWERED = "answered"
+NOT_YET = "not_yet"  # no reading asked for yet (the first scrape is on its way)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,8 @@ class SourceHealth:
     asked_off: bool = False
     # Why a server source gives no numbers, when it matters to the verdict: UNREACHABLE (no
     # answer at all), METRICS_DISABLED (/metrics 404: no --enable-metrics), ANSWERED (the
-    # server answered, but not with numbers: a refused key, a 5xx, another service).
+    # server answered, but not with numbers: a refused key, a 5xx, another service), NOT_YET
+    # (nothing asked yet).
     cause: str | None = None
 
     def __post_init__(self) -> None:

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from tui.model.server_target import ServerTarget
-from tui.model.snapshot import SourceHealth, SourceState
+from tui.model.snapshot import NOT_YET, SourceHealth, SourceState
 from tui.sglang.metrics import MetricsSample, ServerInfo
 from tui.sources.metrics import MetricsSource
 
@@ -16,7 +16,9 @@ from tui.sources.metrics import MetricsSource
 # make the KV panel flicker), then the log's batch lines stand in: old numbers are not shown
 # as current. A server that refuses or lacks /metrics ("off") loses its numbers at once.
 METRICS_STALE_S = 10.0
-WAITING = SourceHealth("metrics", SourceState.DEGRADED, "waiting for the first scrape.")
+WAITING = SourceHealth(
+    "metrics", SourceState.DEGRADED, "waiting for the first scrape.", cause=NOT_YET
+)
 
 
 def age_s(good_at: float | None) -> float | None:

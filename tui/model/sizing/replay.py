@@ -25,7 +25,7 @@ SAFE_HEADROOM_GIB = 4.0
 # What startup allocated that no log line names (the report's memory table and the overview);
 # it is part of the overview bar's live "runtime" (docs/glossary.md).
 OTHER_STARTUP = "other startup allocations"
-# In "where the reserve went": only what was taken after the KV pool that no line names (the
+# In "where the reserve went": only what was taken after the KV cache that no line names (the
 # memory table's "other startup allocations" counts everything since the pre-load reading).
 OTHER_AFTER_POOL = "other allocations after the KV cache"
 OTHER_STARTUP_WORDS = (
@@ -34,7 +34,7 @@ OTHER_STARTUP_WORDS = (
     "allocated since, measured by NVML."
 )
 OTHER_AFTER_POOL_WORDS = (
-    f"{OTHER_AFTER_POOL}: what was taken after the KV pool that no log line names (free after "
+    f"{OTHER_AFTER_POOL}: what was taken after the KV cache that no log line names (free after "
     f"the KV cache − the items above − free after startup); the memory table's {OTHER_STARTUP} "
     "also count what was taken before the pool."
 )

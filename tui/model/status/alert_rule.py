@@ -13,6 +13,7 @@ from tui.model.kv_usage import kv_now
 from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.snapshot import (
     METRICS_DISABLED,
+    NOT_YET,
     UNREACHABLE,
     GpuView,
     Snapshot,
@@ -95,8 +96,8 @@ def _server_alerts(snapshot: Snapshot) -> list[Alert]:
     source = _source(snapshot, "metrics")
     if source is None or source.state == SourceState.OK:
         return []
-    if source.cause == METRICS_DISABLED:
-        return []
+    if source.cause in (METRICS_DISABLED, NOT_YET):
+        return []  # no --enable-metrics (a note says so), or the first scrape is on its way
     state = snapshot.analysis.startup.state
     if state == STOPPED and snapshot.metrics is None:
         return []  # the log says it stopped: the startup alert says so (server_stopped)

@@ -216,13 +216,15 @@ def _reserve_finding(explanation: SizingExplanation) -> str | None:
             f"{after_pool:.2f} GiB free after the KV cache is SGLang's reserve: "
             f"{reserve.arithmetic} = {reserve.result}, {purpose}"
         )
-    where = explanation.rank or "this GPU"
+    on = f" on {explanation.rank}" if explanation.rank else ""
     if gap < 0:
-        how = f"less {-gap:.2f} GiB taken before the pool on {where} or by the pool's rounding"
+        how = f"less {-gap:.2f} GiB taken before the pool{on} or left by the pool's rounding"
     else:
-        how = f"and {gap:.2f} GiB more that {where} had free than the rank SGLang sized by"
+        how = (
+            f"and {gap:.2f} GiB more that{on or ' this GPU'} had free than the rank SGLang sized by"
+        )
     return (
-        f"{after_pool:.2f} GiB free after the KV cache on {where} is SGLang's reserve "
+        f"{after_pool:.2f} GiB free after the KV cache is SGLang's reserve "
         f"({reserve.arithmetic} = {reserve.result}) {how}; {purpose}"
     )
 

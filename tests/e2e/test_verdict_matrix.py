@@ -1,0 +1,219 @@
+"""One verdict in four views: each row sets up a fault on a real host, then asks the live view,
+`kvtop --once --json`, `kvtop --check` and the exporter for their judgement; all four must give
+the same level and the same alerts.
+
+The host is the fault matrix's (tests/support/fault_host.py): fake GPUs through the real
+nvidia-ml-py, a real SGLang-like server on loopback that wants an API key, the story log. The
+live view is the real KvtopApp under Pilot; the other three are the installed `kvtop` command
+in a child process (`--once --json`, `--check`, `--once --export`), on the same sources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path
+from tests.support.fault_host import API_KEY, FaultHost, preload_fake_nvml, wait_screen
+from tests.support.sglang_http import Deployment
+from tui.live.app import KvtopApp
+from tui.model.snapshot import Snapshot
+
+pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML")
+
+KVTOP = Path(sys.executable).with_name("kvtop")
+EXIT_LEVEL = {0: "ok", 1: "warning", 2: "critical", 3: "unknown"}
+GLYPH = {"ok": "", "warning": "▲", "critical": "✖"}
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    setup: Callable[[FaultHost], None]
+    level: str
+    alerts: tuple[str, ...]  # the verdict's alert kinds, worst first
+    check: str  # a regex `kvtop --check`'s line must match
+
+
+def _status(path: str, code: int) -> Callable[[FaultHost], None]:
+    def setup(host: FaultHost) -> None:
+        host.server.switches.status[path] = code
+
+    return setup
+
+
+def _unreachable(host: FaultHost) -> None:
+    host.server.pause()
+
+
+def _gone(host: FaultHost) -> None:
+    """Killed without a word in its log: no process on any GPU, the memory released."""
+    host.server.pause()
+    host.state.procs = []
+    host.state.gpus = eight_gpus(used_mib=520)
+    host.write_nvml()
+
+
+def _deployment(**changes: object) -> Callable[[FaultHost], None]:
+    def setup(host: FaultHost) -> None:
+        host.deployment = Deployment(version="0.5.8", **changes)  # type: ignore[arg-type]
+        host.server.restart(host.deployment)
+
+    return setup
+
+
+ROWS = (
+    Row("healthy", lambda host: None, "ok", (), r"^KVTOP OK - ready .*8 GPUs fine"),
+    # SGLang's default: /metrics answers 404. A note, OK, the KV numbers from the log.
+    Row("metrics-disabled", _status("/metrics", 404), "ok", (), r"^KVTOP OK - ready"),
+    # The server answers, but not with numbers: a warning, never "unreachable".
+    Row(
+        "metrics-unauthorised",
+        _status("/metrics", 401),
+        "warning",
+        ("source_down",),
+        r"^KVTOP WARNING - metrics off: .*API key",
+    ),
+    Row(
+        "metrics-server-error",
+        _status("/metrics", 503),
+        "warning",
+        ("source_down",),
+        r"^KVTOP WARNING - metrics degraded",
+    ),
+    # No answer at all after the log said ready: critical everywhere.
+    Row(
+        "server-unreachable",
+        _unreachable,
+        "critical",
+        ("server_down",),
+        r"^KVTOP CRITICAL - server stopped or unreachable after the log said ready",
+    ),
+    # The log still says ready; NVML says its processes are gone and the memory released.
+    Row(
+        "server-gone",
+        _gone,
+        "critical",
+        ("server_stopped",),
+        r"^KVTOP CRITICAL - server stopped: its processes are gone from GPUs 0–7",
+    ),
+    # 94.9999 % is a warning, and no view writes it as the 95 % it is under.
+    Row(
+        "kv-just-under-critical",
+        _deployment(num_used_tokens=(151_313,)),
+        "warning",
+        ("kv_usage",),
+        r"^KVTOP WARNING - KV cache >94\.99% full .*kv_usage=94\.99\d*%;85;95",
+    ),
+    # Another server's /metrics: the sources disagree.
+    Row(
+        "another-server",
+        _deployment(max_total_num_tokens=655_360),
+        "warning",
+        ("mismatch",),
+        r"^KVTOP WARNING - .*max_total_num_tokens",
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return preload_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
+
+
+@pytest.fixture
+def host(fake_lib: Path, tmp_path: Path) -> Iterator[FaultHost]:
+    with FaultHost(tmp_path, fake_lib) as h:
+        yield h
+
+
+def kvtop(host: FaultHost, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed command on the host's sources (the fake GPUs, the log, the server)."""
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(host.lib.parent),
+        STATE_ENV: str(host.state_path),
+        "SGLANG_API_KEY": API_KEY,
+    }
+    return subprocess.run(
+        [str(KVTOP), "--log-file", str(host.log), "--url", host.server.url, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def exported(body: str) -> tuple[str, list[str]]:
+    """The exporter's verdict level and its alert kinds."""
+    levels = re.findall(r'^kvtop_verdict\{level="(\w+)"\} 1(?:\.0)?$', body, re.M)
+    kinds = re.findall(r'^kvtop_alert\{alert="(\w+)",severity="(\w+)"', body, re.M)
+    assert len(levels) == 1, body
+    return levels[0], [kind for kind, _ in kinds]
+
+
+def settled(level: str) -> Callable[[str, Snapshot | None], bool]:
+    """The live view's verdict at LEVEL, its header in that level's glyph, and every source
+    past its first reading (the first frame judges only what arrived)."""
+
+    def check(text: str, snap: Snapshot | None) -> bool:
+        if snap is None or snap.verdict.level != level:
+            return False
+        if any(s.detail and "waiting for the first" in s.detail for s in snap.sources):
+            return False
+        glyph = GLYPH[level]
+        return (glyph in text) if glyph else ("✖" not in text and "▲ ready" not in text)
+
+    return check
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+async def test_one_verdict_in_four_views(row: Row, host: FaultHost) -> None:
+    row.setup(host)
+
+    # 1. The live view: the real app on the real session.
+    app = KvtopApp(host.session(), source_label="verdict matrix", host_name="gpu-host")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_screen(app, pilot, f"{row.id} judged {row.level}", settled(row.level), 20)
+        live = app.state.latest
+        assert live is not None
+        assert tuple(a.kind for a in live.verdict.alerts) == row.alerts
+        assert app.state.status is not None and app.state.status.level == row.level
+
+    # 2. --once --json: the verdict, and the level --check exits with.
+    once = kvtop(host, "--once", "--json")
+    assert once.returncode == 0, once.stderr
+    data = json.loads(once.stdout)
+    verdict = data["verdict"]
+    assert verdict["level"] == row.level
+    assert [a["name"] for a in verdict["alerts"]] == list(row.alerts)
+    assert all(a["since"] and a["summary"] for a in verdict["alerts"])
+
+    # 3. --check: the plugin's state and exit status.
+    check = kvtop(host, "--check")
+    assert EXIT_LEVEL[check.returncode] == row.level, check.stdout + check.stderr
+    assert re.search(row.check, check.stdout), check.stdout
+    assert verdict["summary"] in check.stdout  # the same words
+
+    # 4. The exporter's body.
+    body = kvtop(host, "--once", "--export")
+    assert body.returncode == 0, body.stderr
+    assert exported(body.stdout) == (row.level, list(row.alerts))
+
+    # Never a negative memory figure, in the JSON or the exporter.
+    for gpu in data["gpus"]:
+        for name, value in gpu["breakdown"].items():
+            assert value is None or value >= 0, (row.id, gpu["index"], name, value)
+    for line in body.stdout.splitlines():
+        if line.startswith("kvtop_gpu_memory_bytes"):
+            assert float(line.rsplit(" ", 1)[1]) >= 0, line
+    assert API_KEY not in once.stdout + check.stdout + body.stdout
