@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from tests.support.still import STILL_EPOCH, StillFeed, still_snapshot
@@ -18,6 +19,8 @@ from tui.live.app import KvtopApp
 from tui.model.analysis import Analysis
 from tui.model.build_snapshot import build_snapshot
 from tui.model.snapshot import Snapshot, SourceHealth, SourceState
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
+from tui.model.status.watch import Watch
 from tui.session import Options, Session
 
 FIXED_EPOCH = STILL_EPOCH
@@ -104,3 +107,16 @@ async def until(pilot, what: str, predicate: Callable[[], bool], timeout_s: floa
                 f"no {what} within {timeout_s:g} s; screen:\n{screen_text(pilot.app)}"
             )
         await pilot.pause(0.02)
+
+
+def judged_in_turn(
+    *snapshots: Snapshot, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> list[Snapshot]:
+    """SNAPSHOTS judged one after the other by one watch, as a session judges its beats (a
+    Snapshot changed with dataclasses.replace keeps the verdict it was built with)."""
+    watch = Watch(thresholds)
+    out = []
+    for snapshot in snapshots:
+        verdict, timeline = watch.look(snapshot)
+        out.append(replace(snapshot, verdict=verdict, timeline=timeline))
+    return out

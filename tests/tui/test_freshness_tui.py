@@ -15,13 +15,22 @@ from rich.text import Text
 from tests.support.paths import STORY_LOG
 from tests.support.sglang_http import Deployment, build_exposition
 from tests.support.still import StillFeed
-from tests.support.tui_support import demo_snapshot, log_snapshot, make_app, screen_text, until, utc
+from tests.support.tui_support import (
+    demo_snapshot,
+    judged_in_turn,
+    log_snapshot,
+    make_app,
+    screen_text,
+    until,
+    utc,
+)
 from tui.live.app import KvtopApp
 from tui.live.widgets.kv_panel import KvPanel
 from tui.live.widgets.status_line import StatusLine
 from tui.model.snapshot import Snapshot
 from tui.model.status.identity import Mismatch
 from tui.model.status.levels import Level, Thresholds
+from tui.model.status.watch import judged
 from tui.sglang.metrics import parse_exposition
 
 pytestmark = pytest.mark.asyncio
@@ -58,7 +67,7 @@ def _with_metrics_age(snapshot: Snapshot, age_s: float, state: str = "off") -> S
         replace(s, state=state, detail="nothing listens", age_s=age_s) if s.name == "metrics" else s
         for s in snapshot.sources
     )
-    return replace(snapshot, sources=sources)
+    return judged(replace(snapshot, sources=sources))
 
 
 async def test_metrics_down_for_minutes_is_a_warning_with_the_age_by_the_marker() -> None:
@@ -66,7 +75,8 @@ async def test_metrics_down_for_minutes_is_a_warning_with_the_age_by_the_marker(
     async with app.run_test(size=BIG) as pilot:
         await until(pilot, "the warning header", lambda: "metrics down" in _header(app))
         header = _header(app)
-        assert "▲ ready 1m00s · metrics down 3m05s · SGLang" in header
+        # Its numbers are still held: a warning (source_down), with the age said.
+        assert "▲ ready 1m00s · metrics down 3m05s · 1 alert · SGLang" in header
         assert re.search(r"○metrics 3m05s ?$", header)
         line = app.screen.query_one(StatusLine)
         assert _style_of(line, line.render(), "▲ ready", "status--warning")
@@ -79,16 +89,17 @@ async def test_a_mismatch_or_a_lost_gpu_is_never_green(monkeypatch: pytest.Monke
     mismatch = Mismatch("max_total_num_tokens", 159277, 655360, "metrics")
     gpus = list(base.gpus)
     gpus[3] = replace(gpus[3], sample=replace(gpus[3].sample, status="lost"))
-    app = make_app(replace(base, mismatches=(mismatch,)))
+    app = make_app(judged(replace(base, mismatches=(mismatch,))))
     async with app.run_test(size=BIG) as pilot:
         await until(pilot, "the warning header", lambda: "sources disagree" in _header(app))
-        assert "▲ ready 1m00s · sources disagree" in _header(app)
+        assert "▲ ready 1m00s · sources disagree · 1 alert" in _header(app)
         assert app.state.status is not None and app.state.status.level == Level.WARNING
         line = app.screen.query_one(StatusLine)
         assert _style_of(line, line.render(), "▲ ready", "status--warning")
-        app.feed.push(replace(base, taken_at=base.taken_at + 1, gpus=tuple(gpus)))  # type: ignore[attr-defined]
+        lost = judged(replace(base, taken_at=base.taken_at + 1, gpus=tuple(gpus)))
+        app.feed.push(lost)  # type: ignore[attr-defined]
         await until(pilot, "the lost GPU in the header", lambda: "GPU 3 lost" in _header(app))
-        assert "✖ ready 1m00s · GPU 3 lost" in _header(app)
+        assert "✖ ready 1m00s · GPU 3 lost · 1 alert" in _header(app)
         assert _style_of(line, line.render(), "✖ ready", "status--critical")
 
 
@@ -131,8 +142,10 @@ async def test_an_old_batch_line_is_the_last_known_usage_without_colour(tmp_path
 
 
 async def test_kv_usage_over_a_threshold_gets_its_colour_and_glyph() -> None:
-    app = make_app(demo_snapshot())
-    app.state.thresholds = Thresholds(kv_usage_warning_pct=50, kv_usage_critical_pct=60)
+    # The session judges with the config file's thresholds: here 50 / 60 %.
+    app = make_app(
+        judged(demo_snapshot(), Thresholds(kv_usage_warning_pct=50, kv_usage_critical_pct=60))
+    )
     async with app.run_test(size=BIG) as pilot:
         await until(pilot, "the KV panel", lambda: "✖ 70%" in _kv_text(app).plain)
         panel = app.screen.query_one(KvPanel)
@@ -145,7 +158,9 @@ async def test_kv_usage_over_a_threshold_gets_its_colour_and_glyph() -> None:
 async def test_a_queue_that_does_not_empty_for_a_minute_is_a_warning() -> None:
     base = demo_snapshot()
     queued = parse_exposition(build_exposition(Deployment(queued=4)))
-    snapshots = [replace(base, taken_at=base.taken_at + t, metrics=queued) for t in (0, 30, 60)]
+    snapshots = judged_in_turn(
+        *(replace(base, taken_at=base.taken_at + t, metrics=queued) for t in (0, 30, 60))
+    )
     app = KvtopApp(
         StillFeed(*snapshots, interval_s=30.0),
         source_label="demo",

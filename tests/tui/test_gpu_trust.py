@@ -29,6 +29,7 @@ from tui.live.widgets.text_panels import NoticesPanel
 from tui.model.memory.gpu_memory import reconcile
 from tui.model.snapshot import Snapshot
 from tui.model.status.identity import Mismatch
+from tui.model.status.watch import judged
 from tui.report.json_report import snapshot_json
 from tui.report.text import render_snapshot
 from tui.session import Options, Session
@@ -223,7 +224,7 @@ async def _crowded(state: Path, procs) -> Snapshot:  # type: ignore[no-untyped-d
         Mismatch("model", "Kimi-K2.5", "glm-5.3-flash", "metrics"),
         Mismatch("max_total_num_tokens", 159_277, 655_360, "metrics"),
     )
-    return replace(snapshot, mismatches=mismatches, notes=(*snapshot.notes, "log: rotated"))
+    return judged(replace(snapshot, mismatches=mismatches, notes=(*snapshot.notes, "log: rotated")))
 
 
 async def test_notes_collapse_and_leave_every_gpu_row_visible(state: Path, procs) -> None:  # type: ignore[no-untyped-def]
@@ -262,7 +263,7 @@ async def test_mismatches_come_first_in_red(state: Path, procs) -> None:  # type
         notices = app.screen.query_one(NoticesPanel)
         await until(pilot, "the notices", lambda: "mismatch:" in notices.render().plain)
         rendered = notices.render()
-        assert rendered.plain.startswith(" mismatch: metrics say glm-5.3-flash")
+        assert rendered.plain.startswith(" ▲ mismatch: metrics say glm-5.3-flash")
         bad = notices.component_style("panel--bad")
         first_line = rendered.plain.index("\n")
         assert any(span.style == bad and span.start < first_line for span in rendered.spans), (
@@ -472,7 +473,7 @@ async def test_alert_colours_readable_in_every_theme() -> None:
     gpus[1] = replace(gpus[1], sample=replace(gpus[1].sample, temperature_c=94))
     gpus[2] = replace(gpus[2], sample=replace(gpus[2].sample, temperature_c=85))
     gpus[3] = replace(gpus[3], sample=replace(gpus[3].sample, status="lost"), memory=lost_memory())
-    app = make_app(replace(snapshot, gpus=tuple(gpus)))
+    app = make_app(judged(replace(snapshot, gpus=tuple(gpus))))
     async with app.run_test(size=BIG) as pilot:
         await until(pilot, "GPU 3 lost", lambda: "✖ lost: fell off the bus" in screen_text(app))
         poor = []

@@ -285,8 +285,14 @@ class NoticesPanel(TextPanel):
         width: int = 0,
     ) -> Text:
         text = Text(overflow="fold")
+        # Sources about another server stay red, as before they were alerts: a warning that
+        # says every other number may be someone else's.
         lines: list[tuple[str, str, str]] = [
-            (f"{a.level.glyph} {a.subject}", a.text, "bad" if a.level == Level.CRITICAL else "warn")
+            (
+                f"{a.level.glyph} {'mismatch' if a.kind == 'mismatch' else a.subject}",
+                a.text,
+                "bad" if a.level == Level.CRITICAL or a.kind == "mismatch" else "warn",
+            )
             for a in alerts
         ]
         lines += [("mismatch", m, "bad") for m in mismatches]
