@@ -58,6 +58,7 @@ from tests.support.journal_tools import (
 )
 from tests.support.sglang_http import MODEL, Deployment, build_exposition, build_server_info
 from tui.live.app import KvtopApp
+from tui.live.view_state import SOURCE_NAMES, SOURCE_SHORT
 from tui.model.kv_usage import kv_usage
 from tui.model.snapshot import Snapshot
 
@@ -953,12 +954,18 @@ STARTS_FAULTY = {"journal-unit-missing", "journal-file-damaged"}
 
 
 def healthy(log_name: str) -> Check:
+    """Every source's marker ● (in its full or its short form: a long state, such as a
+    mismatch that outlives the fault, shortens the markers on a 120-column status line)."""
+
+    def marked(text: str, name: str) -> bool:
+        return f"●{SOURCE_NAMES[name]}" in text or f"●{SOURCE_SHORT[name]}" in text
+
     def check(text: str, snap: Snapshot | None) -> bool:
         return (
             snap is not None
-            and f"●{log_name}" in text
-            and "●NVML" in text
-            and "●metrics" in text
+            and marked(text, log_name)
+            and marked(text, "nvml")
+            and marked(text, "metrics")
             and len(snap.gpus) == 8
         )
 

@@ -576,7 +576,7 @@ def test_closed_pipe_stays_quiet() -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0 and done.stderr == "", done.stderr
-    assert done.stdout.startswith("kvtop report · ")  # the title comes first
+    assert done.stdout.startswith("verdict: OK - ")  # the verdict comes first
 
 
 # -- the live view on a FIFO and a pipe: `q` ends it at once; the writer finishing is a

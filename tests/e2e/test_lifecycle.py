@@ -185,7 +185,7 @@ def test_stop_after_ready(name: str) -> None:
     )
     header = header_state(status, (), 2.0, judge(snapshot))  # the verdict: server_stopped
     assert header.level == Level.CRITICAL
-    assert header.text == "✖ stopped 11:20:35 after 2h14m ready · 1 alert"
+    assert header.text == "✖ stopped 11:20:35 after 2h14m ready · ✖1"
     data = to_json(analysis)
     assert data["startup"]["state"] == "stopped"  # type: ignore[index]
     assert data["startup"]["stopped_at"] == "2026-02-27 11:20:35"  # type: ignore[index]

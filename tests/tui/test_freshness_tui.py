@@ -76,7 +76,7 @@ async def test_metrics_down_for_minutes_is_a_warning_with_the_age_by_the_marker(
         await until(pilot, "the warning header", lambda: "metrics down" in _header(app))
         header = _header(app)
         # Its numbers are still held: a warning (source_down), with the age said.
-        assert "▲ ready 1m00s · metrics down 3m05s · 1 alert · SGLang" in header
+        assert "▲ ready 1m00s · metrics down 3m05s · ▲1 · SGLang" in header
         assert re.search(r"○metrics 3m05s ?$", header)
         line = app.screen.query_one(StatusLine)
         assert _style_of(line, line.render(), "▲ ready", "status--warning")
@@ -92,14 +92,14 @@ async def test_a_mismatch_or_a_lost_gpu_is_never_green(monkeypatch: pytest.Monke
     app = make_app(judged(replace(base, mismatches=(mismatch,))))
     async with app.run_test(size=BIG) as pilot:
         await until(pilot, "the warning header", lambda: "sources disagree" in _header(app))
-        assert "▲ ready 1m00s · sources disagree · 1 alert" in _header(app)
+        assert "▲ ready 1m00s · sources disagree · ▲1" in _header(app)
         assert app.state.status is not None and app.state.status.level == Level.WARNING
         line = app.screen.query_one(StatusLine)
         assert _style_of(line, line.render(), "▲ ready", "status--warning")
         lost = judged(replace(base, taken_at=base.taken_at + 1, gpus=tuple(gpus)))
         app.feed.push(lost)  # type: ignore[attr-defined]
         await until(pilot, "the lost GPU in the header", lambda: "GPU 3 lost" in _header(app))
-        assert "✖ ready 1m00s · GPU 3 lost · 1 alert" in _header(app)
+        assert "✖ ready 1m00s · GPU 3 lost · ✖1" in _header(app)
         assert _style_of(line, line.render(), "✖ ready", "status--critical")
 
 

@@ -87,7 +87,7 @@ def test_the_header_level_is_the_verdicts_and_counts_its_alerts() -> None:
     down = _sources(metrics=185.0, state=SourceState.OFF)
     state = header_state(READY, down, 1.0, _verdict((Level.CRITICAL, "server_down")))
     assert (state.text, state.level) == (
-        "✖ ready 2h14m · metrics down 3m05s · 1 alert",
+        "✖ ready 2h14m · metrics down 3m05s · ✖1",
         Level.CRITICAL,
     )
     # One late scrape is not "down": the age is still within three intervals.
@@ -114,12 +114,12 @@ def test_a_mismatch_and_a_lost_gpu_are_named_at_the_verdicts_level() -> None:
     mismatch = _verdict((Level.WARNING, "mismatch"))
     state = header_state(READY, _sources(), 1.0, mismatch)
     assert (state.text, state.level) == (
-        "▲ ready 2h14m · sources disagree · 1 alert",
+        "▲ ready 2h14m · sources disagree · ▲1",
         Level.WARNING,
     )
     lost = _verdict((Level.CRITICAL, "gpu_lost"))
     state = header_state(READY, _sources(), 1.0, lost, lost_gpus=(3,), gpu_count=8)
-    assert (state.text, state.level) == ("✖ ready 2h14m · GPU 3 lost · 1 alert", Level.CRITICAL)
+    assert (state.text, state.level) == ("✖ ready 2h14m · GPU 3 lost · ✖1", Level.CRITICAL)
     many = header_state(READY, (), 1.0, lost, lost_gpus=range(8), gpu_count=8)
     assert "all 8 GPUs lost" in many.text
     assert (
@@ -135,7 +135,7 @@ def test_a_mismatch_and_a_lost_gpu_are_named_at_the_verdicts_level() -> None:
         gpu_count=8,
     )
     assert state.level == Level.CRITICAL
-    assert state.text == "✖ ready 2h14m · GPU 3 lost · metrics down 3m05s · 2 alerts"
+    assert state.text == "✖ ready 2h14m · GPU 3 lost · metrics down 3m05s · ✖1 ▲1"
     restarted = ServerStatus("ready", "ready 5m00s", 2, 300.0)
     assert header_state(restarted, _sources(), 1.0, OK).text == "ready 5m00s · restarted 2×"
 
@@ -153,13 +153,13 @@ def test_status_facts_from_a_snapshot_with_a_mismatch_and_a_lost_gpu() -> None:
     state.snapshot = judged(replace(base, mismatches=(mismatch,)))
     facts = status_facts(state, lambda: base.taken_at)
     assert facts.level == Level.WARNING
-    assert facts.state == "▲ ready 1m00s · sources disagree · 1 alert"
+    assert facts.state == "▲ ready 1m00s · sources disagree · ▲1"
 
     gpus = list(base.gpus)
     gpus[3] = replace(gpus[3], sample=replace(gpus[3].sample, status="lost"))
     state.snapshot = judged(replace(base, gpus=tuple(gpus)))
     facts = status_facts(state, lambda: base.taken_at)
-    assert facts.level == Level.CRITICAL and facts.state == "✖ ready 1m00s · GPU 3 lost · 1 alert"
+    assert facts.level == Level.CRITICAL and facts.state == "✖ ready 1m00s · GPU 3 lost · ✖1"
 
     state.snapshot = judged(_with_sources(base, metrics=185.0))
     facts = status_facts(state, lambda: base.taken_at)

@@ -245,9 +245,9 @@ class EventsPanel(TextPanel):
 
 
 class NoticesPanel(TextPanel):
-    """The verdict's active alerts that no GPU row shows (critical in red, first), sources
-    that disagree about the server, sources degraded or off with their reason (unless an alert
-    says it), then the snapshot's notes (collapsed by kind in the model; dismissed advisories
+    """The verdict's active alerts that no GPU row or source line shows (critical in red,
+    first; sources that disagree about the server among them), sources degraded or off with
+    their reason, then the snapshot's notes (collapsed by kind in the model; dismissed advisories
     left out). At most `max_lines` entries: the rest are counted, and the help lists them all.
     """
 
@@ -263,12 +263,20 @@ class NoticesPanel(TextPanel):
         max_lines: int = 6,
         alerts: Sequence[Alert] = (),
     ) -> None:
-        shown = tuple(a for a in alerts if not a.subject.startswith("GPU "))  # rows say those
-        said = {a.subject for a in shown}
-        if any(a.kind == "server_down" for a in shown):
-            said.add("metrics")  # the server's alert quotes what the scrape met
+        down = any(a.kind == "server_down" for a in alerts)
+        # A source's own line says more than its alert (the whole sentence, the next step);
+        # the server's alert quotes what the scrape met.
         bad = tuple(
-            h for h in sources if h.state != SourceState.OK and h.detail and h.name not in said
+            h
+            for h in sources
+            if h.state != SourceState.OK and h.detail and not (down and h.name == "metrics")
+        )
+        named = {h.name for h in bad}
+        shown = tuple(
+            a
+            for a in alerts
+            if not a.subject.startswith("GPU ")  # the GPU rows say those
+            and not (a.kind == "source_down" and a.subject in named)
         )
         items = tuple(n if isinstance(n, Note) else Note("other", n) for n in notes)
         width = self.app.size.width if self.is_attached else 0

@@ -236,8 +236,8 @@ def header_state(
     gpu_count: int = 0,
 ) -> HeaderState:
     """The state as the status line says it: `ready 2h14m`, `▲ ready 2h14m · metrics down
-    3m05s · 1 alert`, `▲ ready 2h14m · sources disagree · 1 alert`, `✖ ready 2h14m · GPU 3
-    lost · 1 alert`."""
+    3m05s · ▲1`, `▲ ready 2h14m · sources disagree · ▲2`, `✖ ready 2h14m · GPU 3 lost · ✖1`
+    (the active alerts by level, as the fleet counts them)."""
     text = status.text
     if status.restart_text:
         text += f" · {status.restart_text}"
@@ -251,7 +251,7 @@ def header_state(
     if status.state == READY:
         words += _silence(sources, interval_s)
     if verdict.alerts:
-        words.append(verdict.count_text())
+        words.append(verdict.glyph_counts())
     level = verdict.level if verdict.level in (Level.WARNING, Level.CRITICAL) else Level.OK
     joined = " · ".join([text, *words])
     return HeaderState(f"{level.glyph} {joined}" if level.glyph else joined, level)

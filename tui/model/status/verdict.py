@@ -39,6 +39,14 @@ class Verdict:
         n = len(self.alerts)
         return "" if n == 0 else f"{n} alert{'s' if n != 1 else ''}"
 
+    def glyph_counts(self) -> str:
+        """`✖1 ▲2`: the active alerts by level, as the fleet's alerts column (empty when none)."""
+        counts = [
+            (level, sum(1 for a in self.alerts if a.level == level))
+            for level in (Level.CRITICAL, Level.WARNING)
+        ]
+        return " ".join(f"{level.glyph}{n}" for level, n in counts if n)
+
 
 _RANK = {Level.OK: 0, Level.UNKNOWN: 0, Level.WARNING: 1, Level.CRITICAL: 2}
 
