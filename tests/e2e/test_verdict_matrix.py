@@ -118,8 +118,8 @@ ROWS = (
         "another-server",
         _deployment(max_total_num_tokens=655_360),
         "warning",
-        ("mismatch",),
-        r"^KVTOP WARNING - .*max_total_num_tokens",
+        ("mismatch", "mismatch"),  # /metrics and /server_info each say another pool
+        r"^KVTOP WARNING - metrics say 655,360 tokens.*; /server_info says 655,360",
     ),
 )
 
@@ -161,12 +161,16 @@ def exported(body: str) -> tuple[str, list[str]]:
     return levels[0], [kind for kind, _ in kinds]
 
 
-def settled(level: str) -> Callable[[str, Snapshot | None], bool]:
-    """The live view's verdict at LEVEL, its header in that level's glyph, and every source
-    past its first reading (the first frame judges only what arrived)."""
+def settled(row: Row) -> Callable[[str, Snapshot | None], bool]:
+    """The live view's verdict at the row's level with the row's alerts, its header in that
+    level's glyph, and every source past its first reading (the first frame judges only what
+    arrived)."""
+    level = row.level
 
     def check(text: str, snap: Snapshot | None) -> bool:
         if snap is None or snap.verdict.level != level:
+            return False
+        if tuple(a.kind for a in snap.verdict.alerts) != row.alerts:
             return False
         if any(s.detail and "waiting for the first" in s.detail for s in snap.sources):
             return False
@@ -183,7 +187,7 @@ async def test_one_verdict_in_four_views(row: Row, host: FaultHost) -> None:
     # 1. The live view: the real app on the real session.
     app = KvtopApp(host.session(), source_label="verdict matrix", host_name="gpu-host")
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_screen(app, pilot, f"{row.id} judged {row.level}", settled(row.level), 20)
+        await wait_screen(app, pilot, f"{row.id} judged {row.level}", settled(row), 20)
         live = app.state.latest
         assert live is not None
         assert tuple(a.kind for a in live.verdict.alerts) == row.alerts
