@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.sglang_http import FakeSGLang
+from tests.support.sglang_http import Deployment, FakeSGLang
 from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
 from tui.report.json_report import snapshot_json
 from tui.server_url import is_loopback, url_problem
@@ -268,18 +268,22 @@ def test_once_report_for_a_log_naming_another_host(tmp_path: Path) -> None:
     assert API_KEY not in text.stdout + text.stderr
 
 
-@pytest.mark.parametrize("where", ["log", "--url", "default"])
+@pytest.mark.parametrize("where", ["log", "--url", "config", "default"])
 def test_the_key_reaches_a_loopback_server(tmp_path: Path, where: str) -> None:
     """End to end on loopback: a log naming 127.0.0.1 (the story's 0.0.0.0 is read as
-    127.0.0.1 too), or --url, or (with no port in the log) SGLang's default: the key goes to
-    /server_info, and the report says which URL and why."""
-    with FakeSGLang() as server:
+    127.0.0.1 too), or --url, or the config file's url, or (with no port in the log) SGLang's
+    default: the key goes to /server_info, and the report says which URL and why."""
+    with FakeSGLang(Deployment(version="0.5.8.post1")) as server:
         server.switches.api_key = API_KEY
         port = int(server.url.rsplit(":", 1)[1])
         log = _log_naming(tmp_path, "127.0.0.1", port)
         args = ["--once", "--json", "--no-gpus", "--log-file", str(log)]
         if where == "--url":
             args += ["--url", server.url]
+        elif where == "config":
+            config = tmp_path / "config.toml"
+            config.write_text(f'url = "{server.url}"\n')
+            args += ["--config", str(config)]
         elif where == "default":  # nothing may be contacted: 30000 is not the test's server
             log.write_text(log.read_text().replace(f"port={port}", "port=None"))
             args.append("--no-metrics")
@@ -296,13 +300,19 @@ def test_the_key_reaches_a_loopback_server(tmp_path: Path, where: str) -> None:
             }
             assert server.requests == []
             return
+        sources = {"--url": "--url", "config": "config.toml", "log": "log server_args"}
         assert data["server"] == {
             "url": server.url,
-            "url_source": "--url" if where == "--url" else "log server_args",
+            "url_source": sources[where],
             "loopback": True,
             "contacted": True,
             "api_key_sent": True,
         }
+        # The server says its version (within the log's 0.5.3–0.5.8): one version string, as
+        # the server says it, in every view.
+        assert data["sglang_version"]["shown"] == "0.5.8.post1"
+        text = _kvtop(*[a for a in args if a != "--json"], api_key=API_KEY).stdout
+        assert "SGLang 0.5.8.post1 · ready" in text and "0.5.3–0.5.8 ·" not in text
         sent = [h.get("authorization") for path, h in server.requests if path == "/server_info"]
         assert sent and all(h == f"Bearer {API_KEY}" for h in sent)
         assert not any("authorization" in h for path, h in server.requests if path == "/metrics")

@@ -22,6 +22,7 @@ from tests.support.still import StillFeed
 from tests.support.tui_support import (
     demo_snapshot,
     fixed_clock,
+    judged_in_turn,
     make_app,
     screen_text,
     until,
@@ -393,3 +394,54 @@ def test_a_long_state_is_cut_before_the_facts_after_it() -> None:
     assert first.startswith(" starting: cuda graph") and "…" in first
     for value in ("Kimi-K2.5", "TP8", "mfs 0.88", "EAGLE3", "HiC"):
         assert value in first, (value, first)
+
+
+async def test_what_kvtop_saw_in_the_events_pane_and_the_saved_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GPU 3 lost, then back: the events pane lists it after the log's events (the saved file
+    too), and `k` keeps only what kvtop saw."""
+    from dataclasses import replace
+
+    from tests.support.still import still_snapshot
+    from tui.model.memory.gpu_memory import lost_memory
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    base = still_snapshot()
+    gpus = list(base.gpus)
+    gpus[3] = replace(gpus[3], sample=replace(gpus[3].sample, status="lost"), memory=lost_memory())
+    beats = judged_in_turn(
+        base,
+        replace(base, taken_at=base.taken_at + 1, gpus=tuple(gpus)),
+        replace(base, taken_at=base.taken_at + 2),
+    )
+    with utc():
+        app = make_app(*beats)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, "GPU 3 back", lambda: app.state.latest is beats[-1])
+            await pilot.press("e")
+            await until(pilot, "the events pane", lambda: isinstance(app.screen, EventsScreen))
+            screen = app.screen
+            assert isinstance(screen, EventsScreen)
+            view = screen.query_one(LinesView)
+            await until(pilot, "kvtop's timeline", lambda: "what kvtop saw" in screen_text(app))
+            texts = [line.text for line in view.lines]
+            title = texts.index("what kvtop saw, newest first (kvtop's clock)")
+            assert [t[9:] for t in texts[title + 1 :]] == [
+                "· cleared     cleared: GPU 3 (TP3) is lost (fallen off the bus): check "
+                "nvidia-smi and dmesg",
+                "· GPU back    GPU 3 back",
+                "✖ alert       GPU 3 (TP3) is lost (fallen off the bus): check nvidia-smi and "
+                "dmesg",
+                "✖ GPU lost    GPU 3 lost",
+            ]
+            assert title > 10  # after the log's events
+            await pilot.press("s")
+            await until(pilot, "the saved path", lambda: screen.saved_to is not None)
+            assert Path(str(screen.saved_to)).read_text().splitlines() == texts
+            await pilot.press("k")
+            await until(pilot, "only kvtop's", lambda: "what kvtop saw only" in screen_text(app))
+            assert [line.text for line in view.lines] == texts[title + 1 :]
+            await pilot.press("k")
+            await until(pilot, "all again", lambda: "what kvtop saw only" not in screen_text(app))
+            assert [line.text for line in view.lines] == texts
