@@ -41,6 +41,7 @@ class Row:
     level: str
     alerts: tuple[str, ...]  # the verdict's alert kinds, worst first
     check: str  # a regex `kvtop --check`'s line must match
+    no_metrics: bool = False  # kvtop run with --no-metrics (the log and NVML only)
 
 
 def _status(path: str, code: int) -> Callable[[FaultHost], None]:
@@ -97,13 +98,15 @@ ROWS = (
         ("server_down",),
         r"^KVTOP CRITICAL - server stopped or unreachable after the log said ready",
     ),
-    # The log still says ready; NVML says its processes are gone and the memory released.
+    # The log still says ready; NVML says its processes are gone and the memory released
+    # (kvtop without /metrics: only NVML can tell).
     Row(
         "server-gone",
         _gone,
         "critical",
         ("server_stopped",),
         r"^KVTOP CRITICAL - server stopped: its processes are gone from GPUs 0–7",
+        no_metrics=True,
     ),
     # 94.9999 % is a warning, and no view writes it as the 95 % it is under.
     Row(
@@ -135,7 +138,7 @@ def host(fake_lib: Path, tmp_path: Path) -> Iterator[FaultHost]:
         yield h
 
 
-def kvtop(host: FaultHost, *args: str) -> subprocess.CompletedProcess[str]:
+def kvtop(host: FaultHost, row: Row, *args: str) -> subprocess.CompletedProcess[str]:
     """The installed command on the host's sources (the fake GPUs, the log, the server)."""
     env = {
         **os.environ,
@@ -144,7 +147,13 @@ def kvtop(host: FaultHost, *args: str) -> subprocess.CompletedProcess[str]:
         "SGLANG_API_KEY": API_KEY,
     }
     return subprocess.run(
-        [str(KVTOP), "--log-file", str(host.log), "--url", host.server.url, *args],
+        [
+            str(KVTOP),
+            "--log-file",
+            str(host.log),
+            *(["--no-metrics"] if row.no_metrics else ["--url", host.server.url]),
+            *args,
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -185,7 +194,8 @@ async def test_one_verdict_in_four_views(row: Row, host: FaultHost) -> None:
     row.setup(host)
 
     # 1. The live view: the real app on the real session.
-    app = KvtopApp(host.session(), source_label="verdict matrix", host_name="gpu-host")
+    session = host.session(metrics=not row.no_metrics)
+    app = KvtopApp(session, source_label="verdict matrix", host_name="gpu-host")
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_screen(app, pilot, f"{row.id} judged {row.level}", settled(row), 20)
         live = app.state.latest
@@ -194,7 +204,7 @@ async def test_one_verdict_in_four_views(row: Row, host: FaultHost) -> None:
         assert app.state.status is not None and app.state.status.level == row.level
 
     # 2. --once --json: the verdict, and the level --check exits with.
-    once = kvtop(host, "--once", "--json")
+    once = kvtop(host, row, "--once", "--json")
     assert once.returncode == 0, once.stderr
     data = json.loads(once.stdout)
     verdict = data["verdict"]
@@ -203,13 +213,13 @@ async def test_one_verdict_in_four_views(row: Row, host: FaultHost) -> None:
     assert all(a["since"] and a["summary"] for a in verdict["alerts"])
 
     # 3. --check: the plugin's state and exit status.
-    check = kvtop(host, "--check")
+    check = kvtop(host, row, "--check")
     assert EXIT_LEVEL[check.returncode] == row.level, check.stdout + check.stderr
     assert re.search(row.check, check.stdout), check.stdout
     assert verdict["summary"] in check.stdout  # the same words
 
     # 4. The exporter's body.
-    body = kvtop(host, "--once", "--export")
+    body = kvtop(host, row, "--once", "--export")
     assert body.returncode == 0, body.stderr
     assert exported(body.stdout) == (row.level, list(row.alerts))
 
