@@ -182,6 +182,11 @@ async def test_the_fleet_says_what_each_host_says(prometheus, fleet_of_exporters
     for name, own in fleet_of_exporters.items():
         host = hosts[name]
         assert host["state"] == own["startup"]["state"] == "ready"
+        # kvtop's verdict there, read back: the same level and the same alerts.
+        assert host["kvtop_verdict"] == own["verdict"]["level"], name
+        assert sorted(a["kind"] for a in host["alerts"]) == sorted(
+            a["name"] for a in own["verdict"]["alerts"]
+        ), name
         assert host["model"] == own["server_args"]["served_model_name"]
         assert host["node_rank"] == own["deployment"]["node_rank"]
         pools = [r["target"]["kv_tokens"] for r in own["ranks"]]

@@ -86,7 +86,8 @@ def test_a_target_down_says_which_exporter_and_prometheus_error() -> None:
         for t in kimi_host(0).targets
     )
     found = host_alerts(kimi_host(0, targets=targets))
-    assert kinds(found) == [(Level.CRITICAL, "source_down"), (Level.WARNING, "source_down")]
+    # kvtop's exporter down (a restart of it) is a warning, as documented: the server may be fine.
+    assert kinds(found) == [(Level.WARNING, "source_down"), (Level.WARNING, "source_down")]
     assert found[0].text == (
         f"gpu-node-01: kvtop exporter at gpu-node-01:9877 is down (Prometheus: {error})"
     )
@@ -115,7 +116,37 @@ def test_a_host_no_longer_scraped_is_stale() -> None:
         replace(t, up=False) if t.exporter == KVTOP else t for t in kimi_host(0).targets
     )
     found = host_alerts(kimi_host(0, last_seen_age_s=185.0, targets=targets))
-    assert kinds(found) == [(Level.CRITICAL, "source_down")]
+    assert kinds(found) == [(Level.WARNING, "source_down")]
+
+
+def test_sglang_answering_404_is_a_warning_not_a_server_down() -> None:
+    """SGLang without --enable-metrics answers /metrics with 404: it is up."""
+    host = qwen_host(
+        targets=(
+            TargetState(DCGM, "gpu-node-03:9400", True),
+            TargetState(
+                SGLANG, "gpu-node-03:30000", False, 4.0, "server returned HTTP status 404 Not Found"
+            ),
+        )
+    )
+    (alert,) = host_alerts(host)
+    assert (alert.level, alert.kind) == (Level.WARNING, "source_down")
+    assert "without --enable-metrics" in alert.text
+
+
+def test_a_host_is_judged_by_its_kvtop_verdict() -> None:
+    """kvtop there publishes its verdict: its alerts are the host's (its thresholds, its
+    judgement), the fleet adds only what Prometheus alone can tell."""
+    hot = kimi_host(0, kv=FleetKv(token_usage=0.96))  # the fleet's own rule: critical
+    calm = replace(hot, verdict="warning", kvtop_alerts=(("queue", "warning", "queue"),))
+    (alert,) = host_alerts(calm)
+    assert (alert.level, alert.kind, alert.subject) == (Level.WARNING, "queue", "gpu-node-01 queue")
+    assert alert.text == "gpu-node-01 queue: queue (warning; kvtop --once on gpu-node-01 says why)"
+    lost = replace(calm, kvtop_alerts=(("gpu_lost", "critical", "GPU 3"),), verdict="critical")
+    assert kinds(host_alerts(lost)) == [(Level.CRITICAL, "gpu_lost")]
+    nothing = replace(calm, kvtop_alerts=(), verdict="unknown")
+    assert kinds(host_alerts(nothing)) == [(Level.WARNING, "source_down")]
+    assert kinds(host_alerts(replace(calm, kvtop_alerts=(), verdict="ok"))) == []
 
 
 def test_kvtop_sources_down_and_mismatches_are_warnings() -> None:
