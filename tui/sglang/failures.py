@@ -102,9 +102,11 @@ def text_phase(text: str) -> str | None:
 # logs without the phase lines (excerpts, old versions). The outermost frame that names one wins.
 _FRAME_FUNCTIONS = (
     ("event_loop", SERVING),
+    ("run_event_loop", SERVING),
     ("forward_thread_func", SERVING),  # the overlap worker thread runs batches only
     ("init_attention_backend", "attention backend"),
     ("init_cuda_graphs", "cuda graph"),
+    ("init_forward_metadata_capture_cuda_graph", "cuda graph"),
     ("capture_one_batch_size", "cuda graph"),
     ("init_memory_pool", "memory pool"),
     ("load_model", "load weights"),
@@ -207,8 +209,12 @@ def last_phase(startup: Startup, event: ev.Failure) -> str | None:
     names = [name for name, _ in map(rank_phase, _ranks_of(startup, event)) if name is not None]
     if names:
         return max(sorted(set(names)), key=names.count)
-    # A line with a rank tag was written by a scheduler: the launch was over.
-    return LAUNCH if nothing_started(startup) and not event.prefix.rank else None
+    if event.kind == "watchdog":
+        return SERVING  # SGLang's and NCCL's watchdogs watch batches being run
+    # Launched (its server_args line) and no rank logged: the launch failed. A line with a rank
+    # tag was written by a scheduler: the launch was over.
+    launched = startup.server_args is not None and not event.prefix.rank
+    return LAUNCH if launched and nothing_started(startup) else None
 
 
 def _merge_oom(old: ev.OomSizes | None, new: ev.OomSizes | None) -> ev.OomSizes | None:

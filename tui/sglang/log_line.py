@@ -697,7 +697,7 @@ def _failure(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
 # handlers, node_rank >= 1's `terminated with`), a watchdog that found the scheduler stuck,
 # and what a process prints as it aborts (faulthandler, C++'s terminate, ROCm's fault).
 _CRASHED_RE = re.compile(
-    r"Subprocess (\S{1,100}) \(pid=\d{1,10}\) crashed with exit code (-?\d{1,4})"
+    r"Subprocess (\S{1,100}) \(pid=[^)]{1,16}\) crashed with exit code (-?\d{1,4})"
 )
 _TERMINATED_RE = re.compile(
     r"^Scheduler or DataParallelController \d{1,10} terminated with (-?\d{1,4})"

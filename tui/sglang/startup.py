@@ -25,6 +25,7 @@ from tui.sglang.failures import (
     inferred_open,
     last_phase,
     launcher_failure,
+    nothing_started,
     opens_traceback,
     serving_batch,
     text_phase,
@@ -543,6 +544,13 @@ class StartupTracker:
             tb.entry = event.entry
         if tb.hint is None:
             tb.hint = frame_phase(event.message)
+            failure = tb.failure
+            if tb.hint and failure is not None and not tb.settled and not tb.owned:
+                # Frames after a line without a traceback of its own (faulthandler's after
+                # `Fatal Python error`): they name where it was, with no exception line to come.
+                new = replace(failure, phase=tb.hint)
+                self._replace_failure(startup, failure, new)
+                tb.failure, tb.settled = new, True
 
     def _on_exception_line(self, startup: Startup, event: ev.Failure | ev.ExceptionLine) -> None:
         tb = self._traceback
@@ -556,6 +564,8 @@ class StartupTracker:
             if isinstance(event, ev.Failure):  # a failure text (`RuntimeError: Not enough memory`)
                 self._on_failure_line_alone(startup, event, tb)
             elif tb.entry and exc_type not in TEARDOWN:  # uncaught: a `raise` in the launcher
+                if tb.hint is None and nothing_started(startup):
+                    tb.hint = LAUNCH  # the launcher's own exception before any rank: launch
                 self._on_failure_line_alone(startup, launcher_failure(event), tb)
             return
         if not counts_as_cause(tb, exc_type):
