@@ -117,6 +117,9 @@ class StartupTracker:
         self.unit_limits: str | None = None
         self.changes = 0  # bumped by every event: lets a live view re-analyse only on change
         self._traceback: OpenTraceback | None = None  # the traceback being read (failures.py)
+        # The last exception line of a traceback no failure line announced: (start, line, the
+        # phase its frames named). A crash line right after it takes it as its cause.
+        self._unclaimed: tuple[Startup, str, str | None] | None = None
 
     # -- entry point ----------------------------------------------------------------------------
     def feed(self, event: ev.Event) -> None:
@@ -146,6 +149,8 @@ class StartupTracker:
             # SIGQUIT that follows): not a failure of the server.
             startup.after_stop_failures += 1
             return
+        if self._unclaimed is not None and not isinstance(event, _TRACEBACK_EVENTS):
+            self._unclaimed = None  # something else came between: not that crash's cause
         handler = _DISPATCH.get(type(event))
         if handler is not None:
             handler(self, startup, event)
@@ -476,8 +481,13 @@ class StartupTracker:
         if event.exception_line and tb is not None and tb.startup is startup and tb.awaiting:
             self._on_exception_line(startup, event)  # the cause of the traceback being read
             return
-        phase, settled = _phase_of(startup, event)
-        failure = replace(event, phase=phase, cause=event.message if event.exception_line else None)
+        unclaimed, self._unclaimed = self._unclaimed, None
+        hint = None
+        cause = event.message if event.exception_line else None
+        if event.kind == "crash" and unclaimed is not None and unclaimed[0] is startup:
+            _, cause, hint = unclaimed  # the traceback just before it is the child's death
+        phase, settled = _phase_of(startup, event, hint)
+        failure = replace(event, phase=phase, cause=cause)
         self._record_failure(startup, failure)
         owned = opens_traceback(failure)
         self._traceback = OpenTraceback(
@@ -524,7 +534,10 @@ class StartupTracker:
         tb = self._traceback
         latest = startup.failures[-1] if startup.failures else None
         if latest is not None and latest.cause is None and (tb is None or tb.failure is latest):
-            self._traceback = OpenTraceback(startup, latest, owned=False, entry=entry)
+            settled = latest.phase is not None  # else its frames may say where it was
+            self._traceback = OpenTraceback(
+                startup, latest, owned=False, entry=entry, settled=settled
+            )
         else:
             self._traceback = OpenTraceback(startup, None, owned=False, entry=entry, settled=False)
         return self._traceback
@@ -567,6 +580,10 @@ class StartupTracker:
                 if tb.hint is None and nothing_started(startup):
                     tb.hint = LAUNCH  # the launcher's own exception before any rank: launch
                 self._on_failure_line_alone(startup, launcher_failure(event), tb)
+            elif exc_type not in TEARDOWN and startup.failure is None:
+                # A logged traceback whose failure line is not in the log (cut from an
+                # excerpt): the crash line that may follow it names no cause of its own.
+                self._unclaimed = (startup, event.message[:MAX_CAUSE_CHARS], tb.hint)
             return
         if not counts_as_cause(tb, exc_type):
             return
@@ -762,6 +779,13 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.UnitEvent: StartupTracker._on_unit,
 }
 
+_TRACEBACK_EVENTS = (
+    ev.Failure,
+    ev.TracebackStart,
+    ev.TracebackFrame,
+    ev.TracebackChained,
+    ev.ExceptionLine,
+)
 # Kinds a line about the end gives without saying why: systemd's OOM-killer line explains them.
 GENERIC_END_KINDS = frozenset({"crash", "exited", "error", "scheduler_died", "exception"})
 # systemd's result of a failed unit -> the failure kind, when nothing in the log said more.
