@@ -113,7 +113,8 @@ def test_group_kill_is_a_shutdown_not_a_crash() -> None:
     startup = fold(lines).current
     assert startup.state == "stopped"
     assert startup.failure is None and startup.failures == []
-    assert startup.after_stop_failures == 1
+    # The child's `crashed with exit code -15`, the SIGQUIT line and the added exception line.
+    assert startup.after_stop_failures == 3
     assert startup.stopped_at == datetime(2026, 9, 20, 15, 33, 22)
 
 

@@ -282,3 +282,27 @@ READ_BACK = textwrap.dedent(
 def read_back_result(stdout: str) -> dict[str, object]:
     """The JSON line READ_BACK printed (the last line of stdout)."""
     return json.loads(stdout.strip().splitlines()[-1])
+
+
+def systemd_entry(
+    unit: str, invocation_id: str | None, message: str, at_us: int
+) -> dict[str, str | bytes | int]:
+    """One of systemd's own lines about UNIT, as PID 1 writes it: `UNIT=` and `INVOCATION_ID=`
+    name the unit and its run; its own `_SYSTEMD_UNIT` is init.scope (what `journalctl -u`
+    shows beside the unit's output)."""
+    fields: dict[str, str | bytes | int] = {
+        "__REALTIME_TIMESTAMP": at_us,
+        "__MONOTONIC_TIMESTAMP": at_us - BOOT_AT_US,
+        "_BOOT_ID": BOOT_ID,
+        "_SYSTEMD_UNIT": "init.scope",
+        "MESSAGE": message,
+        "PRIORITY": 6,
+        "SYSLOG_IDENTIFIER": "systemd",
+        "_PID": 1,
+        "_COMM": "systemd",
+        "_TRANSPORT": "journal",
+        "UNIT": unit,
+    }
+    if invocation_id is not None:
+        fields["INVOCATION_ID"] = invocation_id
+    return fields

@@ -196,13 +196,14 @@ def test_node0_of_a_two_node_tp16_server() -> None:
     """Excerpt 61 (node 0, `--nnodes 2 --node-rank 0 --tp 16`): TP0–7 here, TP8–15 on node 1."""
     startup = fold(args_line(tp_size=16, nnodes=2, node_rank=0), NODE0_TP16).current
     shape = deployment_shape(startup)
-    # Its lines (`Custom allreduce is disabled ...`) are no startup step: no rank counted yet.
+    # Its lines (`Custom allreduce is disabled ...`) are no startup step, but each names its
+    # rank: TP1-TP4 are counted.
     assert shape.to_json() == {
         "nnodes": 2,
         "node_rank": 0,
         "disaggregation_mode": "null",
         "ranks_expected": 8,
-        "ranks_in_log": 0,
+        "ranks_in_log": 4,
     }
     sidecar = json.loads(NODE0_TP16.with_suffix(".json").read_text())
     assert shape.words() == sidecar["deployment"]["node_words"]

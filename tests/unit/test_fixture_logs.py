@@ -134,3 +134,23 @@ def test_story_log_matches_its_sidecar() -> None:
     assert startup.phased_draft_init is False  # 0.5.8: the draft loads after the target graphs
     assert startup.version.high == (0, 5, 8)
     assert startup.latest_batch["TP0"].tokens == 48211
+
+
+ENDINGS = sorted(p for p in REAL_LOGS.glob("7[0-9]-*.log"))
+
+
+@pytest.mark.parametrize("log", ENDINGS, ids=[p.stem[:2] for p in ENDINGS])
+def test_how_the_run_ended(log: Path) -> None:
+    """70-79: the state, kind, phase and cause a careful reader takes from how the run ended."""
+    from tui.model.analysis import analyse
+    from tui.report.json_report import to_json
+
+    expected = json.loads(log.with_suffix(".json").read_text())["ending"]
+    startup = to_json(analyse(fold(log), log.name))["startup"]
+    assert isinstance(startup, dict)
+    assert startup["state"] == expected["state"]
+    assert startup["failure_kind"] == expected["failure_kind"]
+    assert startup["failed_phase"] == expected["failed_phase"]
+    assert startup["failure"] == expected["failure"]
+    assert str(startup["failure_line"]).startswith(expected["failure_line"])
+    assert startup["startup_in_log"] == expected["startup_in_log"]

@@ -654,8 +654,13 @@ def test_milliseconds_kept() -> None:
         "Loading safetensors checkpoint shards:  50% Completed | 32/64 [00:40<00:40,  1.2it/s]",
         "",
         "   ",
-        "[2026-02-27 09:02:11 TP3] Load weights maybe?",
     ],
 )
 def test_lines_that_are_not_sglang_events(line: str) -> None:
     assert parse_line(line) is None
+
+
+def test_a_rank_line_kvtop_does_not_read_still_says_the_rank_exists() -> None:
+    event = parse_line("[2026-02-27 09:02:11 TP3] Load weights maybe?")
+    assert isinstance(event, ev.RankSeen)
+    assert event.prefix.rank == "TP3"

@@ -158,6 +158,11 @@ def _startup_json(report: Analysis) -> dict[str, object]:
         "listening_url": startup.listening_url,
         "speculative": startup.speculative,
         "draft_loaded_before_target_pool": startup.phased_draft_init,
+        # False: the log began mid-run (rotated, --since): batch lines, no startup lines.
+        "startup_in_log": not startup.mid_run,
+        "note": startup.note,
+        # systemd's result for the unit (`oom-kill`, `exit-code`, ...; journal only).
+        "unit_result": startup.unit_result,
         **_lifecycle_json(report),
     }
 

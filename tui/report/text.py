@@ -100,7 +100,7 @@ def state_words(startup: Startup) -> str:
         return "failed while serving"  # a crash after ready, not a failed start
     step = phase_in_progress(startup)
     if step is None:
-        return startup.state
+        return f"{startup.state} ({startup.note})" if startup.note else startup.state
     since = f" since {step.since:%H:%M:%S}" if step.since is not None else ""
     return f"starting: {step.phase}{since}"
 

@@ -292,6 +292,40 @@ class ShutdownProgress(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessExited(Event):
+    """The process ended with only the interpreter's or the shell's words: `Killed`, a shell's
+    job line (`./run.sh: line 31:  2467 Killed  python3 -m sglang.launch_server ...`),
+    `resource_tracker: There appear to be N leaked semaphore objects ...`, a container's
+    `exited with code N`. `code` is the exit status when the line gives one."""
+
+    how: str = "exited"  # "killed", "resource_tracker", "exit_status"
+    code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RankSeen(Event):
+    """Any other line with a rank tag: the rank exists, whatever it said."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnitEvent(Event):
+    """One of systemd's own lines about the server's unit (PID 1's `UNIT=` entries, what
+    `journalctl -u UNIT` shows beside the server's output). `what` says which:
+    "oom_kill" (`A process of this unit has been killed by the OOM killer.`), "main_exited"
+    (`Main process exited, code=killed, status=9/KILL`), "failed" (`Failed with result
+    'oom-kill'.`), "stopping", "stopped", "starting", "started", "restart_scheduled"
+    (`Scheduled restart job, restart counter is at N.`), "consumed" (`Consumed ... CPU time,
+    110.5G memory peak.`)."""
+
+    what: str = ""
+    code: str | None = None  # main_exited: exited / killed / dumped
+    status: str | None = None  # main_exited: "9/KILL", "1/FAILURE"
+    result: str | None = None  # failed: "oom-kill", "exit-code", "signal", ...
+    counter: int | None = None  # restart_scheduled
+    memory_peak: str | None = None  # consumed: "110.5G" as logged
+
+
+@dataclass(frozen=True, slots=True)
 class OomSizes:
     """An out-of-memory error's numbers in GiB, each None where the message does not give it."""
 

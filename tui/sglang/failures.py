@@ -16,10 +16,13 @@ from tui.sglang.start_state import RankStartup, Startup
 
 SERVING = "serving"
 WARMUP = "warmup"
+LAUNCH = "launch"
 MAX_CAUSE_CHARS = 2000
 # Kinds a failure line gives before its traceback says more; a cause with a specific kind
 # (out_of_memory, not_enough_memory, ...) replaces them.
-GENERIC_KINDS = frozenset({"error", "exception", "scheduler_exception", "warmup", "scheduler_died"})
+GENERIC_KINDS = frozenset(
+    {"error", "exception", "scheduler_exception", "warmup", "scheduler_died", "crash", "exited"}
+)
 # Exceptions of a process torn down because another failed (or an operator's Ctrl-C): never the
 # cause of a failure reported before them, and never a failure of their own.
 TEARDOWN = frozenset(
@@ -99,8 +102,11 @@ def text_phase(text: str) -> str | None:
 # logs without the phase lines (excerpts, old versions). The outermost frame that names one wins.
 _FRAME_FUNCTIONS = (
     ("event_loop", SERVING),
+    ("run_event_loop", SERVING),
     ("forward_thread_func", SERVING),  # the overlap worker thread runs batches only
+    ("init_attention_backend", "attention backend"),
     ("init_cuda_graphs", "cuda graph"),
+    ("init_forward_metadata_capture_cuda_graph", "cuda graph"),
     ("capture_one_batch_size", "cuda graph"),
     ("init_memory_pool", "memory pool"),
     ("load_model", "load weights"),
@@ -109,6 +115,7 @@ _FRAME_FUNCTIONS = (
     ("_execute_server_warmup", WARMUP),
 )
 _FRAME_PATHS = (
+    ("sglang/srt/server_args.py", LAUNCH),  # the arguments refused before any process began
     ("cuda_graph_runner", "cuda graph"),
     ("/mem_cache/", "memory pool"),
     ("memory_pool", "memory pool"),
@@ -118,8 +125,9 @@ _FRAME_PATHS = (
 
 
 def frame_phase(frame: str) -> str | None:
-    """`  File ".../model_runner.py", line 207, in init_cuda_graphs` -> "cuda graph"."""
-    function = frame.rsplit(", in ", 1)[-1] if ", in " in frame else ""
+    """`  File ".../model_runner.py", line 207, in init_cuda_graphs` -> "cuda graph" (also
+    faulthandler's `  File "...", line 207 in init_cuda_graphs`, after a fatal error)."""
+    function = frame.rsplit(" in ", 1)[-1] if " in " in frame.rsplit('"', 1)[-1] else ""
     for name, phase in _FRAME_FUNCTIONS:
         if function.startswith(name):
             return phase
@@ -129,15 +137,40 @@ def frame_phase(frame: str) -> str | None:
     return None
 
 
-def _serving_batch(batch: ev.BatchStats) -> bool:
+def serving_batch(batch: ev.BatchStats) -> bool:
     """A batch line of real traffic: warmup logs one prefill of one request and nothing else."""
     return batch.kind == "decode" or (batch.running_reqs or 0) > 0 or (batch.new_seqs or 0) > 1
 
 
 def _ranks_of(startup: Startup, event: ev.Failure) -> list[RankStartup]:
-    """The failing rank, or every rank for a line without a rank tag (the main process)."""
-    rank = startup.ranks.get(event.prefix.rank) if event.prefix.rank else None
-    return [rank] if rank is not None else list(startup.ranks.values())
+    """The failing rank (none when it logged nothing before: never another rank's step), or
+    every rank for a line without a rank tag (the main process)."""
+    if event.prefix.rank:
+        rank = startup.ranks.get(event.prefix.rank)
+        return [rank] if rank is not None else []
+    return list(startup.ranks.values())
+
+
+def inferred_open(startup: Startup, event: ev.Failure) -> bool:
+    """The failing rank(s) are in a phase no line began: the pool after its weights loaded
+    (`memory pool`), where the attention backend and the graphs also start. A traceback's
+    frames name the step more exactly than that."""
+    for rank in _ranks_of(startup, event):
+        last = rank.phases[-1].name if rank.phases else None
+        if _graph_phase(rank) is None and last in ("load weights", "KV cache"):
+            return True
+    return False
+
+
+def nothing_started(startup: Startup) -> bool:
+    """No rank logged a line, and nothing after the startup was logged: the launch failed
+    (a `ServerArgs` ValueError, an import error)."""
+    return (
+        not startup.ranks
+        and startup.summary is None
+        and startup.listening_url is None
+        and not startup.latest_batch
+    )
 
 
 def _open_phase(ranks: list[RankStartup]) -> str | None:
@@ -152,6 +185,8 @@ def _open_phase(ranks: list[RankStartup]) -> str | None:
 def failed_phase(startup: Startup, event: ev.Failure) -> str | None:
     """The phase in progress when `event` was logged ("serving" after ready); None when the
     log does not say (a traceback that follows may: `settle_phase`)."""
+    if startup.mid_run and event.kind == WARMUP:
+        return WARMUP  # the batch lines that looked like traffic were the warmup's
     if startup.ready_at is not None or startup.state == "ready":
         return SERVING
     if startup.failure is not None and startup.failure.phase is not None:
@@ -161,7 +196,7 @@ def failed_phase(startup: Startup, event: ev.Failure) -> str | None:
     opened = _open_phase(_ranks_of(startup, event))
     if opened is not None:
         return opened
-    if any(_serving_batch(b) for b in startup.latest_batch.values()):
+    if any(serving_batch(b) for b in startup.latest_batch.values()):
         return SERVING
     if startup.listening_url is not None:
         return WARMUP
@@ -169,9 +204,17 @@ def failed_phase(startup: Startup, event: ev.Failure) -> str | None:
 
 
 def last_phase(startup: Startup, event: ev.Failure) -> str | None:
-    """The phase that ended last (most ranks): the fallback when nothing was open."""
+    """The phase that ended last (most ranks): the fallback when nothing was open; "launch"
+    when no rank began any step."""
     names = [name for name, _ in map(rank_phase, _ranks_of(startup, event)) if name is not None]
-    return max(sorted(set(names)), key=names.count) if names else None
+    if names:
+        return max(sorted(set(names)), key=names.count)
+    if event.kind == "watchdog":
+        return SERVING  # SGLang's and NCCL's watchdogs watch batches being run
+    # Launched (its server_args line) and no rank logged: the launch failed. A line with a rank
+    # tag was written by a scheduler: the launch was over.
+    launched = startup.server_args is not None and not event.prefix.rank
+    return LAUNCH if launched and nothing_started(startup) else None
 
 
 def _merge_oom(old: ev.OomSizes | None, new: ev.OomSizes | None) -> ev.OomSizes | None:

@@ -12,8 +12,9 @@ from typing import Any
 from tui.sglang import events as ev
 from tui.sglang.bounds import MAX_COUNT, MAX_GIB, refusal
 from tui.sglang.control_chars import make_visible
-from tui.sglang.prefix import split_prefix
+from tui.sglang.prefix import split_prefix, strip_shipper
 from tui.sglang.server_args import parse_server_args
+from tui.sglang.systemd_lines import parse_systemd_message, unit_lines_of
 
 # Longer lines are cut before matching: no SGLang line we read is anywhere near this long except
 # server_args (tens of KB), and a cap keeps a hostile 1 GB line from costing more than a moment.
@@ -663,14 +664,6 @@ _ENTRY_FRAME_RE = re.compile(
 )
 
 
-# The journal's own header on lines saved with `journalctl -u UNIT > log` (short and short-iso
-# formats): `Dec 01 10:00:00 host python3[1234]: `, `2026-12-01T10:00:00+0000 host sglang[1]: `.
-_JOURNAL_HEADER_RE = re.compile(
-    r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^ ]{0,12})"
-    r" [^ ]{1,255} [^ :\[]{1,255}(?:\[\d{1,10}\])?: "
-)
-
-
 def _exception_type(msg: str) -> str | None:
     match = _EXCEPTION_RE.match(msg)
     if match is None or match.group(0) in _NOT_TYPES:
@@ -696,6 +689,81 @@ def _failure(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
                 oom=_oom_sizes(msg) if kind == "out_of_memory" else None,
                 exception_line=not prefix.has_prefix and _exception_type(msg) is not None,
             )
+    return None
+
+
+# How a run ends without a Python exception of its own (reference f.1): the parent's words
+# about a child that died (0.5.10+ SubprocessWatchdog, 0.4.6's SIGCHLD handler, the SIGQUIT
+# handlers, node_rank >= 1's `terminated with`), a watchdog that found the scheduler stuck,
+# and what a process prints as it aborts (faulthandler, C++'s terminate, ROCm's fault).
+_CRASHED_RE = re.compile(
+    r"Subprocess (\S{1,100}) \(pid=[^)]{1,16}\) crashed with exit code (-?\d{1,4})"
+)
+_TERMINATED_RE = re.compile(
+    r"^Scheduler or DataParallelController \d{1,10} terminated with (-?\d{1,4})"
+)
+_CRASH_TEXTS = (
+    "SIGQUIT received",
+    "Received sigquit from a child process",
+    "Child process unexpectedly failed with an exit code",
+    "terminate called after throwing an instance of",
+    "Memory access fault by GPU",
+)
+_WATCHDOG_RE = re.compile(r"^(?:Scheduler )?[Ww]atchdog timeout \(")
+_NCCL_WATCHDOG = "Watchdog caught collective operation timeout"
+# A shell's or a terminal's words for a process it ran that died: `Killed`, `Aborted (core
+# dumped)`, a script's `./run.sh: line 31:  2467 Killed   python3 -m sglang...`, a job line
+# `[1]+  Killed   python3 ...`. The command after the word needs two spaces (as shells align
+# it), so `Killed actor ...` of another program is not one.
+_SHELL_END_RE = re.compile(
+    r"^(?:(?:.{0,300}: line \d{1,9}: +|\[\d{1,6}\][+-]? +)(?:\d{1,10} +)?)?"
+    r"(Killed|killed|已杀死|Aborted|Segmentation fault|Bus error)(?: \(core dumped\))?(?:  +\S.*)?$"
+)
+_LEAKED_RE = re.compile(r"resource_tracker: There appear to be \d{1,9} leaked \w+ objects")
+_CONTAINER_EXIT_RE = re.compile(r"^[\w.-]{1,128} exited with code (\d{1,3})$")
+_ENDING_TEXTS = (
+    "crashed with exit code",
+    "terminated with",
+    *_CRASH_TEXTS,
+    "atchdog timeout",
+    _NCCL_WATCHDOG,
+    "Fatal Python error: ",
+    "Killed",
+    "killed",
+    "已杀死",  # a shell's "Killed" in a Chinese locale
+    "Aborted",
+    "Segmentation fault",
+    "Bus error",
+    "resource_tracker: There appear",
+    "exited with code",
+)
+
+
+def _ending(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    """A line that ends the run (or says it ended) without a traceback of its own."""
+    crashed = _CRASHED_RE.search(msg)
+    if crashed is not None:
+        return ev.Failure(prefix, msg[:2000], kind="crash")
+    terminated = _TERMINATED_RE.match(msg)
+    if terminated is not None:
+        return None if terminated.group(1) == "0" else ev.Failure(prefix, msg[:2000], kind="crash")
+    if any(text in msg for text in _CRASH_TEXTS) or msg.startswith("Fatal Python error: "):
+        return ev.Failure(prefix, msg[:2000], kind="crash")
+    if _WATCHDOG_RE.match(msg) is not None:
+        # `self.soft=True` only logs (0.5.8+ --soft-watchdog-timeout): the server goes on.
+        return None if "soft=True" in msg else ev.Failure(prefix, msg[:2000], kind="watchdog")
+    if _NCCL_WATCHDOG in msg:
+        return ev.Failure(prefix, msg[:2000], kind="watchdog")
+    shell = _SHELL_END_RE.match(msg)
+    if shell is not None:
+        if shell.group(1) in ("Killed", "killed", "已杀死"):
+            return ev.ProcessExited(prefix, msg[:2000], how="killed", code=137)
+        return ev.Failure(prefix, msg[:2000], kind="crash")
+    if _LEAKED_RE.search(msg) is not None:
+        return ev.ProcessExited(prefix, msg[:2000], how="resource_tracker")
+    container = _CONTAINER_EXIT_RE.match(msg)
+    if container is not None:
+        return ev.ProcessExited(prefix, msg[:2000], how="exit_status", code=int(container.group(1)))
     return None
 
 
@@ -765,7 +833,7 @@ def parse_message(prefix: ev.LinePrefix, message: str) -> ev.Event | None:
     shutdown = _shutdown(prefix, msg)
     if shutdown is not None:
         return shutdown
-    return _failure(prefix, msg)
+    return _failure(prefix, msg) or _ending(prefix, msg)
 
 
 # Every text some handler starts with or looks for, as one alternation: most lines of a busy
@@ -776,8 +844,14 @@ _ANY_KNOWN = re.compile(
         re.escape(text.strip())
         for text in [start for start, _ in _HANDLERS]
         + [needle for needle, _ in _FAILURES]
-        + [" KV Cache ", "Uvicorn running on", *_SHUTDOWN_TEXTS]
+        + [" KV Cache ", "Uvicorn running on", *_SHUTDOWN_TEXTS, *_ENDING_TEXTS]
     )
+)
+
+
+# A line that begins with SGLang's prefix and carries a rank tag (`[2026-01-05 10:00:00 PP3 TP1]`).
+_RANK_TAGGED_RE = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]{0,100}? (?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d{1,6}\]"
 )
 
 
@@ -789,13 +863,21 @@ def parse_line(line: str | bytes) -> ev.Event | None:
     text = normalize(line)
     if not text:
         return None
-    if text[0] != "[" and (header := _JOURNAL_HEADER_RE.match(text)) is not None:
-        text = text[header.end() :]  # `journalctl -u UNIT > log`: a traceback line behind it
+    if text[0] != "[" or text.startswith("[pod/"):
+        # A shipper's or a viewer's header (`journalctl -u UNIT > log`, CRI, Docker, Loki):
+        # stripped from every line alike, the bare traceback lines too.
+        text, ident = strip_shipper(text)
+        if ident is not None and unit_lines_of(ident):
+            return parse_systemd_message(ev.NO_PREFIX, make_visible(text))
         if not text:
             return None
     if _ANY_KNOWN.search(text) is None:
+        if text[0] == "[":
+            if _RANK_TAGGED_RE.match(text) is None:
+                return None
+            return ev.RankSeen(split_prefix(text)[0], "")  # any line of a rank: it exists
         # A traceback's own lines: `Traceback (...)`, frames, the final `ExcType: message`.
-        if text[0] == "[" or (_EXCEPTION_RE.match(text) is None and text[0] not in " TD"):
+        if _EXCEPTION_RE.match(text) is None and text[0] not in " TD":
             return None
         return _traceback_part(ev.NO_PREFIX, make_visible(text))
     text = make_visible(text)  # no event carries a control character to a screen
@@ -812,6 +894,8 @@ def parse_line(line: str | bytes) -> ev.Event | None:
         _refused.items = None
     if refused and event is not None:
         event = replace(event, rejected=tuple(_describe(event.message, refused)))
+    if event is None and prefix.rank:
+        return ev.RankSeen(prefix, "")
     return event
 
 

@@ -82,3 +82,40 @@ def _decode(match: re.Match[str]) -> LinePrefix:
         rank=tags,
         **decode_tags(tags),
     )
+
+
+# What a log shipper or a viewer puts before every line it passes on, the server's own lines
+# and the bare traceback lines alike (each one alternative, anchored at the line's start):
+# the journal's short and short-iso headers (`journalctl -u UNIT > log`: `Dec 01 10:00:00 host
+# python3[1234]: `, `2026-12-01T10:00:00+0000 host sglang[1]: `), CRI's (`2026-01-05T10:00:00.1Z
+# stdout F `), a shipper's epoch and ISO time between tabs (`1767607200.123\t2026-01-05T10:00:00Z\t`),
+# Docker's and Loki's time (`docker logs -t`, `logcli`: the time, then `{labels}`), Compose's
+# service column (`sglang-1  | `) and kubectl's `--prefix` (`[pod/name/container] `).
+_ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
+_SHIPPER_RE = re.compile(
+    r"(?:(?P<journal>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,6})? [^ ]{1,255} "
+    r"(?P<ident>[^ :\[]{1,255}(?:\[\d{1,10}\])?): )"
+    # short-iso: the identifier's [pid] is required, so `<time> ValueError: a: b` stays whole
+    r"|(?P<journal_iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^ ]{0,12} [^ ]{1,255} "
+    r"(?P<ident_iso>[^ :\[]{1,255}\[\d{1,10}\]): )"
+    r"|" + _ISO + r" (?:stdout|stderr) [FP] "
+    r"|\d{9,11}(?:\.\d{1,9})?\t(?:[^\t]{1,64}\t)?"
+    r"|" + _ISO + r" (?:\{[^{}]{0,4000}\} )?"
+    r"|[\w.-]{1,128} {1,32}\| "
+    r"|\[pod/[^\]\s]{1,253}\] )"
+)
+
+
+def strip_shipper(text: str) -> tuple[str, str | None]:
+    """TEXT without a log shipper's or viewer's header (at most three, one inside another: a
+    Compose column before Docker's time), and the journal identifier when the header was the
+    journal's (`systemd[1]` for systemd's own lines about the unit), else None."""
+    ident = None
+    for _ in range(3):
+        match = _SHIPPER_RE.match(text)
+        if match is None or match.end() == 0:
+            break
+        if match.group("journal") or match.group("journal_iso"):
+            ident = match.group("ident") or match.group("ident_iso")
+        text = text[match.end() :]
+    return text, ident

@@ -309,6 +309,23 @@ class Startup:
     shutdown_finished: bool = False
     after_stop_failures: int = 0  # failure lines of children the shutdown ended (not failures)
     earlier: tuple[StartRecord, ...] = ()
+    # The log began after this start's startup (rotated, `--since`, copytruncate): batch lines
+    # of real traffic came before any startup line, so it was serving.
+    mid_run: bool = False
+    # systemd's words about the unit (journal): its result (`oom-kill`, `exit-code`, ...) and
+    # the memory peak its `Consumed ...` line gave.
+    unit_result: str | None = None
+    unit_memory_peak: str | None = None
+
+    @property
+    def note(self) -> str | None:
+        """What the log cannot show about this start, in words (None when it shows it all)."""
+        if self.mid_run:
+            return "the startup is not in this log"
+        failure = self.failure
+        if failure is not None and failure.kind == "exited" and failure.phase != "serving":
+            return "the log does not say why it exited"
+        return None
 
     @property
     def failed_phase(self) -> str | None:

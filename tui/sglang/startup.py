@@ -11,7 +11,9 @@ from typing import Any
 from tui.sglang import events as ev
 from tui.sglang import lifecycle
 from tui.sglang.failures import (
+    LAUNCH,
     MAX_CAUSE_CHARS,
+    SERVING,
     TEARDOWN,
     OpenTraceback,
     capacity_failure,
@@ -20,9 +22,12 @@ from tui.sglang.failures import (
     explained,
     failed_phase,
     frame_phase,
+    inferred_open,
     last_phase,
     launcher_failure,
+    nothing_started,
     opens_traceback,
+    serving_batch,
     text_phase,
 )
 from tui.sglang.start_state import (
@@ -70,8 +75,26 @@ def _phase_of(
         return startup.failure.phase, True
     phase = failed_phase(startup, event)
     if phase is not None:
-        return phase, True
+        # A pool no line began (after the weights loaded): the frames may name the step.
+        return phase, not inferred_open(startup, event)
     return text_phase(event.message) or hint or last_phase(startup, event), False
+
+
+def _step_now(startup: Startup) -> str:
+    """The step a start was in when it ended without a word of its own: "serving" after
+    ready, else the slowest rank's step, "launch" before any."""
+    if startup.finished:
+        return SERVING
+    step = lifecycle.current_step(startup)
+    return step.phase if step is not None else LAUNCH
+
+
+# The host's OOM killer (systemd's `A process of this unit has been killed by the OOM killer`,
+# `Failed with result 'oom-kill'`): host RAM, which kvtop's GPU numbers do not show.
+OOM_KILL_CAUSE = (
+    "the host's OOM killer killed a process of the unit: the host ran out of RAM (host memory, "
+    "not GPU memory)"
+)
 
 
 def _seconds_between(start: datetime | None, end: datetime | None) -> float | None:
@@ -88,8 +111,15 @@ class StartupTracker:
         self.current = Startup()
         self.previous: Startup | None = None
         self.lines_seen = 0
+        # systemd's restart counter (`Scheduled restart job, restart counter is at N`) and the
+        # unit's memory limits (`MemoryMax=64G`) when the journal's reader could tell them.
+        self.restart_counter = 0
+        self.unit_limits: str | None = None
         self.changes = 0  # bumped by every event: lets a live view re-analyse only on change
         self._traceback: OpenTraceback | None = None  # the traceback being read (failures.py)
+        # The last exception line of a traceback no failure line announced: (start, line, the
+        # phase its frames named). A crash line right after it takes it as its cause.
+        self._unclaimed: tuple[Startup, str, str | None] | None = None
 
     # -- entry point ----------------------------------------------------------------------------
     def feed(self, event: ev.Event) -> None:
@@ -119,6 +149,8 @@ class StartupTracker:
             # SIGQUIT that follows): not a failure of the server.
             startup.after_stop_failures += 1
             return
+        if self._unclaimed is not None and not isinstance(event, _TRACEBACK_EVENTS):
+            self._unclaimed = None  # something else came between: not that crash's cause
         handler = _DISPATCH.get(type(event))
         if handler is not None:
             handler(self, startup, event)
@@ -150,8 +182,15 @@ class StartupTracker:
         old = self.current
         self.previous = old
         earlier = (*old.earlier, lifecycle.record(old))[-MAX_EARLIER_STARTS:]
-        self.current = Startup(restarts=old.restarts + 1, earlier=earlier)
+        restarts = max(old.restarts + 1, self.restart_counter)
+        self.current = Startup(restarts=restarts, earlier=earlier)
         return self.current
+
+    def note_restart_counter(self, counter: int) -> None:
+        """systemd's count of this unit's automatic restarts, read before the latest run: the
+        start now is at least its counter-th restart."""
+        self.restart_counter = max(self.restart_counter, counter)
+        self.current.restarts = max(self.current.restarts, counter)
 
     # -- helpers --------------------------------------------------------------------------------
     @staticmethod
@@ -442,8 +481,13 @@ class StartupTracker:
         if event.exception_line and tb is not None and tb.startup is startup and tb.awaiting:
             self._on_exception_line(startup, event)  # the cause of the traceback being read
             return
-        phase, settled = _phase_of(startup, event)
-        failure = replace(event, phase=phase, cause=event.message if event.exception_line else None)
+        unclaimed, self._unclaimed = self._unclaimed, None
+        hint = None
+        cause = event.message if event.exception_line else None
+        if event.kind == "crash" and unclaimed is not None and unclaimed[0] is startup:
+            _, cause, hint = unclaimed  # the traceback just before it is the child's death
+        phase, settled = _phase_of(startup, event, hint)
+        failure = replace(event, phase=phase, cause=cause)
         self._record_failure(startup, failure)
         owned = opens_traceback(failure)
         self._traceback = OpenTraceback(
@@ -490,7 +534,10 @@ class StartupTracker:
         tb = self._traceback
         latest = startup.failures[-1] if startup.failures else None
         if latest is not None and latest.cause is None and (tb is None or tb.failure is latest):
-            self._traceback = OpenTraceback(startup, latest, owned=False, entry=entry)
+            settled = latest.phase is not None  # else its frames may say where it was
+            self._traceback = OpenTraceback(
+                startup, latest, owned=False, entry=entry, settled=settled
+            )
         else:
             self._traceback = OpenTraceback(startup, None, owned=False, entry=entry, settled=False)
         return self._traceback
@@ -510,6 +557,13 @@ class StartupTracker:
             tb.entry = event.entry
         if tb.hint is None:
             tb.hint = frame_phase(event.message)
+            failure = tb.failure
+            if tb.hint and failure is not None and not tb.settled and not tb.owned:
+                # Frames after a line without a traceback of its own (faulthandler's after
+                # `Fatal Python error`): they name where it was, with no exception line to come.
+                new = replace(failure, phase=tb.hint)
+                self._replace_failure(startup, failure, new)
+                tb.failure, tb.settled = new, True
 
     def _on_exception_line(self, startup: Startup, event: ev.Failure | ev.ExceptionLine) -> None:
         tb = self._traceback
@@ -523,7 +577,13 @@ class StartupTracker:
             if isinstance(event, ev.Failure):  # a failure text (`RuntimeError: Not enough memory`)
                 self._on_failure_line_alone(startup, event, tb)
             elif tb.entry and exc_type not in TEARDOWN:  # uncaught: a `raise` in the launcher
+                if tb.hint is None and nothing_started(startup):
+                    tb.hint = LAUNCH  # the launcher's own exception before any rank: launch
                 self._on_failure_line_alone(startup, launcher_failure(event), tb)
+            elif exc_type not in TEARDOWN and startup.failure is None:
+                # A logged traceback whose failure line is not in the log (cut from an
+                # excerpt): the crash line that may follow it names no cause of its own.
+                self._unclaimed = (startup, event.message[:MAX_CAUSE_CHARS], tb.hint)
             return
         if not counts_as_cause(tb, exc_type):
             return
@@ -547,6 +607,128 @@ class StartupTracker:
     def _on_batch(self, startup: Startup, event: ev.BatchStats) -> None:
         startup.latest_batch[event.prefix.rank] = event
         startup.batch_lines += 1
+        if (
+            startup.state == STARTING
+            and startup.server_args is None
+            and startup.listening_url is None
+            and not any(rank.phases for rank in startup.ranks.values())
+            and serving_batch(event)
+        ):
+            # Real traffic before any startup line: the log began mid-run (rotated, --since,
+            # copytruncate). It is serving; its startup is not in this log.
+            startup.state = READY
+            startup.mid_run = True
+
+    def _on_rank_seen(self, startup: Startup, event: ev.RankSeen) -> None:
+        if event.prefix.rank not in startup.ranks:
+            self._rank(startup, event.prefix)
+
+    # -- the end of a run without a traceback ---------------------------------------------------
+    def _end_failure(self, startup: Startup, event: ev.Event, kind: str, cause: str | None) -> None:
+        phase = _step_now(startup)
+        failure = ev.Failure(event.prefix, event.message[:MAX_CAUSE_CHARS], kind=kind)
+        self._record_failure(startup, replace(failure, cause=cause, phase=phase))
+        self._traceback = None
+
+    def _stop(self, startup: Startup, event: ev.Event, how: str) -> None:
+        if startup.stopping:
+            startup.shutdown_finished = True
+            return
+        startup.state = STOPPED
+        startup.stop_how = how
+        startup.stopped_by = event.message[:500]
+        startup.stopped_at = event.prefix.timestamp or startup.last_time
+        startup.shutdown_finished = True
+
+    def _on_exited(self, startup: Startup, event: ev.ProcessExited) -> None:
+        """`Killed`, `resource_tracker: ... leaked ...`, a container's exit status: the process
+        ended. After ready (or during a shutdown) it stopped; during startup it failed in the
+        step it was in, and the log does not say why."""
+        if startup.state == FAILED:
+            return
+        if startup.stopping or startup.finished:
+            self._stop(startup, event, "exited")
+            return
+        if startup.first_time is None and not startup.has_rank_lines and not startup.server_args:
+            return  # nothing of a start before it: the end of something else
+        step = _step_now(startup)
+        self._end_failure(
+            startup, event, "exited", f"exited during {step}; the log does not say why"
+        )
+
+    def _oom_cause(self, startup: Startup) -> str:
+        said = [f"the unit's memory limits: {self.unit_limits}"] if self.unit_limits else []
+        if startup.unit_memory_peak:
+            said.append(f"memory peak {startup.unit_memory_peak}")
+        return OOM_KILL_CAUSE + (f" ({'; '.join(said)})" if said else "")
+
+    def _oom_killed(self, startup: Startup, event: ev.UnitEvent) -> None:
+        """The host's OOM killer: it explains the crash SGLang reported (a child dead of -9)."""
+        failure = startup.failure
+        if failure is not None and failure.kind == "oom_kill":
+            return
+        if failure is not None and failure.kind in GENERIC_END_KINDS:
+            self._replace_failure(
+                startup, failure, replace(failure, kind="oom_kill", cause=self._oom_cause(startup))
+            )
+            return
+        if failure is not None:
+            return  # a failure with a cause of its own came first
+        if startup.state == STOPPED:
+            startup.state = STARTING if startup.ready_at is None else READY
+            startup.stop_how = None
+        self._end_failure(startup, event, "oom_kill", self._oom_cause(startup))
+
+    def _on_unit(self, startup: Startup, event: ev.UnitEvent) -> None:
+        """systemd's own lines about the unit (tui.sglang.systemd_lines)."""
+        what = event.what
+        if what == "oom_kill" or (what == "failed" and event.result == "oom-kill"):
+            startup.unit_result = event.result or startup.unit_result
+            self._oom_killed(startup, event)
+        elif what == "failed":
+            startup.unit_result = event.result
+            if startup.state != FAILED and not startup.stopping and event.result in _RESULT_KIND:
+                self._end_failure(startup, event, _RESULT_KIND[event.result], None)
+        elif what == "main_exited":
+            self._main_exited(startup, event)
+        elif what == "stopping":
+            self._on_shutdown(startup, ev.ShutdownBegun(event.prefix, event.message, how="systemd"))
+        elif what == "stopped":
+            if startup.state != FAILED:
+                self._stop(startup, event, "systemd")
+        elif what == "starting":
+            if startup.has_rank_lines or startup.server_args or startup.state != STARTING:
+                self._new_startup()
+        elif what == "restart_scheduled" and event.counter is not None:
+            self.restart_counter = event.counter
+        elif what == "consumed" and event.memory_peak:
+            startup.unit_memory_peak = event.memory_peak
+            failure = startup.failure
+            if failure is not None and failure.kind == "oom_kill":
+                self._replace_failure(
+                    startup, failure, replace(failure, cause=self._oom_cause(startup))
+                )
+
+    def _main_exited(self, startup: Startup, event: ev.UnitEvent) -> None:
+        """`Main process exited, code=exited, status=0/SUCCESS` (or killed, dumped)."""
+        if startup.state == FAILED:
+            return
+        if startup.stopping:
+            startup.shutdown_finished = True
+            return
+        status = event.status or "?"
+        if event.code == "exited" and status.startswith("0/") and startup.finished:
+            self._stop(startup, event, "exited")
+        elif event.code == "exited":
+            step = _step_now(startup)
+            words = f"exited with status {status} during {step}"
+            if step != SERVING:
+                words += "; the log does not say why"
+            self._end_failure(startup, event, "exited", words)
+        else:
+            self._end_failure(
+                startup, event, "crash", f"the main process was killed by signal {status}"
+            )
 
     def _on_reset(self, startup: Startup, event: ev.MaxRunningRequestsReset) -> None:
         startup.max_running_requests_reset = event.value
@@ -592,4 +774,24 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.MaxRunningRequestsReset: StartupTracker._on_reset,
     ev.MaxTotalTokensCapped: StartupTracker._on_capped,
     ev.UnbalancedMemory: StartupTracker._on_unbalanced,
+    ev.RankSeen: StartupTracker._on_rank_seen,
+    ev.ProcessExited: StartupTracker._on_exited,
+    ev.UnitEvent: StartupTracker._on_unit,
+}
+
+_TRACEBACK_EVENTS = (
+    ev.Failure,
+    ev.TracebackStart,
+    ev.TracebackFrame,
+    ev.TracebackChained,
+    ev.ExceptionLine,
+)
+# Kinds a line about the end gives without saying why: systemd's OOM-killer line explains them.
+GENERIC_END_KINDS = frozenset({"crash", "exited", "error", "scheduler_died", "exception"})
+# systemd's result of a failed unit -> the failure kind, when nothing in the log said more.
+_RESULT_KIND = {
+    "exit-code": "exited",
+    "signal": "crash",
+    "core-dump": "crash",
+    "watchdog": "watchdog",
 }

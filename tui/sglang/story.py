@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+from tui.sglang.events import RankSeen
 from tui.sglang.log_line import parse_line
 from tui.sglang.raw_lines import RawLines
 from tui.sglang.startup import StartupTracker
@@ -54,6 +55,8 @@ def fold_lines(
         event = parse_line(line)
         if event is None:
             continue
+        if type(event) is RankSeen and event.prefix.rank in tracker.current.ranks:
+            continue  # a rank already known says nothing new (most lines of a busy rank)
         if pending:
             flush()
         tracker.feed(event)

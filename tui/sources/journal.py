@@ -83,6 +83,8 @@ class JournalLine:
     realtime: datetime | None
     invocation_id: str | None
     cursor: str | None
+    # systemd's own line about the unit (PID 1's `UNIT=` entry), not the server's output.
+    systemd: bool = False
 
 
 def permission_sentence(unit: str) -> str:
@@ -194,12 +196,50 @@ def _later(entries: list[dict[str, Any]], after_us: int | None) -> list[dict[str
 
 
 def _line(entry: dict[str, Any]) -> JournalLine:
+    systemd = _text(entry.get("_PID")) == "1" and entry.get("UNIT") is not None
+    # PID 1 names the run it speaks of in INVOCATION_ID (its own _SYSTEMD_* fields are its).
+    invocation = entry.get("INVOCATION_ID") if systemd else entry.get("_SYSTEMD_INVOCATION_ID")
     return JournalLine(
         text=_message(entry.get("MESSAGE")),
         realtime=_realtime(entry.get("__REALTIME_TIMESTAMP")),
-        invocation_id=_text(entry.get("_SYSTEMD_INVOCATION_ID")),
+        invocation_id=_text(invocation),
         cursor=_text(entry.get("__CURSOR")),
+        systemd=systemd,
     )
+
+
+def _invocation_of(entry: dict[str, Any]) -> str | None:
+    return _line(entry).invocation_id
+
+
+# systemd's lines about the unit carry its name in UNIT= and come from PID 1 (what
+# `journalctl -u UNIT` adds to the unit's own output).
+def _systemd_match(unit: str) -> dict[str, str]:
+    return {"UNIT": unit, "_PID": "1"}
+
+
+def _journalctl_match(unit: str, invocation_id: str | None = None) -> list[str]:
+    """journalctl's matches for the unit's output or PID 1's lines about it (`+` is OR)."""
+    own = [f"_SYSTEMD_UNIT={unit}"]
+    pid1 = [f"UNIT={unit}", "_PID=1"]
+    if invocation_id is not None:
+        own.append(f"_SYSTEMD_INVOCATION_ID={invocation_id}")
+        pid1.append(f"INVOCATION_ID={invocation_id}")
+    return [*own, "+", *pid1]
+
+
+_RESTART_COUNTER = re.compile(r"Scheduled restart job, restart counter is at (\d{1,9})")
+# How far back the restart counter is looked for before the latest run (PID 1's lines only).
+COUNTER_LOOKBACK = 50
+
+
+def restart_counter_in(entries: Iterable[dict[str, Any]]) -> int | None:
+    """The newest `restart counter is at N` among PID 1's entries given newest first."""
+    for entry in entries:
+        found = _RESTART_COUNTER.search(_message(entry.get("MESSAGE")))
+        if found is not None:
+            return int(found.group(1))
+    return None
 
 
 def _keep(value: Any) -> Any:
@@ -269,6 +309,9 @@ class JournalSource:
         self._reliable = False
         self.invocation_id: str | None = None
         self.restarts_seen = 0
+        # systemd's restart counter for the unit as it stood before the latest run (None: the
+        # journal has no `Scheduled restart job` line for it within COUNTER_LOOKBACK lines).
+        self.restart_counter: int | None = None
         self._superseded: set[str] = set()
         self._closed = False
         self._wake: asyncio.Event | None = None
@@ -345,7 +388,7 @@ class JournalSource:
         """Blocking: the unit's entries before CURSOR, newest first, at most EARLIER_ENTRIES."""
         reader, _, _ = self._open_reader()
         try:
-            reader.add_match(_SYSTEMD_UNIT=self.unit)
+            self._add_unit_match(reader)
             reader.seek_cursor(cursor)
             out: list[dict[str, Any]] = []
             while len(out) < EARLIER_ENTRIES:
@@ -365,7 +408,7 @@ class JournalSource:
         since = f"--since=@{(first_us - EARLIER_WINDOW_S * 10**6) / 1e6:.6f}"
         args = [*command, "-o", "json", "-r", "-n", str(EARLIER_ENTRIES), until, since]
         try:
-            return await self._journalctl_list([*args, f"_SYSTEMD_UNIT={self.unit}"])
+            return await self._journalctl_list([*args, *_journalctl_match(self.unit)])
         except _JournalctlFailed:
             return []
 
@@ -452,9 +495,20 @@ class JournalSource:
             "Check that the journal is there and readable."
         )
 
-    def _find_latest(self, reader: Any) -> dict[str, Any] | None:
+    def _add_unit_match(self, reader: Any, invocation_id: str | None = None) -> None:
+        """The unit's output, or PID 1's lines about it (journalctl -u's view)."""
         reader.flush_matches()
-        reader.add_match(_SYSTEMD_UNIT=self.unit)
+        if invocation_id is None:
+            reader.add_match(_SYSTEMD_UNIT=self.unit)
+            reader.add_disjunction()
+            reader.add_match(**_systemd_match(self.unit))
+            return
+        reader.add_match(_SYSTEMD_UNIT=self.unit, _SYSTEMD_INVOCATION_ID=invocation_id)
+        reader.add_disjunction()
+        reader.add_match(**_systemd_match(self.unit), INVOCATION_ID=invocation_id)
+
+    def _find_latest(self, reader: Any) -> dict[str, Any] | None:
+        self._add_unit_match(reader)
         reader.seek_tail()
         return reader.get_previous() or None
 
@@ -464,10 +518,33 @@ class JournalSource:
             # entry rather than guess where the run began.
             reader.seek_cursor(latest["__CURSOR"])
             return
-        reader.flush_matches()
+        self.restart_counter = self._counter_before(reader, invocation_id)
         # journald indexes every field value, so this match walks only this run's entries.
+        self._add_unit_match(reader, invocation_id)
+        reader.seek_head()
+
+    def _counter_before(self, reader: Any, invocation_id: str) -> int | None:
+        """Blocking: systemd's restart counter from PID 1's lines about the unit before the
+        run INVOCATION_ID began (the newest of the last COUNTER_LOOKBACK of them)."""
+        reader.flush_matches()
+        reader.add_match(**_systemd_match(self.unit), INVOCATION_ID=invocation_id)
+        reader.add_disjunction()
         reader.add_match(_SYSTEMD_UNIT=self.unit, _SYSTEMD_INVOCATION_ID=invocation_id)
         reader.seek_head()
+        first = reader.get_next()
+        if not first:
+            return None
+        reader.flush_matches()
+        reader.add_match(**_systemd_match(self.unit))
+        reader.seek_cursor(first["__CURSOR"])
+        entries = []
+        for _ in range(COUNTER_LOOKBACK):
+            entry = reader.get_previous()
+            if not entry:
+                break
+            if _invocation_of(entry) != invocation_id:
+                entries.append(entry)
+        return restart_counter_in(entries)
 
     def _explain_missing(self, reader: Any) -> str:
         if unreadable_journal_files(self.directory):
@@ -477,8 +554,7 @@ class JournalSource:
     def _match_unit(self, reader: Any, from_head: bool) -> None:
         # Changing the matches keeps the reader's position: the next entry read is the unit's
         # next one after the last entry of the run, whatever its invocation.
-        reader.flush_matches()
-        reader.add_match(_SYSTEMD_UNIT=self.unit)
+        self._add_unit_match(reader)
         if from_head:
             # With no entry yet there is no position; from the tail, entries that arrive
             # later are never reached, from the head they are (and the match index keeps
@@ -525,7 +601,7 @@ class JournalSource:
                 await self._call(self._match_unit, reader, True)
             else:
                 self.status = None
-                self.invocation_id = _text(latest.get("_SYSTEMD_INVOCATION_ID"))
+                self.invocation_id = _invocation_of(latest)
                 await self._call(self._seek_run, reader, latest, self.invocation_id)
                 while True:
                     batch = await self._call(self._read_batch, reader)
@@ -706,7 +782,7 @@ class JournalSource:
                 "systemd-python), or run kvtop on the host whose journal it should read."
             )
             return
-        unit_match = f"_SYSTEMD_UNIT={self.unit}"
+        unit_match = _journalctl_match(self.unit)
         base = [*command, "-o", "json"]
         await asyncio.to_thread(self._start_watching)
         tail = await self._journalctl_tail(base, unit_match, follow)
@@ -726,12 +802,12 @@ class JournalSource:
                 yield lines
 
     async def _journalctl_tail(
-        self, base: list[str], unit_match: str, follow: bool
+        self, base: list[str], unit_match: list[str], follow: bool
     ) -> list[dict[str, Any]] | None:
         """The unit's latest entry (none when it never logged); None: unreadable, not following."""
         while True:
             try:
-                return await self._journalctl_list([*base, "-n", "1", unit_match])
+                return await self._journalctl_list([*base, "-n", "1", *unit_match])
             except _JournalctlFailed as exc:
                 self.status = self._journalctl_error(exc)
             if not follow or self._closed:
@@ -741,25 +817,41 @@ class JournalSource:
                 return None
 
     async def _journalctl_latest_start(
-        self, base: list[str], unit_match: str, latest: dict[str, Any]
+        self, base: list[str], unit_match: list[str], latest: dict[str, Any]
     ) -> AsyncGenerator[tuple[list[JournalLine], str | None], None]:
         """The unit's latest start (its invocation), with each batch's cursor; only the latest
         entry when it carries no invocation id."""
-        self.invocation_id = _text(latest.get("_SYSTEMD_INVOCATION_ID"))
+        self.invocation_id = _invocation_of(latest)
         if self.invocation_id is None:
             yield [_line(latest)], None
             return
-        run = [*base, unit_match, f"_SYSTEMD_INVOCATION_ID={self.invocation_id}"]
+        run = [*base, *_journalctl_match(self.unit, self.invocation_id)]
+        first = True
         try:
             async for batch in self._journalctl_stream(run):
+                if first:
+                    first = False
+                    self.restart_counter = await self._journalctl_counter(base, batch[0])
                 when = _realtime_us(batch[-1].get("__REALTIME_TIMESTAMP"))
                 self._last_realtime_us = when if when is not None else self._last_realtime_us
                 yield [_line(entry) for entry in batch], _text(batch[-1].get("__CURSOR"))
         except _JournalctlFailed as exc:
             self.status = self._journalctl_error(exc)
 
+    async def _journalctl_counter(self, base: list[str], first: dict[str, Any]) -> int | None:
+        """systemd's restart counter before the run that begins with FIRST."""
+        when = _realtime_us(first.get("__REALTIME_TIMESTAMP"))
+        if when is None:
+            return None
+        until = f"--until=@{(when - 1) / 1e6:.6f}"
+        args = [*base, "-r", "-n", str(COUNTER_LOOKBACK), until, f"UNIT={self.unit}", "_PID=1"]
+        try:
+            return restart_counter_in(await self._journalctl_list(args))
+        except _JournalctlFailed:
+            return None
+
     async def _journalctl_follow(
-        self, base: list[str], unit_match: str, cursor: str | None
+        self, base: list[str], unit_match: list[str], cursor: str | None
     ) -> AsyncGenerator[list[JournalLine], None]:
         """What the unit logs from `cursor` on (journalctl -f), restarted whenever it stops."""
         # After the journal directory was removed and came back, the cursor names an entry of
@@ -777,7 +869,7 @@ class JournalSource:
             start = ["-n", "all"] + ([f"--after-cursor={cursor}"] if cursor else [])
             watcher = asyncio.create_task(self._watch_for_journalctl())
             try:
-                async for batch in self._journalctl_stream([*base, "-f", *start, unit_match]):
+                async for batch in self._journalctl_stream([*base, "-f", *start, *unit_match]):
                     lines = self._follow_lines(_later(batch, after_us))
                     cursor = _text(batch[-1].get("__CURSOR")) or cursor
                     if lines:

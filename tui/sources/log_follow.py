@@ -265,6 +265,10 @@ class LogFollower:
             )
             await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
             return False
+        # What the file kvtop read before began and ended with: a replacement that holds the
+        # same text (`sed -i`, a deleted log restored, a copy moved in place) is read on from
+        # where kvtop had read to, not again from its start (which would count a restart).
+        before = held.text_read() if held.seen_file and not held.resume_at else None
         held.opened(fd, (st.st_dev, st.st_ino))
         # Skipping old text only makes sense for the file that was there at start; a file that
         # appears later is all new.
@@ -272,6 +276,11 @@ class LogFollower:
             await asyncio.to_thread(held.position_at, os.lseek(fd, 0, os.SEEK_END))
         elif held.resume_at:
             await asyncio.to_thread(held.position_at, held.resume_at)
+        elif before is not None:
+            read_to = await asyncio.to_thread(_same_text_until, fd, before, st.st_size)
+            if read_to:
+                await asyncio.to_thread(held.position_at, read_to)
+                self._notice(SAME_TEXT_NOTICE.format(path=path))
         held.first_open = False
         held.seen_file = True
         held.resume_at = 0
@@ -288,6 +297,26 @@ class LogFollower:
 
 
 STDIN_ENDED = "stdin closed: no more log lines will arrive"
+SAME_TEXT_NOTICE = (
+    "log file {path} was replaced by a file with the text already read (sed -i, a restore); "
+    "reading on after it, not again from its start"
+)
+
+
+def _same_text_until(fd: int, before: tuple[bytes, bytes, int], size: int) -> int:
+    """Blocking: where to read on in a replacement file that begins with the text kvtop had
+    read (its first bytes, and the bytes before where it had read to when it is that long):
+    that offset, the new file's size when it is shorter (all of it was read), else 0."""
+    head, tail, offset = before
+    if not head or os.pread(fd, len(head), 0) != head:
+        return 0
+    if size < offset:
+        return size
+    if tail and os.pread(fd, len(tail), offset - len(tail)) != tail:
+        return 0
+    return offset
+
+
 _CHANGE_NOTICE = {
     TRUNCATED: "log file {path} was truncated; reading it again from the start",
     REWRITTEN: "log file {path} was rewritten in place (new text from its start); reading it "
@@ -322,6 +351,10 @@ class _HeldFile:
     head: bytes = b""
     tail: bytes = b""
     seen: tuple[int, int] | None = None  # (size, mtime in ns) at the latest look
+
+    def text_read(self) -> tuple[bytes, bytes, int] | None:
+        """The first bytes read, the latest ones and where reading got to (None: none read)."""
+        return (self.head, self.tail, self.offset) if self.head else None
 
     def opened(self, fd: int, ino: tuple[int, int]) -> None:
         self.fd, self.ino = fd, ino

@@ -5,12 +5,15 @@ into the startup tracker and the raw-lines ring; the log's state and age for the
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from tui.model.snapshot import SourceHealth, SourceState
+from tui.sglang.events import LinePrefix
 from tui.sglang.raw_lines import RawLines
 from tui.sglang.startup import StartupTracker
 from tui.sglang.story import fold_lines
+from tui.sglang.systemd_lines import parse_systemd_message
 from tui.sources.log_follow import LogFollower
 from tui.sources.log_text import LogUnreadable, log_lines
 from tui.sources.pacing import Lane
@@ -51,6 +54,28 @@ class LogReader:
     def _fold(self, lines: list[str | bytes] | list[str]) -> None:
         fold_lines(lines, self.tracker, self.raw_lines)
 
+    def _fold_journal(self, lines: list[JournalLine]) -> None:
+        """The unit's lines in order: the server's through the log parser, systemd's own
+        (PID 1's lines about the unit) as what systemd says about the run."""
+        run: list[str] = []
+        for line in lines:
+            if not line.systemd:
+                run.append(line.text)
+                continue
+            if run:
+                self._fold(run)
+                run = []
+            self.raw_lines.add(f"systemd: {line.text}")
+            event = parse_systemd_message(_journal_prefix(line.realtime), line.text)
+            if event is not None:
+                self.tracker.feed(event)
+        if run:
+            self._fold(run)
+
+    def _take_counter(self, source: JournalSource) -> None:
+        if source.restart_counter is not None:
+            self.tracker.note_restart_counter(source.restart_counter)
+
     # -- once ---------------------------------------------------------------------------------
     def read_file(self) -> None:
         """The whole file (or stdin); raises LogUnreadable with the log marked off."""
@@ -76,9 +101,9 @@ class LogReader:
         latest = [line async for line in source.read_latest()]
         if latest:
             await self._fold_earlier_runs(source, latest[0])
-        lines = [line.text for line in latest]
-        self._fold(lines)
-        if lines or not source.status:
+        self._take_counter(source)
+        self._fold_journal(latest)
+        if latest or not source.status:
             self.good_at = time.monotonic()
         self.health = SourceHealth(
             "journal",
@@ -90,7 +115,7 @@ class LogReader:
         """The unit's runs before its latest are restarts, as the live view counts those it
         sees start; each one is a start of its own, whatever its first lines are."""
         for run in await source.read_earlier(first):
-            self._fold([line.text for line in run])
+            self._fold_journal(run)
             self.tracker.begin_new_start()
 
     # -- live ---------------------------------------------------------------------------------
@@ -105,11 +130,15 @@ class LogReader:
                 )
                 self.health = SourceHealth("journal", SourceState.OK)
                 run: str | None = None
+                counted = False
                 async for line in journal.lines():
                     if run is not None and line.invocation_id not in (None, run):
                         self.tracker.begin_new_start()  # a new invocation is a new start
                     run = line.invocation_id or run
-                    self._fold([line.text])
+                    if not counted and journal.restart_counter is not None:
+                        counted = True
+                        self._take_counter(journal)
+                    self._fold_journal([line])
                 return
             if not self.log_file:
                 return
@@ -146,3 +175,11 @@ class LogReader:
         if notices and time.monotonic() - self._notice_at < NOTICE_SHOW_S:
             return (f"log: {notices[-1]}",)
         return ()
+
+
+def _journal_prefix(realtime: datetime | None) -> LinePrefix:
+    """A journal entry's time as SGLang's own lines have it (local time, no zone)."""
+    if realtime is None:
+        return LinePrefix(time_text=None, timestamp=None, rank="")
+    local = realtime.astimezone().replace(tzinfo=None)
+    return LinePrefix(time_text=f"{local:%Y-%m-%d %H:%M:%S}", timestamp=local, rank="")
