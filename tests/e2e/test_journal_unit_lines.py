@@ -102,7 +102,23 @@ def test_oom_killed_unit_is_failed_with_host_memory_words(tmp_path: Path) -> Non
     # systemd's counter says 3 automatic restarts; the journal window shows one earlier run.
     assert startup["restarts"] == 3
     text = kvtop("--unit", "sglang-kimi", "--journal-dir", str(directory)).stdout
-    assert "oom kill" in text and "OOM killer" in " ".join(text.split())
+    assert "OOM killer" in " ".join(text.split())
+    # The verdict pages on it, saying it was host RAM.
+    verdict = json.loads(result.stdout)["verdict"]
+    assert (verdict["level"], [a["name"] for a in verdict["alerts"]]) == (
+        "critical",
+        ["startup_failed"],
+    )
+    check = subprocess.run(
+        [sys.executable, "-m", "tui", "--check", "--no-gpus", "--no-metrics", "--unit",
+         "sglang-kimi", "--journal-dir", str(directory)],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert check.returncode == 2, check.stdout + check.stderr
+    assert check.stdout.startswith(
+        "KVTOP CRITICAL - crashed while serving (killed by the host's OOM killer (host RAM, not "
+        "GPU memory))"
+    ), check.stdout
 
 
 def test_systemctl_stop_is_a_stop(tmp_path: Path) -> None:

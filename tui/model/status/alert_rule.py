@@ -23,7 +23,7 @@ from tui.model.snapshot import (
 from tui.model.status import levels as alerts
 from tui.model.status.identity import mismatch_text
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds, alert_order
-from tui.model.status.server_status import duration_text, stopped_text
+from tui.model.status.server_status import duration_text, failure_words, stopped_text
 from tui.sglang.control_chars import make_visible
 from tui.sglang.start_state import FAILED, READY, STARTING, STOPPED
 
@@ -148,7 +148,7 @@ def _startup_alerts(snapshot: Snapshot, t: Thresholds) -> list[Alert]:
         ]
     if startup.state == FAILED:
         failure = startup.failure
-        kind = failure.kind.replace("_", " ") if failure is not None else "error"
+        kind = failure_words(failure.kind if failure is not None else None)
         said = f": {_words(failure.reported)}" if failure is not None and failure.message else ""
         what = (
             "crashed while serving" if failure and failure.phase == "serving" else "startup failed"

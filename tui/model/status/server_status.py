@@ -27,6 +27,21 @@ class ServerStatus:
     restart_text: str | None = None
 
 
+# A failure's kind in the words the status line and the alerts say; others: the kind with
+# spaces ("out of memory", "graph capture").
+_KIND_WORDS = {
+    "oom_kill": "killed by the host's OOM killer (host RAM, not GPU memory)",
+    "watchdog": "watchdog timeout",
+}
+
+
+def failure_words(kind: str | None) -> str:
+    """`out of memory`, `killed by the host's OOM killer (host RAM, not GPU memory)`, `error`."""
+    if not kind:
+        return "error"
+    return _KIND_WORDS.get(kind, kind.replace("_", " "))
+
+
 def duration_text(seconds: float) -> str:
     """2h14m, 3m05s, 42s, 3d4h: the htop way of saying how long."""
     s = int(max(0, seconds))
@@ -102,7 +117,7 @@ def server_status(startup: Startup, now: datetime) -> ServerStatus:
     loop = crash_loop(startup)
     restart_text = loop.text if loop is not None else None
     if startup.state == FAILED:
-        kind = startup.failure.kind.replace("_", " ") if startup.failure else "error"
+        kind = failure_words(startup.failure.kind if startup.failure else None)
         phase = startup.failure.phase if startup.failure else None
         if phase == "serving":
             text = f"crashed while serving: {kind}"
