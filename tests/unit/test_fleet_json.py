@@ -22,7 +22,7 @@ DEPLOYMENT = {
 HOST = {
     "host", "hostname", "node_rank", "state", "model", "sglang_version", "tp", "dp", "pp",
     "nnodes", "disaggregation_mode", "dist_init_addr", "restarts", "exporters", "targets",
-    "sources", "mismatches", "phases", "last_seen_age_s", "worst_headroom_gib", "level",
+    "sources", "mismatches", "kvtop_verdict", "phases", "last_seen_age_s", "worst_headroom_gib", "level",
     "alerts", "gpus", "kv",
 }  # fmt: skip
 GPU = {

@@ -162,6 +162,8 @@ def _kv_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
 
 
 def _headroom_alerts(host: FleetHost, t: Thresholds) -> list[Alert]:
+    if host.state not in (None, "ready"):
+        return []  # free memory is judged once the server is ready, as on the host itself
     room = worst_headroom(host)
     if room is None or alerts.free_after_startup_level(room.gib, t) == Level.OK:
         return []

@@ -19,6 +19,7 @@ from dataclasses import replace
 from functools import cache
 
 from tui.export.families import SEGMENT_FIELDS
+from tui.fleet.alerts import host_alerts
 from tui.fleet.model import EXPORTERS, FleetGpu, FleetHost, FleetKv
 from tui.fleet.summary import GIB, gb, gpu_free_bytes, gpu_used_bytes
 from tui.model.analysis import Analysis, analyse
@@ -26,7 +27,7 @@ from tui.model.memory.gpu_memory import GpuMemory
 from tui.model.memory.gpu_reading import GpuSample, GpuStatus
 from tui.model.snapshot import GpuView, HostMemory, Snapshot, SourceHealth, SourceState
 from tui.model.status.judge import named_alerts
-from tui.model.status.levels import Alert, Level
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
 from tui.model.status.verdict import Verdict
 from tui.sglang.metrics import MetricsSample
 from tui.sglang.start_state import READY
@@ -192,9 +193,21 @@ def _notes(host: FleetHost) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def fleet_snapshot(host: FleetHost, taken_at: float, alerts: tuple[Alert, ...] = ()) -> Snapshot:
+def _local(alert: Alert, host: FleetHost) -> Alert:
+    """The fleet's alert about `gpu-node-01 GPU 5` as the host's own view names it: `GPU 5`."""
+    prefix = f"{host.host} "
+    if alert.subject.startswith(prefix):
+        return replace(alert, subject=alert.subject[len(prefix) :])
+    return alert
+
+
+def fleet_snapshot(
+    host: FleetHost, taken_at: float, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> Snapshot:
     """The overview's Snapshot of one host of the fleet, as Prometheus had it at `taken_at`;
-    its verdict is the fleet's for the host (`alerts`: tui/fleet/alerts.host_alerts)."""
+    its verdict is the fleet's for the host (tui/fleet/alerts.host_alerts), its subjects as
+    the host's own view names them (the GPU rows colour theirs)."""
+    alerts = tuple(_local(a, host) for a in host_alerts(host, thresholds))
     gpus = tuple(gpu_view(g) for g in sorted(host.gpus, key=lambda g: g.index))
     return Snapshot(
         taken_at=taken_at,

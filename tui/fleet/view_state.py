@@ -203,7 +203,7 @@ def open_host(
     selected GPU, order and history stay)."""
     fleet = fleet_state.fleet
     taken_at = fleet.taken_at if fleet is not None else clock()
-    snapshot = fleet_snapshot(host, taken_at, host_alerts(host, fleet_state.thresholds))
+    snapshot = fleet_snapshot(host, taken_at, fleet_state.thresholds)
     if view is None or view.host_name != host.host:
         view = ViewState(
             source_label=PROMETHEUS,
