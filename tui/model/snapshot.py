@@ -101,6 +101,8 @@ class Snapshot:
     mismatches: tuple[Mismatch, ...] = ()
     # The model's notes with their kinds (collapsed); `notes` holds their sentences (JSON).
     note_items: tuple[Note, ...] = ()
+    # Ranks the log placed on this host that have no GPU here (NVML sees fewer GPUs).
+    missing_ranks: tuple[str, ...] = ()
 
     @property
     def kinded_notes(self) -> tuple[Note, ...]:
