@@ -27,11 +27,11 @@ from rich.console import Console
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 from tests.support.fault_host import STORY_LOG, preload_fake_nvml
 from tests.support.tui_support import make_app, screen_text, until, utc
+from tui.export.collector import render
 from tui.live.screens.gpu_detail import GpuDetailScreen
 from tui.live.screens.help import HelpScreen
 from tui.live.widgets.gpu_rows import GpuRow
 from tui.live.widgets.text_panels import NoticesPanel
-from tui.export.collector import render
 from tui.model.memory.gpu_detail import gpu_detail
 from tui.model.memory.gpu_memory import reconcile
 from tui.model.snapshot import Snapshot

@@ -103,7 +103,9 @@ def test_temperature_and_power(ready: Snapshot) -> None:
         (0x80, "HW power brake slowdown"),
     ],
 )
-def test_throttled_for_heat_or_hardware_is_a_warning(ready: Snapshot, bits: int, named: str) -> None:
+def test_throttled_for_heat_or_hardware_is_a_warning(
+    ready: Snapshot, bits: int, named: str
+) -> None:
     (alert,) = evaluate(with_gpu(ready, 2, clock_event_reasons=bits))
     assert (alert.level, alert.kind, alert.subject) == (Level.WARNING, "throttle", "GPU 2")
     assert f"GPU 2 (TP2) clocks lowered: {named}" in alert.text
