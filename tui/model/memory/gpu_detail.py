@@ -165,10 +165,7 @@ def _runtime_source(memory: GpuMemory, nvml: str) -> str:
             f"unknown: the log itemises {memory.log_excess_gib:.2f} GiB more than {nvml} sees "
             "in use (memory released, or a log of another start or host)"
         )
-    return (
-        f"derived: {nvml} in use − everything above and other processes (activations, "
-        "allocator cache)"
-    )
+    return f"derived: {nvml} in use − the other segments (activations, allocator cache)"
 
 
 def _hybrid_rows(memory: GpuMemory) -> list[SourcedValue]:
