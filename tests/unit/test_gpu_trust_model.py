@@ -7,10 +7,13 @@ from dataclasses import replace
 
 import pytest
 
+from tests.support.paths import STORY_LOG
 from tests.support.still import still_snapshot
 from tests.unit.test_gpu_memory import TP0  # the story log's TP0
+from tui.model.analysis import analyse
+from tui.model.build_snapshot import build_snapshot
 from tui.model.memory.gpu_memory import lost_memory, reconcile
-from tui.model.memory.gpu_reading import GpuProcess
+from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
 from tui.model.memory.process_owner import (
     ProcessInfo,
     is_servers,
@@ -18,9 +21,11 @@ from tui.model.memory.process_owner import (
     other_processes_gib,
     server_identity,
 )
+from tui.model.snapshot import Snapshot
 from tui.model.status.gpu_alerts import GpuAlert, gpu_alerts
 from tui.model.status.levels import Level, Thresholds
 from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
+from tui.sglang.story import fold_lines
 
 
 def test_gpu_span_runs_and_gaps() -> None:
@@ -186,3 +191,45 @@ def test_gpu_alert_levels_follow_the_alert_rule() -> None:
     assert found[5].level == Level.CRITICAL and "lost" in found[5].reasons[0]
     calmer = gpu_alerts(replace(snapshot, gpus=tuple(gpus)), Thresholds(temperature_warning_c=90.0))
     assert calmer[2].level == Level.OK  # the thresholds the user set
+
+
+def _story_snapshot(samples: list[GpuSample], ranks: dict[int, str | None]) -> Snapshot:
+    return build_snapshot(
+        analyse(fold_lines(STORY_LOG.read_text().splitlines()), "story.log"),
+        taken_at=0.0,
+        nvml=NvmlReading(gpus=tuple(samples), available=True, problem=None, driver_version=None),
+        process_ranks=ranks,
+        pids_visible=True,
+        metrics=None,
+        server_info=None,
+        host=None,
+        sources=(),
+    )
+
+
+def _gpu(index: int, pid: int | None, status: str = "ok") -> GpuSample:
+    procs = () if pid is None else (GpuProcess(pid, 130.0),)
+    return GpuSample(
+        index, "NVIDIA H200", f"GPU-{index}", "", 140.0, 132.0, 7.4, 0.5,
+        None, None, None, None, None, processes=procs, status=status,
+    )  # fmt: skip
+
+
+def test_an_unreadable_gpu_keeps_its_rank_when_titles_place_the_others() -> None:
+    """Ranks placed by the schedulers' titles: GPU 3 unreadable lists no process, and the one
+    rank left over is its own (the alert can name it); no rank is missing."""
+    ranks = {100 + i: f"TP{i}" for i in range(8) if i != 3}
+    samples = [_gpu(i, None if i == 3 else 100 + i, "error" if i == 3 else "ok") for i in range(8)]
+    snapshot = _story_snapshot(samples, ranks)
+    assert snapshot.rank_mapping == "process"
+    assert snapshot.gpus[3].ranks == ("TP3",)
+    assert snapshot.missing_ranks == ()
+
+
+def test_seven_gpus_for_a_tp8_log_miss_tp7() -> None:
+    ranks = {100 + i: f"TP{i}" for i in range(7)}
+    snapshot = _story_snapshot([_gpu(i, 100 + i) for i in range(7)], ranks)
+    assert snapshot.missing_ranks == ("TP7",)
+    by_order = _story_snapshot([_gpu(i, None) for i in range(7)], {})
+    assert by_order.missing_ranks == ("TP7",)
+    assert _story_snapshot([_gpu(i, None) for i in range(8)], {}).missing_ranks == ()
