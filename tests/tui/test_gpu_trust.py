@@ -9,23 +9,19 @@ The real KvtopApp shows them under Pilot (only the feed is a stand-in: tui_suppo
 
 from __future__ import annotations
 
-import contextlib
 import getpass
-import os
 import re
-import signal
 import subprocess
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-import psutil
 import pytest
 from rich.console import Console
 
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 from tests.support.fault_host import STORY_LOG, preload_fake_nvml
+from tests.support.sglang_procs import Child, start_server, stop_server
 from tests.support.tui_support import make_app, screen_text, until, utc
 from tui.export.collector import render
 from tui.live.screens.gpu_detail import GpuDetailScreen
@@ -74,31 +70,6 @@ def start(title: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["bash", "-c", f"exec -a '{title}' sleep 60"])
 
 
-@dataclass(frozen=True)
-class Child:
-    pid: int
-
-
-def start_server() -> tuple[subprocess.Popen[bytes], dict[str, Child]]:
-    """A main process (bash) with eight SGLang schedulers (TP0–7) under it, as SGLang's
-    launcher forks its schedulers: they are the server's by their titles, and so is their
-    parent; a process beside the server is not."""
-    forks = " ".join(f"(exec -a 'sglang::scheduler_TP{i}' sleep 60) &" for i in range(8))
-    main = subprocess.Popen(["bash", "-c", f"{forks} wait"])
-    deadline = time.monotonic() + 10
-    while True:
-        found: dict[str, Child] = {}
-        for child in psutil.Process(main.pid).children():
-            with contextlib.suppress(psutil.Error, IndexError):
-                title = child.cmdline()[0]
-                if title.startswith("sglang::scheduler_TP"):
-                    found[title.removeprefix("sglang::scheduler_")] = Child(child.pid)
-        if len(found) == 8:
-            return main, found
-        assert time.monotonic() < deadline, "the schedulers did not start"
-        time.sleep(0.02)
-
-
 @pytest.fixture
 def procs() -> Iterator[dict[str, object]]:
     """Eight SGLang schedulers (TP0–7) under their main process, a foreign trainer and a plain
@@ -108,12 +79,10 @@ def procs() -> Iterator[dict[str, object]]:
     try:
         yield {**ranks, **others, "main": main}
     finally:
-        for p in (main, *others.values()):
+        for p in others.values():
             p.kill()
             p.wait()
-        for child in ranks.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child.pid, signal.SIGKILL)
+        stop_server(main, ranks)
 
 
 def rank_procs(procs: dict[str, Child]) -> list[tuple[int, int, int | None]]:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tui.model.analysis import Analysis
-from tui.model.deployment_shape import deployment_shape
+from tui.model.deployment_shape import deployment_shape, rank_span
 from tui.model.memory.gpu_memory import (
     choose_rank_mapping,
     lost_memory,
@@ -120,15 +120,6 @@ def _mismatch_notes(gpus: list[GpuView]) -> list[Note]:
                 )
             )
     return notes
-
-
-def rank_span(ranks: list[str]) -> str:
-    """ "TP0–7" for a run of TP ranks, else the ranks listed."""
-    numbers = [int(r[2:]) for r in ranks if r.startswith("TP") and r[2:].isdigit()]
-    run = len(numbers) == len(ranks) > 2
-    if run and sorted(numbers) == list(range(min(numbers), max(numbers) + 1)):
-        return f"TP{min(numbers)}–{max(numbers)}"
-    return ", ".join(ranks)
 
 
 def _unplaced_note(unplaced: list[str], gpu_count: int) -> str:

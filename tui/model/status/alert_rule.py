@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from tui import fmt
-from tui.model.build_snapshot import rank_span
+from tui.model.deployment_shape import rank_span
 from tui.model.kv_usage import kv_now
 from tui.model.memory.gpu_reading import GpuStatus, slowdown_reasons
 from tui.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
