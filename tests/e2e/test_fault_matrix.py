@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from prometheus_client.core import Metric
 
 from tests.support.fake_nvml import gcc_path
 from tests.support.fault_host import (
@@ -40,6 +41,8 @@ from tests.support.fault_host import (
     BATCH_LINE,
     FRESH,
     FaultHost,
+    NvmlState,
+    check_report,
     log_tokens,
     once_reports,
     preload_fake_nvml,
@@ -57,10 +60,15 @@ from tests.support.journal_tools import (
     write_journal,
 )
 from tests.support.sglang_http import MODEL, Deployment, build_exposition, build_server_info
+from tui.export.collector import render
 from tui.live.app import KvtopApp
 from tui.live.view_state import SOURCE_NAMES, SOURCE_SHORT
 from tui.model.kv_usage import kv_usage
+from tui.model.memory.gpu_detail import gpu_detail
+from tui.model.memory.gpu_memory import reconcile
 from tui.model.snapshot import Snapshot
+from tui.model.status.alert_rule import evaluate
+from tui.model.status.levels import DEFAULT_THRESHOLDS, Level, worst
 
 pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML")
 
@@ -101,6 +109,11 @@ class Fault:
     setup: Step | None = None
     fault_s: float = 10.0  # how long the screen may take to show the fault
     recover_s: float = 15.0
+    # The verdict while the fault is on, the same in the live view, `--once --json`, `--check`
+    # and the exporter ("ok", "warning", "critical"); "same" only asks that they agree.
+    level: str | None = None
+    json_ok: Callable[[dict[str, object]], bool] | None = None  # the --once JSON, fault on
+    export_ok: Callable[[list[Metric]], bool] | None = None  # the exporter's families, fault on
 
 
 # -- NVML ----------------------------------------------------------------------------------------
@@ -195,6 +208,209 @@ def all_lost(text: str, snap: Snapshot | None) -> bool:
 def gpus_gone(host: FaultHost) -> None:
     host.state.gpus = {}
     host.write_nvml()
+
+
+def exported(families: list[Metric], name: str) -> list[tuple[dict[str, str], float]]:
+    return [(s.labels, s.value) for f in families for s in f.samples if s.name == name]
+
+
+def gpu_up(families: list[Metric]) -> dict[str, float]:
+    return {labels["gpu"]: value for labels, value in exported(families, "kvtop_gpu_up")}
+
+
+def handle_unreadable(text: str, snap: Snapshot | None) -> bool:
+    """GPU 3's handle answers Unknown Error: its row says so with the call and the code; the
+    other seven keep their bars; the notice names GPU 3 and says the others keep updating."""
+    if snap is None or len(snap.gpus) != 8:
+        return False
+    row3 = re.search(r"(?m)^\S?\s+3\s+TP3.*$", text)
+    return (
+        [g.sample.index for g in snap.gpus if g.lost] == [3]
+        and row3 is not None
+        and "handle unreadable through NVML" in row3.group(0)
+        and says(r"◐NVML.*GPU 3: unreadable through NVML \(handle: Unknown Error, code 999\)")(
+            text, snap
+        )
+        and "other GPUs keep updating" in flat(text)
+    )
+
+
+def seven_gpus(host: FaultHost) -> None:
+    """A TP8 server's host where NVML sees seven GPUs from the start (GPU 7 hidden or gone
+    before kvtop started: no "fewer than before" to go by)."""
+    host.state.gpus = {i: g for i, g in host.healthy_gpus().items() if i != 7}
+    host.state.procs = [p for p in host.state.procs if p[0] != 7]
+    host.write_nvml()
+
+
+def eight_again(host: FaultHost) -> None:
+    host.state.procs = NvmlState().procs
+    nvml_healthy(host)
+
+
+def tp7_without_gpu(text: str, snap: Snapshot | None) -> bool:
+    return (
+        snap is not None
+        and len(snap.gpus) == 7
+        and snap.missing_ranks == ("TP7",)
+        and "TP7 from the log has no GPU here" in flat(text)
+    )
+
+
+def at_power_limit(host: FaultHost) -> None:
+    """Every GPU draws its enforced limit and NVML says so (the software power cap engaged):
+    normal under load."""
+    for fields in host.state.gpus.values():
+        fields.update(power_mw=fields["limit_mw"], throttle=0x4)
+    host.write_nvml()
+
+
+def rows_at_limit_calm(text: str, snap: Snapshot | None) -> bool:
+    rows = re.findall(r"(?m)^\S?\s+\d\s+TP\d.*$", text)
+    return (
+        snap is not None
+        and all(g.sample.clock_event_reasons == 0x4 for g in snap.gpus)
+        and len(rows) == 8
+        and all("700W" in row and row.rstrip()[-1] not in "▲✖" for row in rows)
+    )
+
+
+def thermal_throttle(host: FaultHost) -> None:
+    host.state.gpus[2]["throttle"] = 0x40  # HW thermal slowdown
+    host.write_nvml()
+
+
+def gpu2_throttled(text: str, snap: Snapshot | None) -> bool:
+    row2 = re.search(r"(?m)^\S?\s+2\s+TP2.*$", text)
+    return (
+        snap is not None
+        and snap.gpus[2].sample.clock_event_reasons == 0x40
+        and row2 is not None
+        and row2.group(0).rstrip().endswith("▲")
+    )
+
+
+FOREIGN_MIB = 4608  # 4.50 GiB
+
+
+def foreign_before_restart(host: FaultHost) -> None:
+    """Another user's process starts; then the server restarts (its log written anew, stamped
+    now); then that process allocates 4.50 GiB on GPU 3. It started before the server's latest
+    start, and it is not the server's."""
+    as_nobody = {"user": "nobody"} if os.geteuid() == 0 else {}
+    host.foreign = subprocess.Popen(["sleep", "600"], **as_nobody)  # type: ignore[call-overload]
+    time.sleep(1.2)  # the log's stamps have whole seconds: the restart comes strictly after
+    now = time.strftime("%Y-%m-%d %H:%M:%S")
+    restart = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", now, host.story.read_text())
+    with host.log.open("a") as out:
+        out.write(restart)
+    host.state.gpus[3]["used_mib"] = int(host.state.gpus[3]["used_mib"]) + FOREIGN_MIB
+    host.state.procs = [*host.state.procs, (3, host.foreign.pid, FOREIGN_MIB)]
+    host.write_nvml()
+
+
+def foreign_gone(host: FaultHost) -> None:
+    assert host.foreign is not None
+    host.foreign.kill()
+    host.foreign.wait()
+    host.state.procs = NvmlState().procs
+    gpus_restored(host)
+
+
+def foreign_is_other(text: str, snap: Snapshot | None) -> bool:
+    """4.50 GiB of other processes on GPU 3 in the model, the bar (after the server's
+    segments) and GPU detail; SGLang's runtime there is what it is on the others."""
+    if snap is None or snap.analysis.startup.restarts < 1:
+        return False
+    g3 = snap.gpus[3]
+    names = [name for name, _ in g3.memory.segments()]
+    detail = gpu_detail(snap, 3)
+    rows = {r.item: r.gib for r in detail.breakdown} if detail is not None else {}
+    tp3 = next(b for b in snap.analysis.breakdowns if b.rank == "TP3")
+    alone = reconcile(g3.sample.total_gib, g3.sample.free_gib + 4.5, tp3)
+    return (
+        g3.memory.other_processes_gib == 4.5
+        and any(p.other and p.used_gib == 4.5 for p in g3.processes)
+        and g3.memory.runtime_gib is not None
+        and alone.runtime_gib is not None
+        and abs(g3.memory.runtime_gib - alone.runtime_gib) < 1e-3
+        and names.index("other processes") == names.index("runtime") + 1
+        and rows.get("other processes") == 4.5
+        and "▙" in next(x for x in text.splitlines() if re.match(r"^\S?\s+3\s+TP3", x))
+    )
+
+
+def foreign_in_json(data: dict[str, object]) -> bool:
+    gpu3 = data["gpus"][3]  # type: ignore[index]
+    return gpu3["breakdown"]["other_processes_gib"] == 4.5 and any(  # type: ignore[index]
+        p["other"]
+        for p in gpu3["processes"]  # type: ignore[index]
+    )
+
+
+def foreign_exported(families: list[Metric]) -> bool:
+    other = {
+        labels["gpu"]: value
+        for labels, value in exported(families, "kvtop_gpu_memory_bytes")
+        if labels["segment"] == "other_processes"
+    }
+    return other["3"] == FOREIGN_MIB * 2**20 and other["2"] == 0
+
+
+def memory_released(host: FaultHost) -> None:
+    """The server's processes gone from every GPU and their memory released; the log still
+    says ready and itemises weights and KV cache."""
+    for fields in host.state.gpus.values():
+        fields["used_mib"] = 600
+    host.state.procs = []
+    host.write_nvml()
+
+
+def server_back(host: FaultHost) -> None:
+    host.state.procs = NvmlState().procs
+    gpus_restored(host)
+
+
+NEGATIVE = re.compile(r"[−-]\s?\d+\.\d")  # a negative quantity as kvtop prints one
+
+
+def memory_part(text: str) -> str:
+    """The GPU rows and the legend (the events' deltas, "−0.14 GiB", are changes, not
+    quantities)."""
+    lines = text.splitlines()
+    start = next((i for i, x in enumerate(lines) if "rank memory" in x), 0)
+    end = next((i for i, x in enumerate(lines) if x.startswith("KV cache")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def released_said(text: str, snap: Snapshot | None) -> bool:
+    """No negative number on screen; the inconsistency said in words; runtime unknown."""
+    return (
+        snap is not None
+        and all(g.memory.runtime_gib is None for g in snap.gpus)
+        and says(r"GPU 0–7: the log itemises more than NVML sees in use, so runtime is unknown")(
+            text, snap
+        )
+        and "runtime unknown" in memory_part(text)
+        and NEGATIVE.search(memory_part(text)) is None
+    )
+
+
+def no_negative_breakdown(data: dict[str, object]) -> bool:
+    numbers = [
+        value
+        for gpu in data["gpus"]  # type: ignore[attr-defined]
+        for value in gpu["breakdown"].values()
+        if isinstance(value, (int, float))
+    ]
+    runtimes = [gpu["breakdown"]["runtime_gib"] for gpu in data["gpus"]]  # type: ignore[attr-defined]
+    return bool(numbers) and min(numbers) >= 0 and runtimes == [None] * 8
+
+
+def no_negative_sample(families: list[Metric]) -> bool:
+    memory = exported(families, "kvtop_gpu_memory_bytes")
+    segments = {labels["segment"] for labels, _ in memory}
+    return bool(memory) and min(v for _, v in memory) >= 0 and "runtime" not in segments
 
 
 NVML_ROWS = [
@@ -937,7 +1153,91 @@ JOURNAL_ROWS.append(
     )
 )
 
-ROWS = NVML_ROWS + LOG_ROWS + HTTP_ROWS + JOURNAL_ROWS
+# One GPU failing on its own, ranks without a GPU, power, throttling, memory that is not the
+# server's, memory released: each judged the same in all four views (the `level` column).
+GPU_VERDICT_ROWS = [
+    Fault(
+        "nvml-gpu-handle-unknown-error",
+        "nvml",
+        nvml(errors=[("nvmlDeviceGetHandleByIndex_v2", 3, 999)]),
+        nvml_healthy,
+        handle_unreadable,
+        r"GPU 3: unreadable through NVML \(handle: Unknown Error, code 999\)",
+        "GPU 3's row says ✖ handle unreadable through NVML (Unknown Error, code 999); the "
+        "other seven keep their bars and numbers; CRITICAL everywhere, naming GPU 3 (TP3); "
+        "kvtop_gpu_up 0 for GPU 3 only",
+        level="critical",
+        json_ok=lambda data: (
+            [g["status"] for g in data["gpus"]]  # type: ignore[attr-defined]
+            == ["ok"] * 3 + ["error"] + ["ok"] * 4
+        ),
+        export_ok=lambda families: gpu_up(families) == {str(i): float(i != 3) for i in range(8)},
+    ),
+    Fault(
+        "nvml-tp8-log-seven-gpus",
+        "nvml",
+        lambda host: None,
+        eight_again,
+        tp7_without_gpu,
+        r"TP7 from the log has no GPU here: NVML sees 7 GPUs",
+        "a TP8 log on a host whose NVML sees 7 GPUs from the start: note TP7 from the log has "
+        "no GPU here; CRITICAL everywhere, naming TP7",
+        setup=seven_gpus,
+        level="critical",
+    ),
+    Fault(
+        "nvml-power-at-limit",
+        "nvml",
+        at_power_limit,
+        gpus_restored,
+        rows_at_limit_calm,
+        None,
+        "every GPU at its 700 W limit (software power cap): the power column says 700W, no "
+        "alert anywhere (normal under load)",
+        level="ok",
+    ),
+    Fault(
+        "nvml-thermal-throttle",
+        "nvml",
+        thermal_throttle,
+        gpus_restored,
+        gpu2_throttled,
+        None,  # --once says the verdict once the report carries it (the level column)
+        "GPU 2's clocks lowered for heat (NVML: HW thermal slowdown): ▲ on its row, a warning "
+        "naming the reason everywhere",
+        level="warning",
+    ),
+    Fault(
+        "nvml-foreign-process-before-restart",
+        "nvml",
+        foreign_before_restart,
+        foreign_gone,
+        foreign_is_other,
+        None,  # the JSON's and the exporter's numbers are checked (json_ok, export_ok)
+        "another user's process, started before the server's restart, allocates 4.50 GiB on "
+        "GPU 3: 4.50 GiB of other processes in the bar (after the server's segments), GPU "
+        "detail, --once and the exporter; runtime unchanged; the headroom warning for GPU 3",
+        level="warning",
+        json_ok=foreign_in_json,
+        export_ok=foreign_exported,
+    ),
+    Fault(
+        "nvml-memory-released",
+        "nvml",
+        memory_released,
+        server_back,
+        released_said,
+        r"GPU 0–7: the log itemises more than NVML sees in use, so runtime is unknown",
+        "the server's processes gone and every GPU's memory released while the log says "
+        "ready: runtime unknown (never −130 GiB) on screen, in --once, the JSON and the "
+        "exporter; a note says the log itemises more than NVML sees in use",
+        level="same",
+        json_ok=no_negative_breakdown,
+        export_ok=no_negative_sample,
+    ),
+]
+
+ROWS = NVML_ROWS + GPU_VERDICT_ROWS + LOG_ROWS + HTTP_ROWS + JOURNAL_ROWS
 # Rows that take 10-30 s on their own (a hang, a timeout, a drip, a million journal entries,
 # and the 2 s delay that needs a few slow rounds): `-m "not slow"` leaves them out, CI runs all.
 SLOW_ROWS = {
@@ -950,7 +1250,38 @@ SLOW_ROWS = {
 }
 assert {r.id for r in ROWS} >= SLOW_ROWS
 # Rows whose fault is there from the start (the setup made it): no healthy start to wait for.
-STARTS_FAULTY = {"journal-unit-missing", "journal-file-damaged"}
+STARTS_FAULTY = {"journal-unit-missing", "journal-file-damaged", "nvml-tp8-log-seven-gpus"}
+CHECK_LEVELS = {0: Level.OK, 1: Level.WARNING, 2: Level.CRITICAL, 3: Level.UNKNOWN}
+
+
+async def same_verdict(
+    row: Fault, app: KvtopApp, host: FaultHost, overrides: dict[str, object], data: dict
+) -> None:
+    """The row's level in the live view (its snapshot judged by the rule the screen draws
+    from), `--once --json` (its verdict, where the report has one), `--check` (its exit
+    status) and the exporter (its kvtop_alert samples, where it has them)."""
+    live = app.state.latest
+    assert live is not None
+    levels = {"live": worst(a.level for a in evaluate(live, DEFAULT_THRESHOLDS))}
+    result = await check_report(host.options(**overrides))
+    levels["--check"] = CHECK_LEVELS[result.exit_code]
+    verdict = data.get("verdict")
+    if isinstance(verdict, dict):
+        levels["--once --json"] = Level(verdict["level"])
+    families = render(live, "gpu-host")
+    alerts = [
+        Level(labels["severity"]) for labels, v in exported(families, "kvtop_alert") if v == 1
+    ]
+    if any(f.name == "kvtop_alert" for f in families):
+        levels["exporter"] = worst(alerts)
+    seen = set(levels.values())
+    assert len(seen) == 1, f"{row.id}: the views disagree: {levels} ({result.line})"
+    if row.level != "same":
+        assert seen == {Level(row.level)}, f"{row.id}: {levels} ({result.line})"
+    if row.json_ok is not None:
+        assert row.json_ok(data), f"{row.id}: the --once JSON: {data.get('gpus')}"
+    if row.export_ok is not None:
+        assert row.export_ok(families), f"{row.id}: the exporter"
 
 
 def healthy(log_name: str) -> Check:
@@ -1053,11 +1384,14 @@ async def run_row(
                     lambda text, snap: snap.metrics is None and tokens in text, 5, seen,
                 )  # fmt: skip
 
-            if row.once is not None:
+            if row.once is not None or row.level is not None:
                 text, data = await once_reports(host.options(**overrides))
                 seen += [text, str(data)]
-                assert re.search(row.once, flat(text)), f"--once during {row.id}:\n{text}"
+                if row.once is not None:
+                    assert re.search(row.once, flat(text)), f"--once during {row.id}:\n{text}"
                 assert "Traceback" not in text
+                if row.level is not None:
+                    await same_verdict(row, app, host, overrides, data)
 
             result = row.clear(host)
             if asyncio.iscoroutine(result):

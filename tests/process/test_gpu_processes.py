@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,7 +14,13 @@ from tui.model.analysis import analyse
 from tui.model.build_snapshot import build_snapshot
 from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
 from tui.sglang.story import fold_lines
-from tui.sources.gpu_processes import pids_visible, rank_from_title, rank_of_pid
+from tui.sources.gpu_processes import (
+    info_of_pid,
+    pids_visible,
+    rank_from_title,
+    rank_of_pid,
+    unit_from_cgroup,
+)
 
 
 def _start_titled(title: str) -> subprocess.Popen[bytes]:
@@ -120,3 +127,38 @@ def test_map_ranks_to_gpus(titled: dict[str, int]) -> None:
         1: ("DP1 TP1 EP1",),
         2: (),
     }
+
+
+def test_info_of_a_real_child_has_its_tree() -> None:
+    """A real child: its command line, and its ancestors starting with this test's process."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        deadline = time.monotonic() + 5  # until the fork has exec'd sleep
+        while (info := info_of_pid(child.pid)).command != "sleep 30":
+            assert time.monotonic() < deadline, info
+            time.sleep(0.01)
+        assert info.command == "sleep 30"
+        assert info.ancestors[:1] == (os.getpid(),)
+        assert info_of_pid(2**22 + 12345).ancestors == ()  # gone: nothing
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize(
+    ("text", "unit"),
+    [
+        ("0::/system.slice/sglang-kimi.service\n", "sglang-kimi.service"),
+        ("0::/system.slice/sglang.service/payload\n", "sglang.service"),
+        ("0::/user.slice/user-1000.slice/session-3.scope\n", "session-3.scope"),
+        (
+            "12:pids:/system.slice/x.service\n1:name=systemd:/system.slice/sglang.service\n",
+            "sglang.service",
+        ),
+        ("0::/\n", None),
+        ("", None),
+        ("garbage without colons\n", None),
+    ],
+)
+def test_unit_from_cgroup(text: str, unit: str | None) -> None:
+    assert unit_from_cgroup(text) == unit

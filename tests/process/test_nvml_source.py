@@ -168,6 +168,96 @@ def test_gpu_lost_then_recovers(fake_lib_dir: Path, tmp_path: Path) -> None:
     assert after["gpus"][3]["name"] == "NVIDIA H200 (replaced)"  # facts read again
 
 
+def test_one_unreadable_handle_leaves_the_others_read(fake_lib_dir: Path, tmp_path: Path) -> None:
+    """GPU 3's handle answers Unknown Error (as after an Xid 79): GPU 3 is unreadable with the
+    error named; the other seven keep their numbers; NVML stays available; it comes back."""
+    before, failed, after = run_scenario(
+        """
+        src = NvmlSource()
+        write_state(STATE, gpus=eight_gpus())
+        emit(src.poll())
+        write_state(
+            STATE, gpus=eight_gpus(), errors=[("nvmlDeviceGetHandleByIndex_v2", 3, 999)]
+        )
+        emit(src.poll())
+        write_state(STATE, gpus=eight_gpus())
+        emit(src.poll())
+        """,
+        fake_lib_dir,
+        tmp_path / "state",
+    )
+    assert before["gpus"][3]["status"] == "ok"
+    assert failed["available"] is True
+    g3 = failed["gpus"][3]
+    assert g3["status"] == "error"
+    assert g3["name"] == "NVIDIA H200"  # known from before
+    assert g3["field_errors"] == [["handle", "Unknown Error, code 999"]]
+    assert "GPU 3: unreadable through NVML (handle: Unknown Error, code 999)" in failed["problem"]
+    assert "the other GPUs keep updating" in failed["problem"]
+    others = [g for i, g in enumerate(failed["gpus"]) if i != 3]
+    assert all(g["status"] == "ok" for g in others)
+    assert others[0]["used_gib"] == pytest.approx(130000 / 1024)
+    assert after["problem"] is None
+    assert after["gpus"][3]["status"] == "ok"
+
+
+def test_any_call_failing_marks_only_its_gpu(fake_lib_dir: Path, tmp_path: Path) -> None:
+    """A call other than memory failing with a real error (not "not supported") makes that GPU
+    unreadable and names the call; "not supported" only blanks the cell."""
+    (reading,) = run_scenario(
+        """
+        write_state(
+            STATE,
+            gpus=eight_gpus(),
+            errors=[
+                ("nvmlDeviceGetTemperature", 5, 999),
+                ("nvmlDeviceGetPowerUsage", 1, 3),
+            ],
+        )
+        emit(NvmlSource().poll())
+        """,
+        fake_lib_dir,
+        tmp_path / "state",
+    )
+    g5, g1 = reading["gpus"][5], reading["gpus"][1]
+    assert g5["status"] == "error"
+    assert ["temperature", "Unknown Error, code 999"] in g5["field_errors"]
+    assert (
+        "GPU 5: unreadable through NVML (temperature: Unknown Error, code 999)"
+        in (reading["problem"])
+    )
+    assert g1["status"] == "ok" and g1["power_w"] is None
+    assert [g["status"] for i, g in enumerate(reading["gpus"]) if i not in (1, 5)] == ["ok"] * 6
+
+
+def test_clock_event_reasons_read_and_old_name_fallback(fake_lib_dir: Path, tmp_path: Path) -> None:
+    """The clocks event reasons bitmask per GPU; a driver before 12.535 has only the older
+    name (throttle reasons), and a card without either leaves None."""
+    new, old, neither = run_scenario(
+        """
+        gpus = eight_gpus()
+        gpus[2]["throttle"] = "0x44"  # SW power cap + HW thermal slowdown
+        write_state(STATE, gpus=gpus)
+        emit(NvmlSource().poll())
+        write_state(STATE, gpus=gpus, absent=["nvmlDeviceGetCurrentClocksEventReasons"])
+        emit(NvmlSource().poll())
+        write_state(
+            STATE,
+            gpus=gpus,
+            absent=["nvmlDeviceGetCurrentClocksEventReasons"],
+            errors=[("nvmlDeviceGetCurrentClocksThrottleReasons", None, 3)],
+        )
+        emit(NvmlSource().poll())
+        """,
+        fake_lib_dir,
+        tmp_path / "state",
+    )
+    assert [g["clock_event_reasons"] for g in new["gpus"]] == [0, 0, 0x44, 0, 0, 0, 0, 0]
+    assert old["gpus"][2]["clock_event_reasons"] == 0x44
+    assert all(g["status"] == "ok" for g in old["gpus"])
+    assert all(g["clock_event_reasons"] is None and g["status"] == "ok" for g in neither["gpus"])
+
+
 def test_processes_v3_missing_uses_v2(fake_lib_dir: Path, tmp_path: Path) -> None:
     (reading,) = run_scenario(
         """

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ from tests.support.sglang_http import Deployment, FakeSGLang
 from tests.support.tui_support import screen_text
 from tui.live.app import KvtopApp
 from tui.model.snapshot import Snapshot
+from tui.model.status.levels import DEFAULT_THRESHOLDS
+from tui.report.check import CheckResult, check
 from tui.report.json_report import snapshot_json
 from tui.report.text import render_snapshot
 from tui.session import Options, Session
@@ -142,6 +145,9 @@ class FaultHost:
         self.journal_run = ("sglang-kimi.service", 2)  # (unit, invocation) of the running server
         self.session_ref: Session | None = None
         self.monkeypatch = None
+        self.foreign: subprocess.Popen[bytes] | None = (
+            None  # another user's process, if a row starts one
+        )
         self.deployment = Deployment(version="0.5.8")
         self.server = FaultServer(self.deployment)
         self.server.switches.api_key = API_KEY
@@ -271,6 +277,16 @@ async def wait_screen(
             return text
         if loop.time() > deadline:
             raise AssertionError(f"no {what} within {timeout_s:g} s; screen:\n{text}")
+
+
+async def check_report(options: Options) -> CheckResult:
+    """`kvtop --check` for OPTIONS, as the command builds it (one round, default thresholds)."""
+    session = Session(options)
+    try:
+        snapshot = await session.collect_once()
+    finally:
+        await session.close()
+    return check(snapshot, DEFAULT_THRESHOLDS)
 
 
 async def once_reports(options: Options) -> tuple[str, dict[str, object]]:

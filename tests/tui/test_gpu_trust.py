@@ -21,11 +21,14 @@ from rich.console import Console
 
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 from tests.support.fault_host import STORY_LOG, preload_fake_nvml
+from tests.support.sglang_procs import Child, start_server, stop_server
 from tests.support.tui_support import make_app, screen_text, until, utc
+from tui.export.collector import render
 from tui.live.screens.gpu_detail import GpuDetailScreen
 from tui.live.screens.help import HelpScreen
 from tui.live.widgets.gpu_rows import GpuRow
 from tui.live.widgets.text_panels import NoticesPanel
+from tui.model.memory.gpu_detail import gpu_detail
 from tui.model.memory.gpu_memory import reconcile
 from tui.model.snapshot import Snapshot
 from tui.model.status.identity import Mismatch
@@ -69,20 +72,21 @@ def start(title: str) -> subprocess.Popen[bytes]:
 
 
 @pytest.fixture
-def procs() -> Iterator[dict[str, subprocess.Popen[bytes]]]:
-    """Eight SGLang schedulers (TP0–7), a foreign trainer and a plain `sleep`."""
-    started = {f"TP{i}": start(f"sglang::scheduler_TP{i}") for i in range(8)}
-    started["trainer"] = start(TRAINER)
-    started["sleep"] = subprocess.Popen(["sleep", "60"])
+def procs() -> Iterator[dict[str, object]]:
+    """Eight SGLang schedulers (TP0–7) under their main process, a foreign trainer and a plain
+    `sleep` beside them."""
+    main, ranks = start_server()
+    others = {"trainer": start(TRAINER), "sleep": subprocess.Popen(["sleep", "60"])}
     try:
-        yield started
+        yield {**ranks, **others, "main": main}
     finally:
-        for p in started.values():
+        for p in others.values():
             p.kill()
             p.wait()
+        stop_server(main, ranks)
 
 
-def rank_procs(procs: dict[str, subprocess.Popen[bytes]]) -> list[tuple[int, int, int | None]]:
+def rank_procs(procs: dict[str, Child]) -> list[tuple[int, int, int | None]]:
     return [(i, procs[f"TP{i}"].pid, USED_MIB - 600) for i in range(8)]
 
 
@@ -155,7 +159,7 @@ async def test_memory_unreadable_shows_as_lost(state: Path, procs) -> None:  # t
     g2 = snapshot.gpus[2]
     assert g2.sample.status == "error" and g2.lost and not g2.memory.known
     nvml = next(s for s in snapshot.sources if s.name == "nvml")
-    assert "GPU 2: memory unreadable through NVML (Unknown Error)" in nvml.detail
+    assert "GPU 2: unreadable through NVML (memory: Unknown Error, code 999)" in nvml.detail
     assert all(v is None for v in snapshot_json(snapshot)["gpus"][2]["breakdown"].values())  # type: ignore[index]
     app = make_app(snapshot, demo=False, label="unreadable")
     async with app.run_test(size=BIG) as pilot:
@@ -362,18 +366,38 @@ async def test_other_processes_get_their_segment_and_detail(state: Path, procs) 
         assert re.search(r"(?m)^ other processes\s+4\.00\s+NVML", text), text
 
 
-async def test_other_process_before_the_server_is_in_baseline(
+async def test_other_process_started_before_the_server_is_still_anothers(
     state: Path, procs, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    """A log dated 2030: the trainer was already running when the rank read its free memory
-    before loading, so its memory is inside the baseline and not counted a second time."""
+    """A log dated 2030: the trainer started before the server's start, and allocated its 4 GiB
+    after the rank read its free memory. Whose memory it is comes from its identity, never
+    from when it started: 4 GiB of other processes, and SGLang's runtime is what it is
+    without the trainer (GPU detail, the bar, the JSON and the exporter say the same)."""
     later = tmp_path / "later.log"
     later.write_text(STORY_LOG.read_text().replace("2026-02-27", "2030-02-27"))
     _with_strangers(state, procs)
     snapshot = await collect(later)
     g3 = snapshot.gpus[3]
     assert next(p for p in g3.processes if p.pid == procs["trainer"].pid).other
-    assert g3.memory.other_processes_gib == 0.0
+    assert g3.memory.other_processes_gib == pytest.approx(4.0)
+    tp3 = next(b for b in snapshot.analysis.breakdowns if b.rank == "TP3")
+    alone = reconcile(g3.sample.total_gib, g3.sample.free_gib + 4.0, tp3)
+    assert g3.memory.runtime_gib == pytest.approx(alone.runtime_gib, abs=1e-3)
+    detail = gpu_detail(snapshot, 3)
+    assert detail is not None
+    rows = {row.item: row.gib for row in detail.breakdown}
+    assert rows["other processes"] == pytest.approx(4.0)
+    data = snapshot_json(snapshot)
+    assert data["gpus"][3]["breakdown"]["other_processes_gib"] == 4.0  # type: ignore[index]
+    exported = {
+        s.labels["segment"]: s.value
+        for family in render(snapshot, "h")
+        for s in family.samples
+        if s.name == "kvtop_gpu_memory_bytes" and s.labels["gpu"] == "3"
+    }
+    assert exported["other_processes"] == pytest.approx(4.0 * 2**30, rel=1e-3)
+    names = [name for name, _ in g3.memory.segments()]
+    assert names.index("other processes") > names.index("runtime")  # after the server's
 
 
 async def test_unknown_process_memory_is_null(state: Path, procs) -> None:  # type: ignore[no-untyped-def]
@@ -408,8 +432,9 @@ async def test_gpu_rows_show_alert_levels(state: Path, procs) -> None:  # type: 
     gpus = eight_gpus(used_mib=USED_MIB)
     gpus[1]["temp"] = 94  # critical (90)
     gpus[2]["power_mw"] = 599_000  # 599 W of 700: 86 %, fine
-    gpus[4]["power_mw"] = 690_000  # 690 W of 700: 98.6 %, critical
+    gpus[4].update(power_mw=700_000, throttle=0x4)  # at its power limit: normal under load
     gpus[5]["temp"] = 85  # warning (83)
+    gpus[6]["throttle"] = 0x40  # clocks lowered for heat (HW thermal slowdown): warning
     write_state(
         state, gpus, procs=rank_procs(procs), errors=[("nvmlDeviceGetMemoryInfo_v2", 7, 15)]
     )
@@ -428,10 +453,11 @@ async def test_gpu_rows_show_alert_levels(state: Path, procs) -> None:  # type: 
             for line in screen_text(app).splitlines()
             if (m := re.match(r"^\S?\s*(\d)\s+(TP|—)", line))
         }
-        assert lines[1].rstrip().endswith("✖") and lines[4].rstrip().endswith("✖")
-        assert lines[5].rstrip().endswith("▲")
+        assert lines[1].rstrip().endswith("✖")
+        assert lines[5].rstrip().endswith("▲") and lines[6].rstrip().endswith("▲")
         assert lines[7].rstrip().endswith("✖") and "lost" in lines[7]
-        for i in (0, 2, 3, 6):
+        assert "700W" in lines[4]
+        for i in (0, 2, 3, 4):
             assert lines[i].rstrip()[-1] not in "▲✖", lines[i]
         critical = rows[1].component_style("gpu--critical")
         warning = rows[5].component_style("gpu--warning")

@@ -24,6 +24,7 @@ from tests.support.fake_nvml import (
     kvtop_once,
     write_state,
 )
+from tests.support.sglang_procs import start_server, stop_server
 from tests.support.tmux_tools import SGR, Tmux, foreground_colours, is_grey, private_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,18 +48,16 @@ def lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def procs() -> Iterator[dict[str, int]]:
-    """Eight schedulers titled `sglang::scheduler_TPn` and a foreign trainer, real pids."""
-    titles = {f"TP{i}": f"sglang::scheduler_TP{i}" for i in range(8)} | {"trainer": TRAINER}
-    started = {
-        key: subprocess.Popen(["bash", "-c", f"exec -a '{title}' sleep 60"])
-        for key, title in titles.items()
-    }
+    """Eight schedulers titled `sglang::scheduler_TPn` under their main process, and a foreign
+    trainer beside them: real pids."""
+    main, schedulers = start_server()
+    trainer = subprocess.Popen(["bash", "-c", f"exec -a '{TRAINER}' sleep 60"])
     try:
-        yield {key: p.pid for key, p in started.items()}
+        yield {key: child.pid for key, child in schedulers.items()} | {"trainer": trainer.pid}
     finally:
-        for p in started.values():
-            p.kill()
-            p.wait()
+        trainer.kill()
+        trainer.wait()
+        stop_server(main, schedulers)
 
 
 def ranks(pids: dict[str, int]) -> list[tuple[int, int, int | None]]:
@@ -132,11 +131,11 @@ def test_no_color_lost_and_hot_rows_readable(
     lib_dir: Path, tmp_path: Path, procs: dict[str, int], tmux: Tmux
 ) -> None:
     """NO_COLOR=1: no colour at all, yet a lost GPU says so in words with ✖, and a hot or
-    power-limited GPU carries its glyph (✖ critical, ▲ warning) at the row's end."""
+    throttled GPU carries its glyph (✖ critical, ▲ warning) at the row's end."""
     gpus = eight_gpus(used_mib=USED_MIB)
     gpus[4]["temp"] = 95  # critical
     gpus[5]["temp"] = 85  # warning
-    gpus[6]["power_mw"] = 695_000  # 695 W of 700 W: critical
+    gpus[6]["throttle"] = 0x20  # clocks lowered (SW thermal slowdown): warning
     state = write_state(
         tmp_path / "nvml.state",
         gpus,
@@ -161,7 +160,7 @@ def test_no_color_lost_and_hot_rows_readable(
         chromatic = sorted(c for c in foreground_colours(screen) if not is_grey(c))
         assert not chromatic, f"NO_COLOR=1 still draws colours {chromatic}"
         r = rows(screen)
-        assert r[5].endswith("▲") and r[6].endswith("✖") and r[7][-1] not in "▲✖"
+        assert r[5].endswith("▲") and r[6].endswith("▲") and r[7][-1] not in "▲✖"
         assert "GPU 0–3: lost" in flat(SGR.sub("", screen))
         tmux.send("mono", "q")
     finally:

@@ -88,10 +88,54 @@ def test_temperature_and_power(ready: Snapshot) -> None:
     assert kinds(hot) == [(Level.WARNING, "temperature")]
     hotter = with_gpu(ready, 1, temperature_c=94)
     assert kinds(hotter) == [(Level.CRITICAL, "temperature")]
-    # 599 W of 600: 99.83 %, critical from 98 %; never shown as 100%.
-    power = evaluate(with_gpu(ready, 2, power_w=599.0, power_limit_w=600.0))
-    assert [(a.level, a.kind, a.subject) for a in power] == [(Level.CRITICAL, "power", "GPU 2")]
-    assert "99.8%" in power[0].text
+    # A GPU drawing its enforced limit (the software power cap engaged) is normal under load.
+    at_limit = with_gpu(ready, 2, power_w=600.0, power_limit_w=600.0, clock_event_reasons=0x4)
+    assert evaluate(at_limit) == ()
+    # A config file from before with power thresholds still loads: they raise nothing.
+    assert evaluate(at_limit, Thresholds(power_warning_pct=50, power_critical_pct=60)) == ()
+
+
+@pytest.mark.parametrize(
+    ("bits", "named"),
+    [
+        (0x8, "HW slowdown"),
+        (0x20, "SW thermal slowdown"),
+        (0x40 | 0x4, "HW thermal slowdown"),
+        (0x80, "HW power brake slowdown"),
+    ],
+)
+def test_throttled_for_heat_or_hardware_is_a_warning(
+    ready: Snapshot, bits: int, named: str
+) -> None:
+    (alert,) = evaluate(with_gpu(ready, 2, clock_event_reasons=bits))
+    assert (alert.level, alert.kind, alert.subject) == (Level.WARNING, "throttle", "GPU 2")
+    assert f"GPU 2 (TP2) clocks lowered: {named}" in alert.text
+    assert "power cap" not in alert.text
+
+
+def test_idle_or_settings_reasons_raise_nothing(ready: Snapshot) -> None:
+    # Idle, application clocks, sync boost, display clocks: settings, not trouble.
+    assert evaluate(with_gpu(ready, 2, clock_event_reasons=0x1 | 0x2 | 0x10 | 0x100)) == ()
+
+
+def test_an_unreadable_handle_names_the_gpu_its_rank_and_the_error(ready: Snapshot) -> None:
+    bad = with_gpu(ready, 3, status="error", field_errors=(("handle", "Unknown Error, code 999"),))
+    (alert,) = evaluate(bad)
+    assert (alert.level, alert.kind, alert.subject) == (Level.CRITICAL, "gpu_lost", "GPU 3")
+    assert alert.text.startswith("GPU 3 (TP3) cannot be read through NVML (handle: Unknown Error")
+    result = check(bad, DEFAULT_THRESHOLDS)
+    assert result.exit_code == 2
+    assert "KVTOP CRITICAL - GPU 3 (TP3) cannot be read" in result.line
+
+
+def test_ranks_without_a_gpu_here_are_critical(ready: Snapshot) -> None:
+    seven = replace(ready, gpus=ready.gpus[:7], missing_ranks=("TP7",))
+    (alert,) = evaluate(seven)
+    assert (alert.level, alert.kind, alert.subject) == (Level.CRITICAL, "gpu_missing", "TP7")
+    assert "TP7 from the log has no GPU here (NVML sees 7 GPUs)" in alert.text
+    result = check(seven, DEFAULT_THRESHOLDS)
+    assert (result.exit_code, result.line.split(" - ")[0]) == (2, "KVTOP CRITICAL")
+    assert "TP7" in result.line
 
 
 def test_headroom_after_startup_under_the_safe_margin(ready: Snapshot) -> None:

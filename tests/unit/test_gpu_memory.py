@@ -44,9 +44,11 @@ def test_without_a_log_only_used_and_free() -> None:
     assert memory.runtime_gib == 50.0
 
 
-def test_more_itemised_than_in_use_shows_negative_runtime() -> None:
+def test_more_itemised_than_in_use_is_unknown_never_negative() -> None:
     memory = reconcile(95.59, 40.0, TP0)  # the server has exited but the log is still shown
-    assert memory.runtime_gib is not None and memory.runtime_gib < 0
+    assert memory.runtime_gib is None
+    assert memory.log_excess_gib == pytest.approx(32.53, abs=0.01)
+    assert all(value >= 0 for _, value in memory.segments())
 
 
 def test_order_mapping_with_base_gpu_id_and_visible_devices() -> None:

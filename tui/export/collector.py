@@ -55,7 +55,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "1 for the server's current state as its log tells it, 0 for the other states.",
     ),
     ff.RESTARTS: ("counter", "Restarts of the server seen in its log or its unit's journal."),
-    ff.GPU_UP: ("gauge", "1 while NVML reads the GPU, 0 when it lost it (no memory samples then)."),
+    ff.GPU_UP: (
+        "gauge",
+        "1 while NVML reads the GPU, 0 when it lost it or cannot read it (no memory samples then).",
+    ),
     ff.GPU_TOTAL: ("gauge", "The GPU's memory in bytes, as NVML reports it."),
     ff.GPU_MEMORY: (
         "gauge",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tui.model.analysis import Analysis
-from tui.model.deployment_shape import deployment_shape
+from tui.model.deployment_shape import deployment_shape, rank_span
 from tui.model.memory.gpu_memory import (
     choose_rank_mapping,
     lost_memory,
@@ -14,7 +14,13 @@ from tui.model.memory.gpu_memory import (
     reconcile,
 )
 from tui.model.memory.gpu_reading import GpuSample, GpuStatus, NvmlReading
-from tui.model.memory.process_owner import ProcessInfo, other_pids, other_processes_gib
+from tui.model.memory.process_owner import (
+    ProcessInfo,
+    ServerIdentity,
+    other_pids,
+    other_processes_gib,
+    server_identity,
+)
 from tui.model.memory.rank_memory import MemoryBreakdown
 from tui.model.server_target import ServerTarget
 from tui.model.snapshot import (
@@ -31,9 +37,6 @@ from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, SHAPE, UNPLACED, Not
 from tui.model.status.watch import Watch
 from tui.sglang.metrics import MetricsSample, ServerInfo
 from tui.sglang.start_state import STOPPED
-
-# NVML in use below what the log itemises by more than rounding: log and GPUs do not match.
-MISMATCH_GIB = 0.5
 
 
 def _ranks_by_process(
@@ -59,21 +62,7 @@ class _ProcessFacts:
     ranks: Mapping[int, str | None]
     users: Mapping[int, str | None]
     infos: Mapping[int, ProcessInfo]
-    # rank -> when it read its free memory before loading (epoch s): its baseline's moment
-    baseline_at: Mapping[str, float]
-
-
-def _baseline_times(analysis: Analysis) -> dict[str, float]:
-    """Each rank's first timestamped line: its pre-load free memory is read about then."""
-    times: dict[str, float] = {}
-    for name, rank in analysis.startup.ranks.items():
-        stamp = next((p.timestamp for p in rank.phases if p.timestamp is not None), None)
-        if stamp is not None:
-            try:
-                times[name] = stamp.timestamp()
-            except (OverflowError, OSError, ValueError):
-                continue
-    return times
+    server: ServerIdentity  # the server's processes as their titles, tree and unit show them
 
 
 def _gpu_view(
@@ -83,9 +72,10 @@ def _gpu_view(
     facts: _ProcessFacts,
 ) -> GpuView:
     """One GPU: NVML's reading reconciled with the log of the one rank on it (if just one);
-    processes that are not the server's get their own segment. A lost GPU: no numbers."""
+    processes that are not the server's (by identity, tui/model/memory/process_owner.py) get
+    their own segment. A lost GPU: no numbers."""
     log = breakdowns.get(ranks[0]) if len(ranks) == 1 else None
-    others = other_pids(sample.processes, bool(ranks), facts.ranks, facts.infos)
+    others = other_pids(sample.processes, bool(ranks), facts.ranks, facts.infos, facts.server)
     views = tuple(
         GpuProcessView(
             p.pid,
@@ -102,15 +92,15 @@ def _gpu_view(
     if any(name == "processes" for name, _ in sample.field_errors):
         other: float | None = None  # NVML could not list the processes: unknown
     else:
-        at = facts.baseline_at.get(ranks[0]) if log is not None else None
-        other = other_processes_gib(sample.processes, others, facts.infos, at)
+        other = other_processes_gib(sample.processes, others)
     memory = reconcile(sample.total_gib, sample.free_gib, log, other)
     return GpuView(sample=sample, ranks=ranks, memory=memory, processes=views)
 
 
 _MISMATCH_GIST = (
-    "the log itemises more than NVML sees in use; the log may come from another host, other "
-    "GPUs or an earlier start (check --unit / --log-file)."
+    "the log itemises more than NVML sees in use, so runtime is unknown; the server's memory "
+    "may have been released, or the log comes from another host, other GPUs or an earlier "
+    "start (check --unit / --log-file)."
 )
 
 
@@ -119,13 +109,14 @@ def _mismatch_notes(gpus: list[GpuView]) -> list[Note]:
     Never about a lost GPU (it has no numbers)."""
     notes = []
     for gpu in gpus:
-        runtime = gpu.memory.runtime_gib
-        if gpu.memory.baseline_gib is not None and runtime is not None and runtime < -MISMATCH_GIB:
+        excess = gpu.memory.log_excess_gib
+        if excess is not None:
             notes.append(
                 Note(
                     LOG_VS_NVML,
-                    f"GPU {gpu.sample.index}: the log itemises {-runtime:.1f} GiB more than NVML "
-                    "sees in use on it; the log may come from another host, other GPUs or an "
+                    f"GPU {gpu.sample.index}: the log itemises {excess:.1f} GiB more than NVML "
+                    "sees in use on it, so its runtime is unknown; the server's memory may have "
+                    "been released, or the log comes from another host, other GPUs or an "
                     "earlier start (check --unit / --log-file).",
                     (gpu.sample.index,),
                     _MISMATCH_GIST,
@@ -134,17 +125,8 @@ def _mismatch_notes(gpus: list[GpuView]) -> list[Note]:
     return notes
 
 
-def _rank_span(ranks: list[str]) -> str:
-    """ "TP0–7" for a run of TP ranks, else the ranks listed."""
-    numbers = [int(r[2:]) for r in ranks if r.startswith("TP") and r[2:].isdigit()]
-    run = len(numbers) == len(ranks) > 2
-    if run and sorted(numbers) == list(range(min(numbers), max(numbers) + 1)):
-        return f"TP{min(numbers)}–{max(numbers)}"
-    return ", ".join(ranks)
-
-
 def _unplaced_note(unplaced: list[str], gpu_count: int) -> str:
-    which = _rank_span(unplaced)
+    which = rank_span(unplaced)
     sees = "no GPU" if gpu_count == 0 else f"{gpu_count} GPU{'s' if gpu_count != 1 else ''}"
     return (
         f"{which} from the log {'has' if len(unplaced) == 1 else 'have'} no GPU here: NVML "
@@ -153,24 +135,57 @@ def _unplaced_note(unplaced: list[str], gpu_count: int) -> str:
     )
 
 
-def _placement_notes(
+def _missing_ranks(
     nvml: NvmlReading | None,
     mapping: Mapping[int, tuple[str, ...]],
     how: str,
     log_ranks: list[str],
-    by_order: str,
-) -> list[Note]:
-    """Ranks of the log without a GPU here (also when NVML answers with none), and how ranks
-    were placed when it was by order (an advisory). Ranks whose GPUs NVML lost are not
-    "without a GPU": the lost GPUs' rows and the NVML notice say what happened."""
+) -> list[str]:
+    """Ranks of the log without a GPU here (also when NVML answers with none). Ranks whose GPUs
+    NVML lost are not missing: the lost GPUs' rows and alerts say what happened."""
     if nvml is None or not nvml.available or not log_ranks:
         return []
     placed = {rank for ranks in mapping.values() for rank in ranks}
     unplaced = [rank for rank in log_ranks if rank not in placed]
     lost = sum(1 for g in nvml.gpus if g.status != GpuStatus.OK)
-    notes = []
     if unplaced and len(unplaced) > lost and (how != "none" or not nvml.gpus):
-        notes.append(Note(UNPLACED, _unplaced_note(unplaced, len(nvml.gpus))))
+        return unplaced
+    return []
+
+
+def _with_unread_ranks(
+    samples: tuple[GpuSample, ...],
+    mapping: dict[int, tuple[str, ...]],
+    how: str,
+    log_ranks: list[str],
+) -> dict[int, tuple[str, ...]]:
+    """Ranks placed by their processes' titles leave a GPU NVML cannot read without a rank (its
+    processes cannot be listed). When the ranks left over are exactly as many as those GPUs,
+    they are theirs, in order: the alert can then name the rank of a GPU that fell away."""
+    if how != "process":
+        return mapping
+    placed = {rank for ranks in mapping.values() for rank in ranks}
+    left = [rank for rank in log_ranks if rank not in placed]
+    unread = [s.index for s in samples if s.status != GpuStatus.OK and s.index not in mapping]
+    if not left or len(left) != len(unread):
+        return mapping
+    return {**mapping, **{index: (rank,) for index, rank in zip(unread, left, strict=True)}}
+
+
+def _placement_notes(
+    nvml: NvmlReading | None,
+    missing: list[str],
+    how: str,
+    by_order: str,
+) -> list[Note]:
+    """Ranks of the log without a GPU here, and how ranks were placed when it was by order (an
+    advisory)."""
+    if nvml is None or not nvml.available:
+        return []
+    lost = sum(1 for g in nvml.gpus if g.status != GpuStatus.OK)
+    notes = []
+    if missing:
+        notes.append(Note(UNPLACED, _unplaced_note(missing, len(nvml.gpus))))
     if how == "order" and lost < len(nvml.gpus):  # placing ranks on lost GPUs says nothing
         notes.append(Note(RANK_ORDER, by_order, advisory=True))
     return notes
@@ -233,9 +248,12 @@ def build_snapshot(
     mapping, how = choose_rank_mapping(
         [s.index for s in samples], log_ranks, by_process, base, visible
     )
+    mapping = _with_unread_ranks(samples, mapping, how, log_ranks)
+    missing = _missing_ranks(nvml, mapping, how, log_ranks)
     breakdowns = {b.rank: b for b in analysis.breakdowns}
+    infos = process_infos or {}
     facts = _ProcessFacts(
-        process_ranks, process_users or {}, process_infos or {}, _baseline_times(analysis)
+        process_ranks, process_users or {}, infos, server_identity(process_ranks, infos)
     )
     gpus = [_gpu_view(s, mapping.get(s.index, ()), breakdowns, facts) for s in samples]
     gone = server_gone(analysis.startup, gpus, breakdowns)
@@ -246,7 +264,7 @@ def build_snapshot(
         analysis = replace(analysis, startup=startup)
         gpus = [_gpu_view(s, mapping.get(s.index, ()), {}, facts) for s in samples]
     by_order = _by_order_note(pids_visible, base, cuda_visible_devices, visible)
-    placement = _placement_notes(nvml, mapping, how, log_ranks, by_order)
+    placement = _placement_notes(nvml, missing, how, by_order)
     shape_notes = [Note(SHAPE, text) for text in shape.flags()]
     items = collapse(_mismatch_notes(gpus) + placement + shape_notes)
     if placement and not samples:
@@ -266,6 +284,7 @@ def build_snapshot(
         server=server,
         mismatches=mismatches,
         log_from_this_host=log_from_this_host,
+        missing_ranks=tuple(missing),
     )
     # Judged before anyone sees it: every view shows this one verdict.
     verdict, timeline = (watch or Watch()).look(unjudged)

@@ -238,3 +238,12 @@ def deployment_shape(startup: Startup) -> DeploymentShape:
         out_of_world=out,
         other_node_ranks=elsewhere,
     )
+
+
+def rank_span(ranks: list[str]) -> str:
+    """ "TP0–7" for a run of TP ranks, else the ranks listed."""
+    numbers = [int(r[2:]) for r in ranks if r.startswith("TP") and r[2:].isdigit()]
+    run = len(numbers) == len(ranks) > 2
+    if run and sorted(numbers) == list(range(min(numbers), max(numbers) + 1)):
+        return f"TP{min(numbers)}–{max(numbers)}"
+    return ", ".join(ranks)

@@ -119,6 +119,8 @@ class Snapshot:
     timeline: tuple[Seen, ...] = ()
     # The log is this host's own (its journal read here, or the demo); see `log_here`.
     log_from_this_host: bool = False
+    # Ranks the log placed on this host that have no GPU here (NVML sees fewer GPUs).
+    missing_ranks: tuple[str, ...] = ()
 
     @property
     def log_here(self) -> bool:

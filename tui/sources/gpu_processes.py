@@ -55,8 +55,9 @@ def user_of_pid(pid: int) -> str | None:
 
 
 def info_of_pid(pid: int) -> ProcessInfo:
-    """Process PID's command line (its title when set) and start time; None where it is gone
-    or not visible here. Read once per pid (the session caches it, like the user)."""
+    """Process PID's command line (its title when set), start time, ancestors and systemd
+    unit; None (or empty) where it is gone or not visible here. Read once per pid (the session
+    caches it, like the user)."""
     try:
         proc = psutil.Process(pid)
         started = proc.create_time()
@@ -69,7 +70,41 @@ def info_of_pid(pid: int) -> ProcessInfo:
     command = " ".join(words).replace("\x00", " ").strip()
     # Printable only: a title is anyone's to set and must not steer the terminal.
     command = "".join(c if c.isprintable() else "?" for c in command)[:COMMAND_MAX]
-    return ProcessInfo(command or None, started)
+    return ProcessInfo(command or None, started, _ancestors(proc), unit_of_pid(pid))
+
+
+ANCESTORS_MAX = 32  # a process tree deeper than this is not followed further
+
+
+def _ancestors(proc: psutil.Process) -> tuple[int, ...]:
+    """The pids above PROC, its parent first, up to (not including) pid 1."""
+    try:
+        parents = proc.parents()
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+        return ()
+    return tuple(p.pid for p in parents[:ANCESTORS_MAX] if p.pid > 1)
+
+
+def unit_from_cgroup(text: str) -> str | None:
+    """The systemd unit in a /proc/PID/cgroup text: the innermost `.service` or `.scope`
+    of the unified (v2, `0::`) or systemd (v1, `name=systemd`) hierarchy; None outside one."""
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3 or not (parts[0] == "0" or parts[1] == "name=systemd"):
+            continue
+        units = [c for c in parts[2].split("/") if c.endswith((".service", ".scope"))]
+        if units:
+            return units[-1]
+    return None
+
+
+def unit_of_pid(pid: int) -> str | None:
+    """Process PID's systemd unit from /proc/PID/cgroup (None: not in one, or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
+            return unit_from_cgroup(f.read(8192))
+    except OSError:
+        return None
 
 
 def pids_visible(pids: Iterable[int]) -> bool:

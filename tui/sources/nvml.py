@@ -46,10 +46,19 @@ class _Static:
     uuid: str
     pci_bus_id: str
     errors: tuple[tuple[str, str], ...]
+    serious: bool = False  # one of them was not merely "not supported"
 
 
 class _GpuLost(Exception):
     pass
+
+
+class _GpuUnreadable(Exception):
+    """A call every other reading of the GPU needs (its handle) failed."""
+
+    def __init__(self, call: str, text: str) -> None:
+        super().__init__(text)
+        self.call = call
 
 
 def _text(value: Any) -> str:
@@ -75,6 +84,32 @@ _LIBRARY_NOT_FOUND = 12
 _FUNCTION_NOT_FOUND = 13
 _GPU_IS_LOST = 15
 _LIB_RM_VERSION_MISMATCH = 18
+# What a call may answer with nothing wrong with the GPU: the card or driver lacks the feature,
+# or this user may not read it. Any other error (Unknown Error 999 after an Xid 79, a timeout,
+# a GPU that needs a reset) makes the GPU unreadable.
+_BENIGN = (_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND)
+
+
+def _named_error(exc: BaseException) -> str:
+    """The error's words, with its NVML code when it is not merely "not supported"."""
+    code = _code(exc)
+    text = _error_text(exc)
+    return text if code in _BENIGN or code is None else f"{text}, code {code}"
+
+
+def _serious(exc: BaseException) -> bool:
+    return _code(exc) not in _BENIGN
+
+
+class _Errors(list[tuple[str, str]]):
+    """One GPU's failed calls, (name, error); `serious` when one was not merely "not
+    supported" (the GPU is then unreadable)."""
+
+    serious = False
+
+    def add(self, name: str, exc: BaseException) -> None:
+        self.append((name, _named_error(exc)))
+        self.serious = self.serious or _serious(exc)
 
 
 def _unavailable_sentence(exc: BaseException) -> str:
@@ -127,19 +162,39 @@ def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
     return " ".join(found) if found else None
 
 
+def _failed_calls(sample: GpuSample) -> list[tuple[str, str]]:
+    """The calls that made SAMPLE unreadable: its handle or memory, or an error with a code
+    (not merely "not supported")."""
+    return [
+        (name, text)
+        for name, text in sample.field_errors
+        if name in ("handle", "memory") or ", code " in text
+    ]
+
+
 def _unreadable_sentence(samples: list[GpuSample]) -> str | None:
-    """GPUs whose memory query failed (not lost, not refused numbers: those say so already)."""
+    """GPUs a call failed for (their handle, their memory, any call that is not merely "not
+    supported"); refused numbers say so in their own sentence."""
     failed = [
         s
         for s in samples
-        if s.status == GpuStatus.ERROR and not any(r.field.startswith("memory") for r in s.rejected)
+        if s.status == GpuStatus.ERROR
+        and not any(r.field.startswith("memory") for r in s.rejected)
+        and _failed_calls(s)
     ]
     if not failed:
         return None
-    why = next((text for name, text in failed[0].field_errors if name == "memory"), "an error")
+    why = "; ".join(
+        f"GPU {s.index} {name}: {text}" if len(failed) > 1 else f"{name}: {text}"
+        for s in failed[:3]
+        for name, text in _failed_calls(s)[:2]
+    )
+    every = len(failed) == len(samples)
+    rest = "no GPU reading is left" if every else "the other GPUs keep updating"
     return (
-        f"GPU {gpu_span(s.index for s in failed)}: memory unreadable through NVML ({why}); "
-        "no numbers are shown for it. Check nvidia-smi."
+        f"GPU {gpu_span(s.index for s in failed)}: unreadable through NVML ({why}); no numbers "
+        f"are shown for {'them' if len(failed) > 1 else 'it'} and {rest}. Check nvidia-smi and "
+        "dmesg for Xid errors."
     )
 
 
@@ -222,6 +277,7 @@ class NvmlSource:
         self._most_gpus = 0  # the most GPUs NVML has shown: fewer now means some went away
         self._mem_v2 = True
         self._proc_fn: str = "v3"
+        self._reasons_fn: str = "event"
         self._procs: dict[int, tuple[GpuProcess, ...]] = {}
         self._procs_at: float | None = None
         self._last: NvmlReading | None = None
@@ -307,27 +363,33 @@ class NvmlSource:
     def _sample(self, index: int, refresh_procs: bool) -> GpuSample:
         try:
             return self._read_gpu(index, refresh_procs)
+        except _GpuUnreadable as failed:
+            return self._without_numbers(index, GpuStatus.ERROR, (failed.call, str(failed)))
         except _GpuLost as lost:
-            static = self._static.pop(index, None)
-            self._procs.pop(index, None)
-            return GpuSample(
-                index=index,
-                name=static.name if static else "",
-                uuid=static.uuid if static else "",
-                pci_bus_id=static.pci_bus_id if static else "",
-                total_gib=0.0,
-                used_gib=0.0,
-                free_gib=0.0,
-                reserved_gib=None,
-                utilization_pct=None,
-                memory_utilization_pct=None,
-                temperature_c=None,
-                power_w=None,
-                power_limit_w=None,
-                processes=(),
-                status=GpuStatus.LOST,
-                field_errors=(("gpu", str(lost)),),
-            )
+            return self._without_numbers(index, GpuStatus.LOST, ("gpu", str(lost)))
+
+    def _without_numbers(self, index: int, status: GpuStatus, error: tuple[str, str]) -> GpuSample:
+        """A GPU lost or unreadable: its name kept from an earlier poll, no number at all."""
+        static = self._static.pop(index, None)
+        self._procs.pop(index, None)
+        return GpuSample(
+            index=index,
+            name=static.name if static else "",
+            uuid=static.uuid if static else "",
+            pci_bus_id=static.pci_bus_id if static else "",
+            total_gib=0.0,
+            used_gib=0.0,
+            free_gib=0.0,
+            reserved_gib=None,
+            utilization_pct=None,
+            memory_utilization_pct=None,
+            temperature_c=None,
+            power_w=None,
+            power_limit_w=None,
+            processes=(),
+            status=status,
+            field_errors=(error,),
+        )
 
     @staticmethod
     def _call(fn: Callable[..., _T], *args: Any) -> _T:
@@ -338,20 +400,18 @@ class NvmlSource:
                 raise _GpuLost(_error_text(exc)) from None
             raise
 
-    def _field(
-        self, errors: list[tuple[str, str]], name: str, fn: Callable[..., _T], *args: Any
-    ) -> _T | None:
+    def _field(self, errors: _Errors, name: str, fn: Callable[..., _T], *args: Any) -> _T | None:
         try:
             return self._call(fn, *args)
         except pynvml.NVMLError as exc:
-            errors.append((name, _error_text(exc)))
+            errors.add(name, exc)
             return None
 
     def _static_facts(self, index: int, handle: Any) -> _Static:
         cached = self._static.get(index)
         if cached is not None:
             return cached
-        errors: list[tuple[str, str]] = []
+        errors = _Errors()
         name = self._field(errors, "name", pynvml.nvmlDeviceGetName, handle)
         uuid = self._field(errors, "uuid", pynvml.nvmlDeviceGetUUID, handle)
         pci = self._field(errors, "pci_bus_id", pynvml.nvmlDeviceGetPciInfo, handle)
@@ -360,6 +420,7 @@ class NvmlSource:
             uuid=_text(uuid) if uuid is not None else "",
             pci_bus_id=_text(pci.busId) if pci is not None else "",
             errors=tuple(errors),
+            serious=errors.serious,
         )
         if not errors:  # retry the facts that failed on the next poll
             self._static[index] = static
@@ -377,6 +438,27 @@ class NvmlSource:
                 self._mem_v2 = False  # an older driver: v1 from now on
         mem = self._call(pynvml.nvmlDeviceGetMemoryInfo, handle)
         return mem.total, mem.used, mem.free, None
+
+    def _clock_event_reasons(self, errors: _Errors, handle: Any) -> int | None:
+        """The current clocks event reasons (NVML 12.535 and later), else the same bits under
+        their older name, throttle reasons; None where the card or driver has neither."""
+        if self._reasons_fn == "event":
+            try:
+                return int(self._call(pynvml.nvmlDeviceGetCurrentClocksEventReasons, handle))
+            except pynvml.NVMLError as exc:
+                if _code(exc) != _FUNCTION_NOT_FOUND:
+                    errors.add("clock_event_reasons", exc)
+                    return None
+                self._reasons_fn = "throttle"  # an older driver: the older name from now on
+            except AttributeError:  # an nvidia-ml-py without the new name
+                self._reasons_fn = "throttle"
+        reasons = self._field(
+            errors,
+            "clock_event_reasons",
+            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons,
+            handle,
+        )
+        return None if reasons is None else int(reasons)
 
     def _processes(self, handle: Any, refusals: Refusals) -> tuple[GpuProcess, ...]:
         order = ["v3", "v2"] if self._proc_fn == "v3" else ["v2"]
@@ -396,18 +478,20 @@ class NvmlSource:
         return ()  # pragma: no cover - the loop always returns or raises
 
     def _read_gpu(self, index: int, refresh_procs: bool) -> GpuSample:
-        handle = self._call(pynvml.nvmlDeviceGetHandleByIndex, index)
+        try:
+            handle = self._call(pynvml.nvmlDeviceGetHandleByIndex, index)
+        except pynvml.NVMLError as exc:  # every other call needs it: nothing can be read
+            raise _GpuUnreadable("handle", _named_error(exc)) from None
         static = self._static_facts(index, handle)
-        errors: list[tuple[str, str]] = list(static.errors)
+        errors = _Errors(static.errors)
+        errors.serious = static.serious
         refusals = Refusals()
         try:
             memory = refusals.memory(*self._memory(handle))
         except pynvml.NVMLError as exc:
-            errors.append(("memory", _error_text(exc)))
+            errors.add("memory", exc)
+            errors.serious = True  # whatever the code: no memory, no picture of the GPU
             memory = None
-        # Unreadable or impossible memory: an error, and no number stands in for it.
-        status = GpuStatus.OK if memory is not None else GpuStatus.ERROR
-        total, used, free, reserved = memory if memory is not None else (0, 0, 0, None)
         util = self._field(errors, "utilization", pynvml.nvmlDeviceGetUtilizationRates, handle)
         temp = self._field(
             errors,
@@ -418,12 +502,17 @@ class NvmlSource:
         )
         power = self._field(errors, "power", pynvml.nvmlDeviceGetPowerUsage, handle)
         limit = self._field(errors, "power_limit", pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+        reasons = self._clock_event_reasons(errors, handle)
         if refresh_procs or index not in self._procs:
             try:
                 self._procs[index] = self._processes(handle, refusals)
             except pynvml.NVMLError as exc:
-                errors.append(("processes", _error_text(exc)))
+                errors.add("processes", exc)
                 self._procs[index] = ()
+        # Unreadable or impossible memory, or a call that failed for more than a missing
+        # feature: an error, and no number stands in for it.
+        status = GpuStatus.OK if memory is not None and not errors.serious else GpuStatus.ERROR
+        total, used, free, reserved = memory if memory is not None else (0, 0, 0, None)
         return GpuSample(
             index=index,
             name=static.name,
@@ -444,6 +533,7 @@ class NvmlSource:
             status=status,
             field_errors=tuple(errors),
             rejected=tuple(refusals.found),
+            clock_event_reasons=reasons,
         )
 
     # ---- async ---------------------------------------------------------------------------

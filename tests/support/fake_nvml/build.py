@@ -81,10 +81,11 @@ def write_state(
     """Write the fake's state file atomically.
 
     gpus: index -> fields (name, uuid, bus, total_mib, used_mib, reserved_mib, free_mib (else
-    total - used - reserved), util, mem_util, temp, power_mw, limit_mw); an empty mapping is
-    a host where NVML answers with no GPU. procs: (gpu, pid, used_mib or None). errors: (function, gpu or
-    None for all, NVML code). absent: functions that answer "function not found". delays:
-    (function, milliseconds).
+    total - used - reserved), util, mem_util, temp, power_mw, limit_mw, throttle: the clocks
+    event reasons bitmask); an empty mapping is a host where NVML answers with no GPU.
+    procs: (gpu, pid, used_mib or None). errors: (function, gpu or None for all, NVML code;
+    ("nvmlDeviceGetHandleByIndex_v2", 3, 999) fails GPU 3's handle with Unknown Error).
+    absent: functions that answer "function not found". delays: (function, milliseconds).
     """
     lines: list[str] = []
     if driver is not None:

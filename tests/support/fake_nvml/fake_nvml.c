@@ -10,6 +10,8 @@
  *   gpu 0 name=NVIDIA H200 uuid=GPU-... bus=00000000:18:00.0 total_mib=97887 used_mib=90361
  *         reserved_mib=512 util=61 mem_util=30 temp=55 power_mw=400000 limit_mw=600000
  *         [free_mib=N: free as answered, instead of total - used - reserved]
+ *         [throttle=0x40: the current clocks event (throttle) reasons bitmask, NVML's
+ *          nvmlClocksEventReason* bits; 0 when omitted]
  *         Values are unsigned 32-bit (util, temp, power) or 64-bit (memory) as in NVML, so
  *         util=4294967295 is the 0xFFFFFFFF a broken driver hands back.
  *   proc 0 pid=1234 used_mib=90000    a compute process on GPU 0 (used_mib omitted: not available)
@@ -95,6 +97,7 @@ typedef struct {
     int has_free; /* free_mib= given: answered as is (a driver that reports nonsense) */
     unsigned long long free_mib;
     unsigned int util, mem_util, temp, power_mw, limit_mw;
+    unsigned long long throttle; /* nvmlClocksEventReason* bits */
 } gpu_t;
 
 typedef struct {
@@ -179,6 +182,7 @@ static void gpu_pair(void *ctx, const char *k, const char *v) {
     else if (!strcmp(k, "temp")) g->temp = (unsigned)strtoul(v, NULL, 10);
     else if (!strcmp(k, "power_mw")) g->power_mw = (unsigned)strtoul(v, NULL, 10);
     else if (!strcmp(k, "limit_mw")) g->limit_mw = (unsigned)strtoul(v, NULL, 10);
+    else if (!strcmp(k, "throttle")) g->throttle = strtoull(v, NULL, 0);
 }
 
 static void proc_pair(void *ctx, const char *k, const char *v) {
@@ -553,6 +557,32 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, un
 UINT_GETTER(nvmlDeviceGetPowerUsage, power_mw)
 UINT_GETTER(nvmlDeviceGetEnforcedPowerLimit, limit_mw)
 UINT_GETTER(nvmlDeviceGetPowerManagementLimit, limit_mw)
+
+/* Clocks event reasons (called throttle reasons before NVML 12.535): the state's bitmask. */
+static nvmlReturn_t clock_reasons(const char *fn, nvmlDevice_t device, unsigned long long *out,
+                                  int supported) {
+    int i = dev_index(device);
+    STATE_OR_FAIL(fn, i);
+    if (!out) ret = NVML_ERROR_INVALID_ARGUMENT;
+    else *out = supported ? 0x7FFULL : st->gpus[i].throttle;
+    free(st);
+    return ret;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *r) {
+    return clock_reasons("nvmlDeviceGetCurrentClocksEventReasons", d, r, 0);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d,
+                                                              unsigned long long *r) {
+    return clock_reasons("nvmlDeviceGetCurrentClocksThrottleReasons", d, r, 0);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t d,
+                                                             unsigned long long *r) {
+    return clock_reasons("nvmlDeviceGetSupportedClocksEventReasons", d, r, 1);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t d,
+                                                                unsigned long long *r) {
+    return clock_reasons("nvmlDeviceGetSupportedClocksThrottleReasons", d, r, 1);
+}
 
 static nvmlReturn_t procs(const char *fn, nvmlDevice_t device, unsigned int *count,
                           nvmlProcessInfo_t *infos) {

@@ -63,9 +63,9 @@ def key_label(key: str) -> str:
 
 
 MEANINGS = {
-    "baseline": "in use before SGLang loaded anything (CUDA context, NCCL, other processes)",
-    "other processes": "processes on the GPU that are not the server's, started after it "
-    "(GPU detail lists them)",
+    "baseline": "in use before SGLang loaded anything (CUDA context, NCCL)",
+    "other processes": "processes on the GPU that are not the server's, by their title, "
+    "process tree and systemd unit (GPU detail lists them)",
     "weights": "the target model's weights (log: Load weight end)",
     "KV cache": "the target's KV cache (log: KV Cache is allocated)",
     "draft weights": "the speculative draft model's weights",

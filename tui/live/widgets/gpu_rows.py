@@ -43,7 +43,7 @@ def bar_segments(view: GpuView) -> list[tuple[str, float]]:
         other = memory.other_processes_gib
         shown = [("in use", memory.runtime_gib)]
         if other:
-            shown.insert(0, ("other processes", other))
+            shown.append(("other processes", other))  # after the server's, as on every bar
         return [*shown, ("free", memory.free_gib or 0.0)]
     return memory.segments()
 
@@ -186,11 +186,11 @@ class GpuRow(MemoryWidget):
         width = bar_width(self.size.width)
         if view.lost:
             critical = self._level_style(Level.CRITICAL)
-            why = (
-                "fell off the bus (NVML); check dmesg for Xid errors"
-                if sample.status == GpuStatus.LOST
-                else "memory unreadable through NVML"
-            )
+            why = "fell off the bus (NVML); check dmesg for Xid errors"
+            if sample.status != GpuStatus.LOST:
+                call, error = next(iter(sample.field_errors), ("memory", ""))
+                said = f" ({error})" if error else ""
+                why = f"{call} unreadable through NVML{said}; check dmesg for Xid errors"
             reason = f"{Level.CRITICAL.glyph} lost: {why}"
             text.append(reason[:width].ljust(width), critical)
             text.append(f" {'—':>11} {'—':>6} {'—':>4} {'—':>4} {'—':>5} ")
@@ -275,6 +275,9 @@ class MemoryLegend(MemoryWidget):
                     f" reserve {fmt.gib(memory.reserve_gib)} from {fmt.gib(memory.reserve_starts_at_gib)}"
                 )
             )
+        if memory.log_excess_gib is not None:
+            # Runtime would be negative: unknown, and the notes say why in words.
+            items.append(self._item("runtime", f" {SHORT['runtime']} unknown"))
         items.append(Text("(GiB)"))
         return wrap_items(items, width, lead=lead)
 

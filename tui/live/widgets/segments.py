@@ -9,7 +9,6 @@ from textual.widget import Widget
 
 SEGMENTS = (
     "baseline",
-    "other processes",
     "weights",
     "KV cache",
     "draft weights",
@@ -17,6 +16,7 @@ SEGMENTS = (
     "CUDA graphs",
     "runtime",
     "in use",
+    "other processes",
     "free",
     "mamba",
     "other caches",

@@ -117,7 +117,6 @@ def breakdown(
                 else "unknown: no pre-load free memory in the log",
             )
         )
-        rows += other
         rows.append(
             SourcedValue("weights", memory.weights_gib, _logged(rank, "load weights") or "—")
         )
@@ -137,13 +136,8 @@ def breakdown(
                 )
             )
         rows.append(SourcedValue("CUDA graphs", memory.graphs_gib, _graph_source(rank)))
-        rows.append(
-            SourcedValue(
-                "runtime",
-                memory.runtime_gib,
-                f"derived: {nvml} in use − everything above (activations, allocator cache)",
-            )
-        )
+        rows.append(SourcedValue("runtime", memory.runtime_gib, _runtime_source(memory, nvml)))
+        rows += other
     else:
         rows += other
         rows.append(
@@ -163,6 +157,15 @@ def breakdown(
             )
         )
     return tuple(rows)
+
+
+def _runtime_source(memory: GpuMemory, nvml: str) -> str:
+    if memory.log_excess_gib is not None:
+        return (
+            f"unknown: the log itemises {memory.log_excess_gib:.2f} GiB more than {nvml} sees "
+            "in use (memory released, or a log of another start or host)"
+        )
+    return f"derived: {nvml} in use − the other segments (activations, allocator cache)"
 
 
 def _hybrid_rows(memory: GpuMemory) -> list[SourcedValue]:

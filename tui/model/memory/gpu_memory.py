@@ -12,12 +12,17 @@ from tui.model.memory.rank_memory import MemoryBreakdown
 class GpuMemory:
     """GiB per segment of the stacked bar, left to right, summing to the card's total.
 
-    `baseline` is what was in use before SGLang loaded anything (CUDA context, NCCL, processes
-    already running then: total − pre-load free); `other_processes` is what processes that are
-    not the server's, started after it, hold now (NVML per process; 0.0 when none, None when
-    NVML does not say); `runtime` is NVML's used memory minus everything itemised and the other
-    processes (activations, allocator cache, buffers). `reserve_starts_at_gib` is where SGLang's
-    reserve pre-load free × (1 − mem_fraction_static) begins on the bar.
+    `baseline` is what was in use before SGLang loaded anything (CUDA context, NCCL: total −
+    pre-load free, less another's memory that was already there, which is counted once, in
+    `other_processes`); `other_processes` is what processes that are not the server's hold now
+    (NVML per process; 0.0 when none, None when NVML does not say); `runtime` is NVML's used
+    memory minus everything itemised and the other processes (activations, allocator cache,
+    buffers). `reserve_starts_at_gib` is where SGLang's reserve pre-load free ×
+    (1 − mem_fraction_static) begins on the bar.
+
+    No segment is ever negative: when the log itemises more than NVML sees in use by more than
+    rounding (the server's memory released, a log of another start or host), runtime is
+    unknown (None) and `log_excess_gib` says by how much; a note says it in words.
 
     A lost GPU (or one whose memory NVML cannot read) has no numbers at all: `lost_memory()`,
     every field None, no segment.
@@ -38,6 +43,8 @@ class GpuMemory:
     # Hybrid models: the Mamba state slots and other caches beside the KV pool (None: none).
     mamba_gib: float | None = None
     other_caches_gib: float | None = None
+    # GiB the log itemises beyond what NVML sees in use (None: the numbers agree).
+    log_excess_gib: float | None = None
 
     @property
     def known(self) -> bool:
@@ -45,11 +52,12 @@ class GpuMemory:
         return self.total_gib is not None
 
     def segments(self) -> list[tuple[str, float]]:
-        """(name, GiB) in bar order, leaving out unknown and empty other-process segments."""
+        """(name, GiB) in bar order, leaving out unknown and empty other-process segments.
+        The server's segments come first (the reserve mark falls after its KV cache), then
+        what is not the server's, then free."""
         other = self.other_processes_gib or None  # 0.0: no segment
         named = [
             ("baseline", self.baseline_gib),
-            ("other processes", other),
             ("weights", self.weights_gib),
             ("KV cache", self.kv_cache_gib),
             # Inside the mem_fraction_static budget with the KV cache: before the reserve mark.
@@ -59,6 +67,7 @@ class GpuMemory:
             ("draft KV", self.draft_kv_gib),
             ("CUDA graphs", self.graphs_gib),
             ("runtime", self.runtime_gib),
+            ("other processes", other),
             ("free", self.free_gib),
         ]
         return [(name, value) for name, value in named if value is not None]
@@ -69,6 +78,11 @@ def lost_memory() -> GpuMemory:
     return GpuMemory(None, None, None, None, None, None, None, None, None, None, None, None)
 
 
+# The log's GiB are rounded to two decimals per item: a runtime this far below zero is rounding
+# (shown as 0.00); further below, the log and the GPU do not match.
+ROUNDING_GIB = 0.5
+
+
 def reconcile(
     total_gib: float,
     free_gib: float,
@@ -77,7 +91,7 @@ def reconcile(
 ) -> GpuMemory:
     """Join NVML's total/free with a rank's log breakdown (None: only used and free are known).
 
-    `other_processes_gib`: memory of processes that are not the server's (not in baseline):
+    `other_processes_gib`: memory of processes that are not the server's (NVML per process):
     its own segment, out of runtime (None: unknown, nothing taken out)."""
     in_use = max(0.0, total_gib - free_gib)  # NVML v2 "used" excludes the driver reserve
     other = other_processes_gib or 0.0
@@ -100,7 +114,6 @@ def reconcile(
     if log.pre_load_free_gib is not None:
         baseline = max(0.0, round(total_gib - log.pre_load_free_gib, 4))
     items = (
-        baseline,
         log.weights_gib,
         log.kv_cache_gib,
         log.draft_weights_gib,
@@ -110,10 +123,21 @@ def reconcile(
         log.other_caches_gib,
     )
     itemised = sum(v for v in items if v is not None)
-    runtime = round(in_use - itemised - other, 4)
+    rest = round(in_use - (baseline or 0.0) - itemised - other, 4)
+    if baseline is not None and other > 0 and rest < 0:
+        # Another's memory already there when the rank measured its free memory before loading
+        # is inside the baseline as well: counted once, in other processes. As much of it was
+        # there as keeps runtime from going below zero (at most all of it).
+        inside = min(other, baseline, -rest)
+        baseline = round(baseline - inside, 4)
+        rest = round(rest + inside, 4)
+    runtime: float | None = max(0.0, rest)  # a rounding's worth below zero: nothing left
+    excess = None
+    if rest < -ROUNDING_GIB:
+        excess, runtime = round(-rest, 4), None  # unknown: never a negative segment
     reserve_start = None
     if log.reserve_gib is not None:
-        reserve_start = round(total_gib - log.reserve_gib, 4)
+        reserve_start = round(max(0.0, total_gib - log.reserve_gib), 4)
     return GpuMemory(
         total_gib=total_gib,
         baseline_gib=baseline,
@@ -122,8 +146,6 @@ def reconcile(
         draft_weights_gib=log.draft_weights_gib,
         draft_kv_gib=log.draft_kv_gib,
         graphs_gib=log.graphs_gib,
-        # Negative means the log itemises more than NVML sees in use (another start, rounding):
-        # shown as it is, never hidden.
         runtime_gib=runtime,
         free_gib=free_gib,
         reserve_gib=log.reserve_gib,
@@ -131,6 +153,7 @@ def reconcile(
         other_processes_gib=other_processes_gib,
         mamba_gib=log.mamba_gib,
         other_caches_gib=log.other_caches_gib,
+        log_excess_gib=excess,
     )
 
 

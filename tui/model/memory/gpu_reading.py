@@ -17,7 +17,9 @@ class GpuStatus(StrEnum):
 
     OK = "ok"
     LOST = "lost"  # fallen off the bus
-    ERROR = "error"  # memory unreadable (or impossible: used above total)
+    # Unreadable: a call for this GPU failed (its handle, its memory, any call with an error
+    # other than "not supported"), or its memory is impossible (used above total).
+    ERROR = "error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,8 @@ class GpuSample:
     status: GpuStatus = GpuStatus.OK
     field_errors: tuple[tuple[str, str], ...] = ()
     rejected: tuple[RefusedValue, ...] = ()  # numbers refused (their fields are None or blank)
+    # NVML's current clocks event (throttle) reasons, a bitmask (None: not read or not supported).
+    clock_event_reasons: int | None = None
 
     def __post_init__(self) -> None:
         # A status given as its word ("lost") becomes the GpuStatus.
@@ -69,3 +73,23 @@ class NvmlReading:
     driver_version: str | None
     stale: bool = False
     taken_at: float = field(default_factory=time.time)
+
+
+# NVML's clocks event reasons (nvmlClocksEventReason*, called throttle reasons before NVML
+# 12.535; the bits are the same). Only these lower the clocks because something is wrong:
+# heat, a hardware slowdown signal or the power brake. The software power cap (0x4: the GPU
+# draws its enforced power limit) is normal under load and never an alert; idle, application
+# clocks, sync boost and display clocks are settings, not trouble.
+SLOWDOWN_REASONS = (
+    (0x8, "HW slowdown"),
+    (0x20, "SW thermal slowdown"),
+    (0x40, "HW thermal slowdown"),
+    (0x80, "HW power brake slowdown"),
+)
+
+
+def slowdown_reasons(bits: int | None) -> tuple[str, ...]:
+    """The reasons in BITS that mean trouble, in NVML's order (none for None)."""
+    if not bits:
+        return ()
+    return tuple(name for bit, name in SLOWDOWN_REASONS if bits & bit)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from tui import fmt
+from tui.model.deployment_shape import rank_span
 from tui.model.kv_usage import kv_now
-from tui.model.memory.gpu_reading import GpuStatus
+from tui.model.memory.gpu_reading import GpuStatus, slowdown_reasons
 from tui.model.snapshot import (
     METRICS_DISABLED,
     NOT_YET,
@@ -226,10 +227,69 @@ def _lost(gpu: GpuView) -> Alert:
     sample = gpu.sample
     if sample.status == GpuStatus.LOST:
         text = f"{_gpu_name(gpu)} is lost (fallen off the bus): check nvidia-smi and dmesg"
+    elif sample.field_errors:
+        # Its handle, its memory or another call failed: which call, with NVML's words and code.
+        why = "; ".join(f"{name}: {_words(error)}" for name, error in sample.field_errors[:3])
+        text = (
+            f"{_gpu_name(gpu)} cannot be read through NVML ({why}): check nvidia-smi and dmesg "
+            "for Xid errors"
+        )
     else:
-        why = "; ".join(f"{name}: {_words(error)}" for name, error in sample.field_errors)
-        text = f"{_gpu_name(gpu)}: its memory cannot be read ({why or 'NVML error'})"
+        refused = ", ".join(f"{r.field} {r.value} ({r.reason})" for r in sample.rejected[:2])
+        text = (
+            f"{_gpu_name(gpu)}: its memory cannot be read (NVML gave impossible numbers: "
+            f"{_words(refused) or 'memory'}): check nvidia-smi and dmesg"
+        )
     return Alert(Level.CRITICAL, "gpu_lost", text, f"GPU {sample.index}")
+
+
+def _log_of_this_host(snapshot: Snapshot) -> bool:
+    """The log is tied to this host: its journal is read here, its processes' titles name the
+    ranks, or a GPU here holds what the log itemises for its rank."""
+    if snapshot.log_here:
+        return True
+    return any(
+        g.ranks
+        and not g.lost
+        and g.memory.baseline_gib is not None
+        and g.memory.log_excess_gib is None
+        for g in snapshot.gpus
+    )
+
+
+def _missing_alert(snapshot: Snapshot) -> list[Alert]:
+    """Ranks the log placed on this host with no GPU here (NVML sees fewer GPUs than them):
+    critical when the log is this host's; a warning when nothing ties it to this host (a log
+    copied from another machine says nothing about this one's GPUs)."""
+    missing = snapshot.missing_ranks
+    if not missing:
+        return []
+    which = rank_span(list(missing))
+    count = len(snapshot.gpus)
+    sees = "no GPU" if count == 0 else f"{count} GPU{'s' if count != 1 else ''}"
+    text = f"{which} from the log {'has' if len(missing) == 1 else 'have'} no GPU here (NVML sees {sees})"
+    if _log_of_this_host(snapshot):
+        text += ": a GPU fell off the bus or is hidden; check nvidia-smi and dmesg for Xid errors"
+        return [Alert(Level.CRITICAL, "gpu_missing", text, which)]
+    text += (
+        ", and nothing here ties the log to this host: is it another host's log (check --unit / "
+        "--log-file), or did a GPU fall off the bus (nvidia-smi, dmesg)?"
+    )
+    return [Alert(Level.WARNING, "gpu_missing", text, which)]
+
+
+def _throttle(gpu: GpuView, name: str, subject: str) -> Alert | None:
+    """Clocks lowered for heat, a hardware slowdown or the power brake (NVML's clocks event
+    reasons). Drawing the enforced power limit (the software power cap) is normal under load
+    and raises nothing."""
+    reasons = slowdown_reasons(gpu.sample.clock_event_reasons)
+    if not reasons:
+        return None
+    text = (
+        f"{name} clocks lowered: {', '.join(reasons)} (NVML clocks event reasons); check its "
+        "cooling and nvidia-smi -q -d PERFORMANCE"
+    )
+    return Alert(Level.WARNING, "throttle", text, subject)
 
 
 def _gpu_alerts(gpu: GpuView, t: Thresholds, ready: bool) -> list[Alert]:
@@ -242,15 +302,7 @@ def _gpu_alerts(gpu: GpuView, t: Thresholds, ready: bool) -> list[Alert]:
     bound = t.temperature_critical_c if level == Level.CRITICAL else t.temperature_warning_c
     text = f"{name} at {sample.temperature_c} °C ({level} from {_number(bound)} °C)"
     found.append(_alert(level, "temperature", text, subject))
-    level = alerts.power_level(sample.power_w, sample.power_limit_w, t)
-    if level != Level.OK and sample.power_w is not None and sample.power_limit_w:
-        share = 100 * sample.power_w / sample.power_limit_w
-        bound = t.power_critical_pct if level == Level.CRITICAL else t.power_warning_pct
-        text = (
-            f"{name} draws {sample.power_w:.0f} W of its {sample.power_limit_w:.0f} W limit "
-            f"({pct_1(share, bound)}; {level} from {_number(bound)}%)"
-        )
-        found.append(Alert(level, "power", text, subject))
+    found.append(_throttle(gpu, name, subject))
     if ready and gpu.ranks:
         level = alerts.free_after_startup_level(sample.free_gib, t)
         found.append(_alert(level, "headroom", _headroom_text(name, sample.free_gib, t), subject))
@@ -305,6 +357,7 @@ def evaluate(
     found += _kv_alerts(snapshot, t, queued_for_s) + _host_ram_alerts(snapshot)
     for gpu in snapshot.gpus:
         found += _gpu_alerts(gpu, t, ready)
+    found += _missing_alert(snapshot)
     if ready and not any(g.ranks and not g.lost for g in snapshot.gpus):
         found += _log_headroom(snapshot, t)
     return tuple(sorted(found, key=alert_order))

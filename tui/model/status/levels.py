@@ -48,7 +48,9 @@ class Thresholds:
     safe_margin_gib: float = SAFE_HEADROOM_GIB
     temperature_warning_c: float = 83.0
     temperature_critical_c: float = 90.0
-    # Power draw as a share of the enforced power limit.
+    # Power draw as a share of the enforced power limit: accepted from config files written
+    # before, but they raise nothing (a GPU at its power limit is normal under load; clocks
+    # lowered for heat or a hardware slowdown are the "throttle" alert).
     power_warning_pct: float = 90.0
     power_critical_pct: float = 98.0
     # A startup still in progress after this long.
@@ -87,14 +89,6 @@ def temperature_level(celsius: float | None, t: Thresholds = DEFAULT_THRESHOLDS)
     return level_above(celsius, t.temperature_warning_c, t.temperature_critical_c)
 
 
-def power_level(
-    watts: float | None, limit_w: float | None, t: Thresholds = DEFAULT_THRESHOLDS
-) -> Level:
-    if watts is None or not limit_w or limit_w <= 0:
-        return Level.OK
-    return level_above(100 * watts / limit_w, t.power_warning_pct, t.power_critical_pct)
-
-
 def free_after_startup_level(free_gib: float | None, t: Thresholds = DEFAULT_THRESHOLDS) -> Level:
     """Free GiB on a GPU once the server is ready: under the safe margin is a warning."""
     if free_gib is None or free_gib != free_gib:
@@ -124,6 +118,7 @@ KINDS = (
     "startup_failed",
     "server_down",
     "gpu_lost",
+    "gpu_missing",
     "kv_usage",
     "mismatch",
     "source_down",
@@ -132,7 +127,7 @@ KINDS = (
     "startup_slow",
     "queue",
     "temperature",
-    "power",
+    "throttle",
 )
 
 
