@@ -67,8 +67,7 @@ from tui.model.kv_usage import kv_usage
 from tui.model.memory.gpu_detail import gpu_detail
 from tui.model.memory.gpu_memory import reconcile
 from tui.model.snapshot import Snapshot
-from tui.model.status.alert_rule import evaluate
-from tui.model.status.levels import DEFAULT_THRESHOLDS, Level, worst
+from tui.model.status.levels import Level
 
 pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML")
 
@@ -358,11 +357,11 @@ def foreign_exported(families: list[Metric]) -> bool:
 
 
 def memory_released(host: FaultHost) -> None:
-    """The server's processes gone from every GPU and their memory released; the log still
-    says ready and itemises weights and KV cache."""
+    """Every GPU's memory released under the server's processes (still listed): the log says
+    ready and itemises weights and KV cache that NVML does not see. (With the processes gone
+    too, the server is gone: tests/e2e/test_verdict_matrix.py.)"""
     for fields in host.state.gpus.values():
         fields["used_mib"] = 600
-    host.state.procs = []
     host.write_nvml()
 
 
@@ -1228,10 +1227,10 @@ GPU_VERDICT_ROWS = [
         server_back,
         released_said,
         r"GPU 0–7: the log itemises more than NVML sees in use, so runtime is unknown",
-        "the server's processes gone and every GPU's memory released while the log says "
-        "ready: runtime unknown (never −130 GiB) on screen, in --once, the JSON and the "
-        "exporter; a note says the log itemises more than NVML sees in use",
-        level="same",
+        "every GPU's memory released under the server's processes while the log says ready: "
+        "runtime unknown (never −130 GiB) on screen, in --once, the JSON and the exporter; a "
+        "note says the log itemises more than NVML sees in use",
+        level="ok",
         json_ok=no_negative_breakdown,
         export_ok=no_negative_sample,
     ),
@@ -1257,23 +1256,20 @@ CHECK_LEVELS = {0: Level.OK, 1: Level.WARNING, 2: Level.CRITICAL, 3: Level.UNKNO
 async def same_verdict(
     row: Fault, app: KvtopApp, host: FaultHost, overrides: dict[str, object], data: dict
 ) -> None:
-    """The row's level in the live view (its snapshot judged by the rule the screen draws
-    from), `--once --json` (its verdict, where the report has one), `--check` (its exit
-    status) and the exporter (its kvtop_alert samples, where it has them)."""
+    """The row's level in the live view (its snapshot's verdict and the header's level),
+    `--once --json` (its verdict), `--check` (its exit status) and the exporter
+    (kvtop_verdict)."""
     live = app.state.latest
     assert live is not None
-    levels = {"live": worst(a.level for a in evaluate(live, DEFAULT_THRESHOLDS))}
+    levels = {"live": live.verdict.level}
+    assert app.state.status is not None
+    levels["live header"] = app.state.status.level
     result = await check_report(host.options(**overrides))
     levels["--check"] = CHECK_LEVELS[result.exit_code]
-    verdict = data.get("verdict")
-    if isinstance(verdict, dict):
-        levels["--once --json"] = Level(verdict["level"])
+    levels["--once --json"] = Level(data["verdict"]["level"])
     families = render(live, "gpu-host")
-    alerts = [
-        Level(labels["severity"]) for labels, v in exported(families, "kvtop_alert") if v == 1
-    ]
-    if any(f.name == "kvtop_alert" for f in families):
-        levels["exporter"] = worst(alerts)
+    (level,) = [labels["level"] for labels, v in exported(families, "kvtop_verdict") if v == 1]
+    levels["exporter"] = Level(level)
     seen = set(levels.values())
     assert len(seen) == 1, f"{row.id}: the views disagree: {levels} ({result.line})"
     if row.level != "same":
