@@ -482,12 +482,12 @@ def _gpu_table(snapshot: Snapshot) -> Group:
         "name",
         "total",
         "baseline",
-        "other procs",
         "weights",
         "KV\ncache",
         "draft",
         "CUDA\ngraphs",
         "runtime",
+        "other procs",  # after the server's segments, as the bar draws it
         "free",
         "reserve",
         "util %",
@@ -495,7 +495,7 @@ def _gpu_table(snapshot: Snapshot) -> Group:
         "power W",
     ]
     if hybrid:  # the Mamba state and other caches beside the KV pool, after it
-        headers.insert(8, "mamba +\ncaches")
+        headers.insert(7, "mamba +\ncaches")
     table = _table(*headers, aside=2, key_prefix="GPU ")
     for view in snapshot.gpus:
         s, m = view.sample, view.memory
@@ -508,12 +508,12 @@ def _gpu_table(snapshot: Snapshot) -> Group:
             _text(s.name if s.status == GpuStatus.OK else f"{s.name} ({s.status})"),
             fmt.number(m.total_gib),
             fmt.number(m.baseline_gib),
-            fmt.number(m.other_processes_gib),
             fmt.number(m.weights_gib),
             fmt.number(m.kv_cache_gib),
             fmt.number(draft),
             fmt.number(m.graphs_gib),
             fmt.number(m.runtime_gib),
+            fmt.number(m.other_processes_gib),
             fmt.number(m.free_gib),
             fmt.number(m.reserve_gib),
             fmt.count(s.utilization_pct),
@@ -521,7 +521,7 @@ def _gpu_table(snapshot: Snapshot) -> Group:
             fmt.number(s.power_w, 0),
         ]
         if hybrid:
-            cells.insert(8, fmt.number(_sum_gib(m.mamba_gib, m.other_caches_gib)))
+            cells.insert(7, fmt.number(_sum_gib(m.mamba_gib, m.other_caches_gib)))
         table.add_row(*cells)
     title = (
         f"GPUs (GiB; NVML joined with the log, ranks by {snapshot.rank_mapping}; draft = draft "
