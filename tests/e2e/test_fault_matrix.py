@@ -1205,6 +1205,10 @@ GPU_VERDICT_ROWS = [
         "GPU 2's clocks lowered for heat (NVML: HW thermal slowdown): ▲ on its row, a warning "
         "naming the reason everywhere",
         level="warning",
+        json_ok=lambda data: (
+            [g["clocks_lowered_by"] for g in data["gpus"]]  # type: ignore[attr-defined]
+            == [[]] * 2 + [["HW thermal slowdown"]] + [[]] * 5
+        ),
     ),
     Fault(
         "nvml-foreign-process-before-restart",

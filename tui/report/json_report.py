@@ -7,7 +7,7 @@ from datetime import datetime
 
 from tui.model.analysis import Analysis
 from tui.model.deployment_shape import deployment_shape
-from tui.model.memory.gpu_reading import GpuStatus
+from tui.model.memory.gpu_reading import GpuStatus, slowdown_reasons
 from tui.model.memory.rank_memory import MemoryBreakdown
 from tui.model.sizing.formula import DraftBudgetRule, WhatIf
 from tui.model.sizing.model_config import CellSize
@@ -313,6 +313,13 @@ def _gpu_json(view: GpuView) -> dict[str, object]:
         "temperature_c": sample.temperature_c,
         "power_w": _r(sample.power_w, 1),
         "power_limit_w": _r(sample.power_limit_w, 1),
+        # NVML's clocks event reasons that mean trouble (heat, a hardware slowdown, the power
+        # brake), in words; [] none, null not read.
+        "clocks_lowered_by": (
+            None
+            if sample.clock_event_reasons is None
+            else list(slowdown_reasons(sample.clock_event_reasons))
+        ),
         "field_errors": dict(sample.field_errors),
         "ranks": list(view.ranks),
         "processes": [
