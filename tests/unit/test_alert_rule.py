@@ -129,7 +129,7 @@ def test_an_unreadable_handle_names_the_gpu_its_rank_and_the_error(ready: Snapsh
 
 
 def test_ranks_without_a_gpu_here_are_critical(ready: Snapshot) -> None:
-    seven = replace(ready, gpus=ready.gpus[:7], missing_ranks=("TP7",))
+    seven = judged(replace(ready, gpus=ready.gpus[:7], missing_ranks=("TP7",)))
     (alert,) = evaluate(seven)
     assert (alert.level, alert.kind, alert.subject) == (Level.CRITICAL, "gpu_missing", "TP7")
     assert "TP7 from the log has no GPU here (NVML sees 7 GPUs)" in alert.text
