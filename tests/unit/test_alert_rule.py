@@ -270,3 +270,20 @@ def test_percentages_never_read_as_an_edge_they_are_not_on(value: float, shown: 
     """tui.fmt's rule, as on every screen: never 100% below 100, never 0% above 0, and never
     the threshold (85, 95) a value under it is compared with."""
     assert pct_1(value, 85, 95) == shown
+
+
+def test_ranks_without_a_gpu_for_a_log_not_tied_to_this_host_are_a_warning(ready: Snapshot) -> None:
+    """A log copied from another machine says nothing about this one's GPUs: nothing ties it
+    to this host (no journal here, no process titles, no GPU holding what it itemises)."""
+    elsewhere = judged(
+        replace(
+            ready,
+            gpus=(),
+            rank_mapping="none",
+            log_from_this_host=False,
+            missing_ranks=("TP0", "TP1"),
+        )
+    )
+    alerts = [a for a in elsewhere.verdict.alerts if a.kind == "gpu_missing"]
+    assert [(a.level, a.subject) for a in alerts] == [(Level.WARNING, "TP0, TP1")]
+    assert "nothing here ties the log to this host" in alerts[0].text
