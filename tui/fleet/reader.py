@@ -160,6 +160,19 @@ def _rows(answer: Answer) -> tuple[Row, ...]:
     return tuple((s.labels, s.value) for s in answer.vector)
 
 
+async def _all(*coros: Any) -> list[Any]:
+    """The coroutines' results, run together; the first failure cancels the others (a refused
+    answer need not wait for nine more of them, and no failure is left unretrieved)."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 class FleetReader:
     """Reads the fleet from the Prometheus at `url` (one long-lived client)."""
 
@@ -190,7 +203,9 @@ class FleetReader:
                 prometheus_version=self._version,
                 selector=self.selector,
             )
-        except (ValueError, KeyError, TypeError, IndexError) as exc:  # an answer of odd shape
+        except Exception as exc:  # any answer kvtop cannot read is refused, never fatal
+            if isinstance(exc, MemoryError):
+                raise
             return Fleet(
                 taken_at=taken_at,
                 prometheus_url=self.api.base,
@@ -204,9 +219,7 @@ class FleetReader:
     async def _readings(self, taken_at: float) -> Readings:
         names = list(self._queries)
         calls = [self.api.query(self._queries[n], at=taken_at) for n in names]
-        answers, targets, _ = await asyncio.gather(
-            asyncio.gather(*calls), self._targets(), self._build_version()
-        )
+        answers, targets, _ = await _all(_all(*calls), self._targets(), self._build_version())
         by_name = dict(zip(names, answers, strict=True))
         last_up = await self._last_up(by_name["up"], taken_at)
         warnings = tuple(w for a in by_name.values() for w in a.warnings)

@@ -200,6 +200,13 @@ def _to_bool(value: object) -> bool | None:
 
 
 def _to_str(value: object) -> str | None:
+    """A typed string field, decoded (an enum's or a path's repr unwrapped) and then filtered:
+    a repr's `\\x1b` becomes an escape only here, after the log line's own filter ran."""
+    text = _decoded_str(value)
+    return make_visible(text) if text is not None else None
+
+
+def _decoded_str(value: object) -> str | None:
     if not isinstance(value, str):
         return None
     if len(value) > 4096:  # a path or a name, never a blob
@@ -320,11 +327,25 @@ def _is_secret(key: str) -> bool:
     return key in _SECRET_KEYS or key.endswith(_SECRET_SUFFIXES)
 
 
+def visible_deep(value: object) -> object:
+    """`value` with every string in it (keys of nested mappings included) filtered."""
+    if isinstance(value, str):
+        return make_visible(value)
+    if isinstance(value, list):
+        return [visible_deep(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(visible_deep(v) for v in value)
+    if isinstance(value, dict):
+        return {visible_deep(k): visible_deep(v) for k, v in value.items()}
+    return value
+
+
 def _redacted(mapping: Mapping[str, object]) -> types.MappingProxyType[str, object]:
     clean: dict[str, object] = {}
     for key, value in mapping.items():
         name = str(key)
-        clean[name] = REDACTED if _is_secret(name) and not _is_empty(value) else value
+        value = REDACTED if _is_secret(name) and not _is_empty(value) else visible_deep(value)
+        clean[make_visible(name)] = value
     return types.MappingProxyType(clean)
 
 
