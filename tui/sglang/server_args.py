@@ -325,7 +325,9 @@ def _is_empty(value: object) -> bool:
 
 # A secret's value as a log line writes it: `api_key='…'`, `'api_key': '…'`, `"hf_token": "…"`
 # (either quote, escapes inside), or a bare word (`api_key=None` is left as it is).
-_SECRET_NAME: Final = r"(?:api_key|admin_api_key|hf_token|ssl_keyfile_password|\w+_api_key|\w+_password|\w+_secret)"
+_SECRET_NAME: Final = (
+    r"(?:api_key|admin_api_key|hf_token|ssl_keyfile_password|\w+_api_key|\w+_password|\w+_secret)"
+)
 _SECRET_VALUE_RE: Final = re.compile(
     rf"""(?P<key>(?P<q>['"]?){_SECRET_NAME}(?P=q)\s*[=:]\s*)"""
     r"""(?P<value>'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|(?!None\b)[^\s,)}]+)"""
@@ -336,7 +338,12 @@ def redact_line(line: str) -> str:
     """A log line with every secret's value (api_key and the like) replaced by <redacted>, as
     ServerArgs.raw keeps them: for the raw view, the saved view and the copy key, which show
     lines as written."""
-    if "key" not in line and "token" not in line and "password" not in line and "secret" not in line:
+    if (
+        "key" not in line
+        and "token" not in line
+        and "password" not in line
+        and "secret" not in line
+    ):
         return line
     return _SECRET_VALUE_RE.sub(lambda m: f"{m.group('key')}'{REDACTED}'", line)
 
