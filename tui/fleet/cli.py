@@ -148,9 +148,13 @@ def _token(args: argparse.Namespace) -> str | None:
     """The bearer token, or None without --prometheus-bearer-file; raises BearerFileError."""
     if args.prometheus_bearer_file is None:
         return None
-    from tui.fleet.reader import read_bearer_token
+    from tui.fleet.reader import bearer_file_warning, read_bearer_token
 
-    return read_bearer_token(args.prometheus_bearer_file)
+    token = read_bearer_token(args.prometheus_bearer_file)
+    warning = bearer_file_warning(args.prometheus_bearer_file)
+    if warning:
+        print(f"kvtop: warning: {warning}", file=sys.stderr)
+    return token
 
 
 def read_fleet(args: argparse.Namespace, token: str | None) -> Fleet:

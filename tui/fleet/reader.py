@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+import stat
 import re
 import time
 from pathlib import Path
@@ -95,10 +97,14 @@ class BearerFileError(Exception):
     """The --prometheus-bearer-file cannot be used; str() says why and what to do."""
 
 
+MAX_TOKEN_FILE_CHARS = 16_384  # a token is one line; /dev/zero or a log given by mistake is not
+
+
 def read_bearer_token(path: str | Path) -> str:
-    """The token in `path` (surrounding whitespace dropped)."""
+    """The token in `path` (surrounding whitespace dropped), read up to MAX_TOKEN_FILE_CHARS."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(MAX_TOKEN_FILE_CHARS + 1)
     except FileNotFoundError:
         raise BearerFileError(
             f"The bearer token file {path} does not exist; check the path."
@@ -109,10 +115,19 @@ def read_bearer_token(path: str | Path) -> str:
         raise BearerFileError(
             f"kvtop may not read the bearer token file {path}; check its permissions."
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise BearerFileError(
+            f"The bearer token file {path} is not text; a token is one line of ASCII."
+        ) from None
+    except OSError as exc:
         raise BearerFileError(
             f"The bearer token file {path} cannot be read ({type(exc).__name__}); check it."
         ) from None
+    if len(text) > MAX_TOKEN_FILE_CHARS:
+        raise BearerFileError(
+            f"The bearer token file {path} holds more than {MAX_TOKEN_FILE_CHARS:,} characters; "
+            "a token is one line. Check the path."
+        )
     token = text.strip()
     if not token:
         raise BearerFileError(f"The bearer token file {path} is empty; put the token in it.")
@@ -120,7 +135,29 @@ def read_bearer_token(path: str | Path) -> str:
         raise BearerFileError(
             f"The bearer token file {path} holds more than one word; it must hold the token only."
         )
+    if not all(0x21 <= ord(c) <= 0x7E for c in token):
+        raise BearerFileError(
+            f"The bearer token file {path} holds characters an HTTP header cannot carry "
+            "(non-ASCII or control characters); check the file."
+        )
     return token
+
+
+def bearer_file_warning(path: str | Path) -> str | None:
+    """A sentence when the token file (a link's target included) may be read by others than
+    its owner; None when it is private or cannot be looked at."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if mode & 0o077 == 0:
+        return None
+    target = os.path.realpath(path)
+    where = f"{path} (a link to {target})" if target != os.path.abspath(path) else f"{path}"
+    return (
+        f"the bearer token file {where} may be read by other users (mode "
+        f"{stat.S_IMODE(mode):04o}); make it private: chmod 600 {target}."
+    )
 
 
 def matchers(selector: str | None) -> str:
