@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import stat
 import re
+import stat
 import time
 from pathlib import Path
 from typing import Any
