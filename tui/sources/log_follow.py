@@ -152,7 +152,7 @@ class LogFollower:
 
     async def _path_stream_lines(self, fifo: bool) -> AsyncIterator[str]:
         path = self.path
-        if _endless_device(path):
+        if await asyncio.to_thread(_endless_device, path):  # a read that may block: a thread
             async for line in self._idle_on_endless_device():
                 yield line
             return
@@ -326,17 +326,11 @@ def _endless_device(path: str) -> bool:
     if not stat.S_ISCHR(mode):
         return False
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with open(path, "rb", buffering=0) as device:
+            # /dev/null ends at once: an empty log, not an endless one.
+            return not device.isatty() and device.read(1) != b""
     except OSError:
         return False
-    try:
-        if os.isatty(fd):
-            return False
-        return os.read(fd, 1) != b""  # /dev/null ends at once: an empty log, not an endless one
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
 
 
 def _stream_kind(path: str) -> int | None:
