@@ -14,7 +14,7 @@ import time
 import httpx
 
 from tests.support.export_tools import exporter, kvtop_command
-from tests.support.slow_clients import SlowClients, process_figures
+from tests.support.slow_clients import SlowClientsProcess, process_figures
 
 HOLD_S = float(os.environ.get("KVTOP_IDLE_HOLD_S", "15"))
 CLIENTS = 1100
@@ -33,7 +33,7 @@ def idle_attack(hold_s: float, clients: int = CLIENTS) -> tuple[dict[str, float]
         before = process_figures(pid)
         worst_s, scrapes, failures = 0.0, 0, []
         peak = dict(before)
-        with SlowClients("127.0.0.1", port, clients) as attack:
+        with SlowClientsProcess("127.0.0.1", port, clients) as attack:
             end = time.monotonic() + hold_s
             while time.monotonic() < end:
                 started = time.monotonic()
@@ -49,7 +49,7 @@ def idle_attack(hold_s: float, clients: int = CLIENTS) -> tuple[dict[str, float]
                 now = process_figures(pid)
                 peak = {k: max(peak[k], now[k]) for k in peak}
                 time.sleep(0.5)
-            opened, pending = attack.opened, attack.pending()
+        opened, pending = attack.opened, attack.pending_at_end
         return {
             "scrapes": scrapes,
             "failed": len(failures),

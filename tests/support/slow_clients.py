@@ -8,6 +8,7 @@ its hard limit, so the clients are never the side that runs out.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import resource
 import selectors
 import socket
@@ -33,6 +34,7 @@ class SlowClients:
         self.drip_s = drip_s
         self.opened = 0  # connections opened, reopenings included
         self.closed_by_server = 0
+        self.pending_at_end = 0
         self._stop = threading.Event()
         self._selector = selectors.DefaultSelector()
         self._socks: set[socket.socket] = set()
@@ -47,6 +49,7 @@ class SlowClients:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+        self.pending_at_end = len(self._socks)  # read once the thread is still
         for sock in list(self._socks):
             self._drop(sock)
         self._selector.close()
@@ -103,6 +106,43 @@ class SlowClients:
                     except OSError:
                         self._drop(sock)
                         self._open()
+
+
+class SlowClientsProcess:
+    """SlowClients in a process of their own: the flood's bookkeeping must not hold the GIL of
+    the process that scrapes (a scrape starved of its GIL would be the test's own delay)."""
+
+    def __init__(self, host: str, port: int, count: int, drip_s: float = 1.0) -> None:
+        self._args = (host, port, count, drip_s)
+        self.opened = 0
+        self.pending_at_end = 0
+
+    def __enter__(self) -> SlowClientsProcess:
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
+        self._ready = context.Event()
+        self._parent, child = context.Pipe()
+        self._process = context.Process(
+            target=_flood, args=(*self._args, self._stop, self._ready, child), daemon=True
+        )
+        self._process.start()
+        assert self._ready.wait(60), "the slow clients never connected"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._parent.poll(30):
+            self.opened, self.pending_at_end = self._parent.recv()
+        self._process.join(timeout=10)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def _flood(host, port, count, drip_s, stop, ready, pipe) -> None:  # type: ignore[no-untyped-def]
+    with SlowClients(host, port, count, drip_s) as clients:
+        ready.set()
+        stop.wait()
+    pipe.send((clients.opened, clients.pending_at_end))
 
 
 def process_figures(pid: int) -> dict[str, float]:

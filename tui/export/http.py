@@ -45,6 +45,8 @@ BACKLOG = socket.SOMAXCONN
 # How long accepting pauses when the process is out of descriptors (EMFILE/ENFILE).
 ACCEPT_PAUSE_S = 0.1
 _TICK_S = 0.25
+# How many of the oldest waiting connections are looked at for one that stopped mid-request.
+_EVICTION_SCAN = 32
 _ALLOW = "GET, HEAD, OPTIONS"
 _PAGE = (
     b"<html><head><title>kvtop exporter</title></head><body><h1>kvtop exporter</h1>"
@@ -286,16 +288,26 @@ class MetricsHttpServer:
                 _close(sock)
 
     def _drop_oldest(self) -> None:
-        """Close the connection that has waited longest for its request, unless its request
-        has arrived meanwhile (not yet read): a scrape is served, never dropped for a flood."""
+        """Close one connection waiting for its request to make room: among the oldest, the
+        first that sent part of a request and stopped (what an idle-connection flood does),
+        else the oldest. A connection whose request has arrived meanwhile (not yet read) is
+        served instead, and one that has sent nothing yet (a scrape whose request is still on
+        its way) is passed over while a partial one is there to close."""
+        for waiting in list(self._waiting.values())[:_EVICTION_SCAN]:
+            self._read(waiting.sock)  # a request that arrived is served, not dropped
+            if self._waiting.get(waiting.sock.fileno()) is waiting and waiting.data:
+                self._evict(waiting)
+                return
         while self._waiting:
             waiting = next(iter(self._waiting.values()))
             self._read(waiting.sock)
-            if self._waiting.get(waiting.sock.fileno()) is not waiting:
-                continue  # it was complete (now answered) or gone: look at the next oldest
-            self._finish_waiting(waiting)
-            _send_now(waiting.sock, _plain(503, "Too many connections waiting; try again."))
-            return
+            if self._waiting.get(waiting.sock.fileno()) is waiting:
+                self._evict(waiting)
+                return
+
+    def _evict(self, waiting: _Waiting) -> None:
+        self._finish_waiting(waiting)
+        _send_now(waiting.sock, _plain(503, "Too many connections waiting; try again."))
 
     def _forget(self, sock: socket.socket) -> None:
         with contextlib.suppress(KeyError, ValueError, OSError):
