@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tui import __version__
 from tui.options import (
+    DEFAULT_DEADLINE_S,
     DUMB_TERMINAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -21,6 +22,8 @@ from tui.options import (
     EXIT_UNREADABLE,
     EXIT_USAGE,
     NO_TERMINAL,
+    Deadline,
+    deadline_seconds,
     dumb_terminal,
     first_broken,
     has_terminal,
@@ -81,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="config file (default: $XDG_CONFIG_HOME/kvtop/config.toml, if there is one); "
         "flags override it",
+    )
+    parser.add_argument(
+        "--deadline",
+        metavar="SECONDS",
+        type=deadline_seconds,
+        help="with --check or --once: answer within this many seconds, whatever is slow "
+        f"(default {DEFAULT_DEADLINE_S:g} s, or the config file's deadline); past it --check "
+        "says UNKNOWN with what it was waiting for",
     )
     parser.add_argument("--log-file", metavar="PATH", help="SGLang log to read ('-' for stdin)")
     parser.add_argument(
@@ -250,10 +261,31 @@ def run_live(args: argparse.Namespace) -> int:
     return result if isinstance(result, int) else EXIT_OK
 
 
+def waiting(args: argparse.Namespace, what: str) -> None:
+    """What a --check or --once run waits for now (its deadline's sentence names it)."""
+    watchdog = getattr(args, "watchdog", None)
+    if watchdog is not None:
+        watchdog.waiting_for = what
+
+
+def _sources_words(args: argparse.Namespace) -> str:
+    parts = []
+    if args.log_file:
+        parts.append("standard input" if args.log_file == "-" else f"the log {args.log_file}")
+    if args.unit:
+        parts.append(f"the journal of {args.unit}")
+    if args.url and not args.no_metrics:
+        parts.append(f"the server at {args.url}")
+    if not args.no_gpus and not args.demo:
+        parts.append("the GPUs (NVML)")
+    return ", ".join(parts) or "the sources"
+
+
 def _collect(args: argparse.Namespace, api_key: str | None) -> Snapshot:
     """One Snapshot from every source asked for (the log read whole, one poll, one scrape)."""
     from tui.session import Session
 
+    waiting(args, _sources_words(args))
     session = Session(_options(args, api_key))
 
     async def collect() -> Snapshot:
@@ -412,7 +444,11 @@ def _apply_config(args: argparse.Namespace) -> None:
     file's unit. Raises ConfigError."""
     from tui.config import load_config
 
+    waiting(args, "the config file" + (f" {args.config}" if args.config else ""))
     config = load_config(args.config)
+    watchdog = getattr(args, "watchdog", None)
+    if watchdog is not None and getattr(args, "deadline", None) is None and config.deadline_s:
+        watchdog.seconds = config.deadline_s
     if not (args.log_file or args.unit or args.demo):
         args.unit = config.unit
     args.url_from_config = args.url is None and config.url is not None
@@ -445,6 +481,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return print_check(unknown("the command line is not valid (see kvtop --help)"))
         return int(exc.code or 0)
+    args.watchdog = None
+    if args.check or args.once:
+        seconds = args.deadline or DEFAULT_DEADLINE_S
+        args.watchdog = Deadline(seconds, check=args.check).start()
     if (args.prometheus, args.selector, args.prometheus_bearer_file) != (None, None, None):
         from tui.fleet.cli import main_fleet
 
@@ -502,14 +542,13 @@ def _main_check(args: argparse.Namespace) -> int:
     """`kvtop --check`: every way it can fail ends as UNKNOWN (3) with one line, as monitoring
     plugins must; otherwise OK (0), WARNING (1) or CRITICAL (2) by the alert rule."""
     from tui.report.check import check, unknown
-
-    problem = _check_problem(args)
-    if problem is not None:
-        return print_check(unknown(problem))
     from tui.sources.log_text import LogUnreadable
     from tui.sources.metrics import ApiKeyError
 
     try:
+        problem = _check_problem(args)  # the config file is read here: inside, as all else
+        if problem is not None:
+            return print_check(unknown(problem))
         from tui.session import api_key_from
 
         snapshot = _collect(args, api_key_from(args.api_key_file))

@@ -1,6 +1,6 @@
 """The config file: `$XDG_CONFIG_HOME/kvtop/config.toml` or `--config PATH`, read and checked.
 
-Keys: url, unit, interval, theme and a [thresholds] table (docs/alerts.md; README "Config
+Keys: url, unit, interval, deadline, theme and a [thresholds] table (docs/alerts.md; README "Config
 file"). A bad file is one sentence naming the key and its line (ConfigError), never a
 traceback; a missing default file is no file at all.
 """
@@ -26,7 +26,8 @@ else:  # pragma: no cover - Python 3.10
 CONFIG_RELATIVE = Path("kvtop") / "config.toml"
 MAX_CONFIG_BYTES = 1 << 20  # a config file is a few lines; a huge one is not ours
 INTERVAL_RANGE_S = (0.1, 3600.0)  # the same bounds as --interval
-TOP_KEYS = ("url", "unit", "interval", "theme", "thresholds")
+TOP_KEYS = ("url", "unit", "interval", "deadline", "theme", "thresholds")
+DEADLINE_RANGE_S = (1.0, 3600.0)  # the same bounds as --deadline
 
 # Each threshold: (lowest, highest, what it is in words).
 THRESHOLD_RANGES: dict[str, tuple[float, float, str]] = {
@@ -66,6 +67,7 @@ class Config:
     url: str | None = None
     unit: str | None = None
     interval_s: float | None = None
+    deadline_s: float | None = None  # --check's and --once's total deadline
     theme: str | None = None
     thresholds: Thresholds = DEFAULT_THRESHOLDS
 
@@ -225,6 +227,10 @@ def parse_config(text: str, name: str = "config.toml") -> Config:
         raise ConfigError(
             f"{name}{line}: not valid TOML ({why}); see the example in kvtop's README"
         ) from None
+    except (RecursionError, MemoryError):  # arrays or tables nested thousands deep
+        raise ConfigError(
+            f"{name}: nested too deep to be kvtop's settings; see the example in kvtop's README"
+        ) from None
     where = _Where(text, name)
     for key in data:
         if key not in TOP_KEYS:
@@ -237,6 +243,9 @@ def parse_config(text: str, name: str = "config.toml") -> Config:
         interval_s=None
         if interval is None
         else _number(where, "interval", interval, *INTERVAL_RANGE_S, "seconds"),
+        deadline_s=None
+        if data.get("deadline") is None
+        else _number(where, "deadline", data["deadline"], *DEADLINE_RANGE_S, "seconds"),
         theme=_theme(where, data["theme"]) if "theme" in data else None,
         thresholds=_thresholds(where, data.get("thresholds", {})),
     )

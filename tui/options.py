@@ -105,3 +105,66 @@ def dumb_terminal() -> bool:
 
 def has_terminal() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+# -- the total deadline of --check and --once ------------------------------------------------------
+DEFAULT_DEADLINE_S = 60.0
+DEADLINE_RANGE_S = (1.0, 3600.0)  # --deadline and the config file's `deadline`
+EXIT_UNKNOWN = 3  # a monitoring plugin's UNKNOWN
+
+
+class Deadline:
+    """A one-shot command's total deadline: past it, the command says what it was still waiting
+    for (one sentence; UNKNOWN for --check) and exits at once. A watchdog thread, because what
+    blocks may be a read no coroutine can cancel (a FIFO without a writer, as log or config)."""
+
+    def __init__(self, seconds: float, *, check: bool, started: float | None = None) -> None:
+        import threading
+        import time
+
+        self.seconds = seconds
+        self.check = check
+        self.waiting_for = "kvtop itself to start"
+        self._started = time.monotonic() if started is None else started
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="kvtop-deadline", daemon=True)
+
+    def start(self) -> Deadline:
+        self._thread.start()
+        return self
+
+    def cancel(self) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        import time
+
+        while not self._done.wait(0.1):
+            if time.monotonic() - self._started >= self.seconds:
+                self._expire()
+
+    def sentence(self) -> str:
+        return (
+            f"no result within {self.seconds:g} s: still waiting for {self.waiting_for}; check "
+            "that it answers, or give more time with --deadline (or the config file's deadline)"
+        )
+
+    def _expire(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if self.check:
+                print(f"KVTOP UNKNOWN - {self.sentence()}", flush=True)
+            else:
+                print(f"kvtop: {self.sentence()}.", file=sys.stderr, flush=True)
+        os._exit(EXIT_UNKNOWN if self.check else EXIT_UNREADABLE)
+
+
+def deadline_seconds(text: str) -> float:
+    """--deadline SECONDS for argparse."""
+    low, high = DEADLINE_RANGE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"give seconds from {low:g} to {high:g}, e.g. 30")
+    return value

@@ -44,7 +44,8 @@ def save_new(
     file: `name` taken, then NAME-2.EXT, NAME-3.EXT... (two saves in one second). A place that
     refuses (OSError) hands over to the next one; with `make_places` a missing place is made
     first. `said(path)` is the sentence for the file written; `refused(errors)` the one when no
-    place took it, `errors` being each refusal as "PATH: reason", joined by "; "."""
+    place took it, `errors` being each refusal as "PATH: reason", joined by "; ". The file is
+    0600 whatever the umask."""
     errors = []
     for place in places:
         if make_places:
@@ -56,7 +57,10 @@ def save_new(
         for attempt in range(1, _ATTEMPTS + 1):
             path = os.path.abspath(os.path.join(place, _numbered(name, attempt)))
             try:
-                with open(path, "x", encoding="utf-8") as handle:  # never over a file
+                # Never over a file, and readable by its owner only: a view of a log may hold
+                # what the log's own permissions keep from others.
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with open(descriptor, "w", encoding="utf-8") as handle:
                     handle.write(text)
             except FileExistsError:
                 continue

@@ -49,7 +49,7 @@ class Host(Protocol):
 
     def processes(self, reading: NvmlReading | None) -> ProcessFacts: ...
 
-    def memory(self) -> HostMemory: ...
+    def memory(self) -> HostMemory | None: ...
 
     def nvml_health(self, reading: NvmlReading | None) -> SourceHealth: ...
 
@@ -271,6 +271,10 @@ class Session:
         nvml_on = self.options.nvml or self.demo is not None
         nvml_health = self.host.nvml_health(reading if nvml_on else None)
         notes = self.log.state_now()
+        host_memory = self.host.memory()
+        host_problem = getattr(self.host, "problem", None)  # the demo's host has none
+        if host_problem:
+            notes += (host_problem,)
         sources = [
             self._aged(self.log.health, self.log.good_at),
             self._aged(nvml_health, self._nvml_at),
@@ -289,7 +293,7 @@ class Session:
             metrics=self.latest_metrics,
             # Another server's version and args are not shown as this one's (the header).
             server_info=self._same_server_info(),
-            host=self.host.memory(),
+            host=host_memory,
             sources=tuple(sources),
             cuda_visible_devices=self.options.cuda_visible_devices,
             process_users=processes.users,

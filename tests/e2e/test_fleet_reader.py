@@ -301,8 +301,10 @@ async def test_the_bearer_token_reaches_prometheus_through_a_proxy(fleet_bodies,
         ("", "is empty"),
         ("  \n", "is empty"),
         ("two words", "more than one word"),
-        (b"\xff\xfe", "cannot be read"),
+        (b"\xff\xfe", "is not text"),
         ("dir", "is a directory"),
+        ("tökén", "characters an HTTP header cannot carry"),
+        ("x" * 20_000, "more than 16,384 characters"),
     ],
 )
 def test_bearer_file_problems_are_sentences(tmp_path, content, wanted) -> None:
@@ -316,3 +318,23 @@ def test_bearer_file_problems_are_sentences(tmp_path, content, wanted) -> None:
     with pytest.raises(BearerFileError, match=wanted) as caught:
         read_bearer_token(path)
     assert str(path) in str(caught.value) and str(caught.value).endswith(".")
+
+
+def test_an_endless_bearer_file_is_refused() -> None:
+    with pytest.raises(BearerFileError, match="more than 16,384 characters"):
+        read_bearer_token("/dev/zero")
+
+
+def test_a_bearer_file_others_may_read_is_warned_about(tmp_path) -> None:
+    from tui.fleet.reader import bearer_file_warning
+
+    path = tmp_path / "token"
+    path.write_text("t0ken\n")
+    path.chmod(0o600)
+    assert bearer_file_warning(path) is None
+    path.chmod(0o644)
+    link = tmp_path / "link"
+    link.symlink_to(path)
+    warning = bearer_file_warning(link)
+    assert warning is not None and "mode 0644" in warning and f"chmod 600 {path}" in warning
+    assert f"a link to {path}" in warning

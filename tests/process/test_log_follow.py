@@ -439,10 +439,13 @@ async def test_process_substitution_reads_to_the_end(tmp_path: Path) -> None:
 
 
 async def test_endless_device_is_bounded_and_closes(tmp_path: Path) -> None:
-    """/dev/zero never ends and has no line break: the follower holds a bounded amount and
-    close() still ends it."""
+    """/dev/zero never ends and holds no log: the follower says so and reads nothing (no stream
+    thread burning a core), and close() still ends it."""
+    streams = sum(t.name == "kvtop-log-stream" for t in threading.enumerate())
     follower = LogFollower("/dev/zero", poll_interval_s=60)
     reader = Reader(follower)
-    await reader.until(lambda: any(t.name == "kvtop-log-stream" for t in threading.enumerate()))
+    await reader.until(lambda: follower.status is not None)
+    assert "never ends" in str(follower.status)
+    assert sum(t.name == "kvtop-log-stream" for t in threading.enumerate()) <= streams
     await reader.stop()
-    assert reader.got == [] and follower.status is None
+    assert reader.got == []

@@ -422,8 +422,14 @@ _SIGNAL_METHODS = {"kill", "terminate", "send_signal"}
 # The one place that starts a process: the journal source runs `journalctl` (fixed options, an
 # argv list, no shell) when the systemd module is missing, and ends that child of its own.
 _SPAWNS = {"tui/sources/journal.py"}
-# A byte into the process's own pipe, to wake its input thread when the app leaves.
-_OWN_PIPE = {("tui/live/quiet_driver.py", "os", "write")}
+# A byte into the process's own pipe, to wake its input thread when the app leaves; the
+# exporter's own listening socket and the pair that wakes its reading thread (it answers GET and
+# HEAD only, tests/process/test_export_http.py).
+_OWN_PIPE = {
+    ("tui/live/quiet_driver.py", "os", "write"),
+    ("tui/export/http.py", "socket", "socket"),
+    ("tui/export/http.py", "socket", "socketpair"),
+}
 _HTTP_VERBS = {"POST", "PUT", "PATCH", "DELETE", "CONNECT", "TRACE"}
 
 
@@ -524,6 +530,7 @@ def test_static_scan_of_the_sources() -> None:
         "tempfile.mkstemp()",
         "tempfile.gettempdir()",
         "os.chmod()",
+        "os.open()",  # a new file, 0600, never over one (O_CREAT | O_EXCL)
         "os.replace()",
         "os.unlink()",
     }

@@ -46,6 +46,14 @@ def test_shown_with_the_port_the_system_chose() -> None:
     ("addr", "words"),
     [
         (":9877", "give 127.0.0.1:9877 (this host only) or 0.0.0.0:9877 (every interface)"),
+        # Every all-interfaces shorthand is refused like :PORT (the C library reads each as
+        # 0.0.0.0); other shorthand is written out in full.
+        ("0:9877", "'0' means every interface"),
+        ("0x0:9877", "'0x0' means every interface"),
+        ("00:9877", "'00' means every interface"),
+        ("0.0:9877", "'0.0' means every interface"),
+        ("[0::0]:9877", "[0::0] means every interface; write it [::]:9877"),
+        ("127.1:9877", "write the address in full, 127.0.0.1:9877"),
         (":x", "the port must be a number from 0 to 65535"),
         ("65536", "the port must be a number from 0 to 65535"),
         ("127.0.0.1:", "the port must be a number"),

@@ -95,7 +95,7 @@ LAYERS = (
     # -- the fleet wing: Prometheus → the fleet → its reports and its app ----------------------
     Layer("fleet package", ("tui.fleet",), (), NO_UI, exact=True),
     Layer("fleet model", FLEET_PURE, (*PURE, *FLEET_PURE, "tui.export.families"), NO_UI),
-    Layer("prometheus API", ("tui.fleet.prometheus_api",), (), NO_UI),
+    Layer("prometheus API", ("tui.fleet.prometheus_api",), ("tui.sglang.control_chars",), NO_UI),
     Layer(
         "fleet reader",
         ("tui.fleet.reader",),

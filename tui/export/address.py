@@ -3,13 +3,15 @@
 Accepted: `HOST:PORT` (an IPv4 address or a host name), `[IPV6]:PORT`, or `PORT` alone (on
 127.0.0.1). Without ADDR: 127.0.0.1:9877. `:PORT` is refused: in Go exporters it means every
 interface, and kvtop never opens itself to the network unasked (`0.0.0.0:PORT` or `[::]:PORT`
-say so explicitly). Port 0 lets the system choose; kvtop prints the port it got.
+say so explicitly), and neither is an IPv4 address in shorthand (`0:PORT`, `0x0:PORT`, `127.1:PORT`)
+nor `[0::0]:PORT`: every such form is refused with the address in full. Port 0 lets the system choose; kvtop prints the port it got.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from dataclasses import dataclass
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 9877
@@ -46,16 +48,44 @@ def _port(text: str, addr: str) -> int:
     return int(text)
 
 
+def _shorthand(text: str, addr: str) -> None:
+    """Refuse an IPv4 address not written in full (`0`, `0x0`, `00`, `0.0`, `127.1`): the C
+    library reads each as an address, and `0:PORT` would listen on every interface while kvtop
+    printed `http://0:PORT`."""
+    try:
+        packed = socket.inet_aton(text)
+    except OSError:
+        return  # a host name
+    full = socket.inet_ntoa(packed)
+    if full == text:
+        return
+    port = addr.rpartition(":")[2]
+    if ipaddress.IPv4Address(full).is_unspecified:
+        raise AddressError(
+            f"--export {addr}: {text!r} means every interface, and kvtop does not listen on "
+            f"every interface unasked; give 127.0.0.1:{port} (this host only) or "
+            f"0.0.0.0:{port} (every interface)."
+        )
+    raise AddressError(f"--export {addr}: write the address in full, {full}:{port}.")
+
+
 def _host(text: str, addr: str, bracketed: bool) -> str:
     if bracketed:
         try:
-            ipaddress.IPv6Address(text)
+            address = ipaddress.IPv6Address(text)
         except ValueError:
             raise AddressError(
                 f"--export {addr}: {text!r} in brackets is not an IPv6 address; give {_FORMS}."
             ) from None
+        if address.is_unspecified and text != "::":
+            port = addr.rpartition(":")[2]
+            raise AddressError(
+                f"--export {addr}: [{text}] means every interface; write it [::]:{port} if "
+                f"that is meant, or give [::1]:{port} (this host only)."
+            )
         return text
     if _HOST_NAME.match(text):
+        _shorthand(text, addr)
         return text
     raise AddressError(
         f"--export {addr}: {text!r} is not an address or a host name; give {_FORMS}."

@@ -27,6 +27,7 @@ from tui.model.memory.headroom import headrooms
 from tui.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
 from tui.model.status.identity import FIELDS, compared_fields
 from tui.model.status.server_status import server_status
+from tui.sglang.control_chars import make_visible
 
 GIB = 2**30
 # Snapshot.sources' names -> the exported `source` label (SOURCES).
@@ -243,7 +244,14 @@ def _text(value: object) -> str:
 
 
 def info_labels(snapshot: Snapshot | None, hostname: str) -> dict[str, str]:
-    """kvtop_info's labels (INFO_LABELS); "" where not known."""
+    """kvtop_info's labels (INFO_LABELS); "" where not known. Every value passes the filter for
+    text from outside (a host name, a model name from a log, a version from a server): a fleet
+    view that reads them back must never receive an escape sequence."""
+    labels = _info_labels(snapshot, hostname)
+    return {name: make_visible(value) for name, value in labels.items()}
+
+
+def _info_labels(snapshot: Snapshot | None, hostname: str) -> dict[str, str]:
     labels = dict.fromkeys(ff.INFO_LABELS, "")
     labels["hostname"] = hostname
     if snapshot is None:

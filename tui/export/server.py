@@ -1,8 +1,8 @@
-"""Serve /metrics: prometheus_client's threaded WSGI server on the address asked for, fed by the
-session loop (the live view's Session, headless) until SIGTERM or SIGINT.
+"""Serve /metrics: kvtop's bounded HTTP server (tui/export/http.py) on the address asked for,
+fed by the session loop (the live view's Session, headless) until SIGTERM or SIGINT.
 
-The server renders on request in its own threads (text 0.0.4, or OpenMetrics when the Accept
-header asks; gzip when asked); the loop only swaps the collector's `latest` Snapshot.
+The server renders on request in its own handler threads (text 0.0.4, or OpenMetrics when the
+Accept header asks; gzip when asked); the loop only swaps the collector's `latest` Snapshot.
 """
 
 from __future__ import annotations
@@ -13,20 +13,17 @@ import errno
 import signal
 import socket
 import sys
-import threading
-from dataclasses import dataclass
 from typing import TextIO
-from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
     CollectorRegistry,
     PlatformCollector,
     ProcessCollector,
-    start_http_server,
 )
 
 from tui.export.address import ListenAddress
 from tui.export.collector import SnapshotCollector
+from tui.export.http import MetricsHttpServer
 from tui.session import Session
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -73,27 +70,12 @@ def _why(exc: OSError, address: ListenAddress) -> str:
     return f"cannot listen on {where}: {reason}. Check the address and try again."
 
 
-@dataclass
-class MetricsServer:
-    httpd: WSGIServer
-    thread: threading.Thread
-
-    @property
-    def port(self) -> int:
-        return int(self.httpd.server_address[1])
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def bind(address: ListenAddress, registry: CollectorRegistry) -> MetricsServer:
+def bind(address: ListenAddress, registry: CollectorRegistry) -> MetricsHttpServer:
     """Listen (and start serving) on `address`. Raises BindError."""
     try:
-        httpd, thread = start_http_server(address.port, addr=address.host, registry=registry)
+        return MetricsHttpServer(address.host, address.port, registry)
     except OSError as exc:
         raise BindError(_why(exc, address)) from exc
-    return MetricsServer(httpd, thread)
 
 
 async def _feed(session: Session, collector: SnapshotCollector) -> None:

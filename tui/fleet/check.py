@@ -7,6 +7,8 @@ Prometheus down, slow or refusing (Fleet.problem), or no host at all: UNKNOWN wi
 
 from __future__ import annotations
 
+import math
+
 from tui.fleet.alerts import fleet_alerts
 from tui.fleet.model import Fleet
 from tui.fleet.summary import (
@@ -39,12 +41,12 @@ def performance_data(fleet: Fleet, t: Thresholds) -> str:
     for deployment in fleet.deployments:
         label = deployment.key
         usage = deployment_kv_usage_pct(deployment)
-        if usage is not None:
+        if usage is not None and math.isfinite(usage):
             warn, crit = t.kv_usage_warning_pct, t.kv_usage_critical_pct
             pct = f"{usage:.2f}"  # perfdata: a plain number for the plugin (as check.py)
             data.append(f"{_label(label + '_kv_usage')}={pct}%;{warn:g};{crit:g};0;100")
         room = deployment_headroom(deployment)
-        if room is not None:
+        if room is not None and math.isfinite(room[1].gib):
             data.append(f"{_label(label + '_headroom')}={room[1].gib:.2f}GB;{margin};;0;")
     return " ".join(data)
 

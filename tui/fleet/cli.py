@@ -126,7 +126,12 @@ def _config(args: argparse.Namespace) -> Config:
     """The config file (thresholds, theme, interval); raises tui.config.ConfigError."""
     from tui.config import load_config
 
-    return load_config(args.config)
+    _waiting(args, "the config file" + (f" {args.config}" if args.config else ""))
+    config = load_config(args.config)
+    watchdog = getattr(args, "watchdog", None)
+    if watchdog is not None and getattr(args, "deadline", None) is None and config.deadline_s:
+        watchdog.seconds = config.deadline_s
+    return config
 
 
 def _interval_s(args: argparse.Namespace, config: Config) -> float:
@@ -148,13 +153,25 @@ def _token(args: argparse.Namespace) -> str | None:
     """The bearer token, or None without --prometheus-bearer-file; raises BearerFileError."""
     if args.prometheus_bearer_file is None:
         return None
-    from tui.fleet.reader import read_bearer_token
+    from tui.fleet.reader import bearer_file_warning, read_bearer_token
 
-    return read_bearer_token(args.prometheus_bearer_file)
+    _waiting(args, f"the bearer token file {args.prometheus_bearer_file}")
+    token = read_bearer_token(args.prometheus_bearer_file)
+    warning = bearer_file_warning(args.prometheus_bearer_file)
+    if warning:
+        print(f"kvtop: warning: {warning}", file=sys.stderr)
+    return token
+
+
+def _waiting(args: argparse.Namespace, what: str) -> None:
+    watchdog = getattr(args, "watchdog", None)
+    if watchdog is not None:
+        watchdog.waiting_for = what
 
 
 def read_fleet(args: argparse.Namespace, token: str | None) -> Fleet:
     """One fleet from Prometheus (the reader closed after it)."""
+    _waiting(args, f"Prometheus at {args.prometheus}")
     feed = _feed(args, token, 0.0)
     return asyncio.run(feed.read_once())
 
@@ -185,10 +202,10 @@ def run_check(args: argparse.Namespace) -> int:
     from tui.fleet.reader import BearerFileError
     from tui.report.check import unknown
 
-    problem = option_problem(args)
-    if problem is not None:
-        return print_check(unknown(problem))
     try:
+        problem = option_problem(args)
+        if problem is not None:
+            return print_check(unknown(problem))
         config = _config(args)
         fleet = read_fleet(args, _token(args))
         result = fleet_check(fleet, config.thresholds)

@@ -7,6 +7,8 @@ null, never 0. A GPU's `breakdown` uses the key names of kvtop/1's gpus[].breakd
 
 from __future__ import annotations
 
+import math
+
 from tui.export.families import SEGMENT_FIELDS
 from tui.fleet.alerts import FleetAlerts, fleet_alerts
 from tui.fleet.model import SCHEMA, Deployment, Fleet, FleetGpu, FleetHost, FleetKv
@@ -29,11 +31,23 @@ BREAKDOWN_KEYS = {name: fields[0] for name, fields in SEGMENT_FIELDS.items()}
 
 
 def _r(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None or value != value else round(value, digits)
+    return None if value is None or not math.isfinite(value) else round(value, digits)
 
 
 def _int(value: float | None) -> int | None:
-    return None if value is None or value != value else round(value)
+    return None if value is None or not math.isfinite(value) else round(value)
+
+
+def finite(data: object) -> object:
+    """`data` with every NaN or ±Inf as null: JSON has no spelling for them (Python's
+    `Infinity` is not JSON), and Prometheus may hold them in any gauge."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    return data
 
 
 def alert_json(alert: Alert) -> dict[str, object]:
@@ -155,7 +169,7 @@ def deployment_json(deployment: Deployment, found: FleetAlerts) -> dict[str, obj
 
 def fleet_json(fleet: Fleet, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, object]:
     found = fleet_alerts(fleet, thresholds)
-    return {
+    report = {
         "schema": SCHEMA,
         "taken_at": _r(fleet.taken_at, 3),
         "prometheus": {
@@ -170,3 +184,4 @@ def fleet_json(fleet: Fleet, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dic
         "level": Level.UNKNOWN if fleet.problem and not fleet.deployments else found.level,
         "deployments": [deployment_json(d, found) for d in fleet.deployments],
     }
+    return finite(report)  # type: ignore[return-value]

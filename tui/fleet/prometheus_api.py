@@ -15,6 +15,7 @@ Policy:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Mapping
@@ -25,9 +26,15 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from tui import __version__
+from tui.sglang.control_chars import make_visible
 
 USER_AGENT = f"kvtop/{__version__}"
 DEFAULT_TIMEOUT_S = 5.0
+# The decoded answer's cap, as /metrics has one: a fleet of ~500 hosts answers its largest query
+# in a few MiB; 100 MB of JSON would take gigabytes to decode.
+MAX_ANSWER_BYTES = 32 * 2**20
+# Prometheus' free text (warnings, errors, its version) is cut here for the screen.
+MAX_TEXT = 500
 # A refresh asks ten requests in parallel (tui/fleet/reader.py).
 MAX_CONNECTIONS = 12
 # No transport of its own (None) means no proxy for loopback.
@@ -48,6 +55,11 @@ class PrometheusError(Exception):
         super().__init__(message)
         self.kind = kind
         self.status = status
+
+
+class Refused(ValueError):
+    """A part of an answer kvtop does not read; str() names it ("a label value that is not a
+    string")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,18 +94,33 @@ class Answer:
 def to_float(text: object) -> float:
     """Prometheus writes values as strings: "1", "1e+09", "NaN", "+Inf", "-Inf"."""
     if not isinstance(text, str):
-        raise ValueError("a value that is not a string")
+        raise Refused("a value that is not a string")
     return float(text)  # float() reads all of Prometheus' spellings, NaN and ±Inf included
+
+
+def labels_of(metric: object) -> dict[str, str]:
+    """A series' labels, each name and value through the one filter for text from outside;
+    a label that is not a string is refused (ValueError)."""
+    if metric is None:
+        return {}
+    if not isinstance(metric, Mapping):
+        raise Refused("labels that are not an object")
+    labels: dict[str, str] = {}
+    for name, value in metric.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise Refused("a label value that is not a string")
+        labels[make_visible(name)] = make_visible(value)
+    return labels
 
 
 def _sample(item: Mapping) -> Sample:
     ts, value = item["value"]
-    return Sample(dict(item.get("metric") or {}), to_float(value), float(ts))
+    return Sample(labels_of(item.get("metric")), to_float(value), float(ts))
 
 
 def _series(item: Mapping) -> Series:
     points = tuple((float(ts), to_float(v)) for ts, v in item.get("values") or ())
-    return Series(dict(item.get("metric") or {}), points)
+    return Series(labels_of(item.get("metric")), points)
 
 
 def parse_answer(data: Mapping, warnings: tuple[str, ...] = ()) -> Answer:
@@ -108,7 +135,30 @@ def parse_answer(data: Mapping, warnings: tuple[str, ...] = ()) -> Answer:
         return Answer(kind, scalar=to_float(result[1]), warnings=warnings)
     if kind == "string":
         return Answer(kind, warnings=warnings)
-    raise ValueError(f"an unknown resultType {kind!r}")
+    raise Refused(f"an unknown resultType {kind!r}")
+
+
+def _target(item: object) -> dict:
+    if not isinstance(item, Mapping):
+        raise Refused("a target that is not an object")
+    clean: dict = {}
+    for key, value in item.items():
+        if key in ("labels", "discoveredLabels"):
+            value = labels_of(value)
+        elif isinstance(value, str):
+            value = make_visible(value)[:MAX_TEXT]
+        clean[str(key)] = value
+    return clean
+
+
+def bad_answer(base: str, path: str, exc: BaseException) -> PrometheusError:
+    """An answer of a shape kvtop does not read, as a sentence (the next refresh asks again)."""
+    what = make_visible(str(exc))[:MAX_TEXT] if isinstance(exc, Refused) else type(exc).__name__
+    return PrometheusError(
+        f"Prometheus at {base} answered {path} in a shape kvtop does not read ({what}); "
+        "check that the URL is a Prometheus server; the next refresh asks again.",
+        "bad_answer",
+    )
 
 
 def _where(url: str) -> str:
@@ -122,7 +172,12 @@ class PrometheusApi:
     """GETs from one Prometheus server. `url` is its base (http(s)://host:port[/prefix])."""
 
     def __init__(
-        self, url: str, *, bearer_token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+        self,
+        url: str,
+        *,
+        bearer_token: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -132,6 +187,7 @@ class PrometheusApi:
             )
         self.base = _where(url)
         self.timeout_s = timeout_s
+        self.max_answer_bytes = max_answer_bytes
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         if bearer_token:
             headers["Authorization"] = f"Bearer {bearer_token}"
@@ -156,7 +212,7 @@ class PrometheusApi:
         form = {"query": promql, "timeout": _duration(self.timeout_s)}
         if at is not None:
             form["time"] = repr(at)
-        return parse_answer(*await self._call("/api/v1/query", form))
+        return self._parsed("/api/v1/query", *await self._call("/api/v1/query", form))
 
     async def query_range(self, promql: str, *, start: float, end: float, step_s: float) -> Answer:
         form = {
@@ -166,24 +222,40 @@ class PrometheusApi:
             "step": repr(step_s),
             "timeout": _duration(self.timeout_s),
         }
-        return parse_answer(*await self._call("/api/v1/query_range", form))
+        return self._parsed("/api/v1/query_range", *await self._call("/api/v1/query_range", form))
+
+    def _parsed(self, path: str, data: dict, warnings: tuple[str, ...]) -> Answer:
+        """The answer read, or refused with a sentence: any shape kvtop does not read (a label
+        that is not a string, a value that is not a number, nesting past the stack)."""
+        try:
+            return parse_answer(data, warnings)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
+            raise bad_answer(self.base, path, exc) from None
 
     async def targets(self) -> list[dict]:
-        """The active targets (labels, health, lastError, lastScrape, scrapeInterval …)."""
+        """The active targets (labels, health, lastError, lastScrape, scrapeInterval …), their
+        strings filtered; a target of another shape is refused with a sentence."""
         data, _ = await self._call("/api/v1/targets", {"state": "active"})
-        return list(data.get("activeTargets") or ())
+        try:
+            return [_target(t) for t in data.get("activeTargets") or ()]
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise bad_answer(self.base, "/api/v1/targets", exc) from None
 
     async def build_version(self) -> str | None:
         data, _ = await self._call("/api/v1/status/buildinfo", {})
         version = data.get("version")
-        return version if isinstance(version, str) else None
+        return make_visible(version)[:MAX_TEXT] if isinstance(version, str) else None
 
     async def _call(self, path: str, params: dict[str, str]) -> tuple[dict, tuple]:
         if self._client is None:
             self._client = self._open()
         try:
-            response = await self._client.get(self.base + path, params=params)
-        except httpx.TimeoutException:
+            # One deadline for the whole exchange: httpx's timeout is per read, and an answer
+            # that drips a byte a second would never meet it.
+            status, content = await asyncio.wait_for(
+                self._get(self._client, path, params), self.timeout_s
+            )
+        except (httpx.TimeoutException, asyncio.TimeoutError):
             raise PrometheusError(
                 f"Prometheus at {self.base} did not answer within {self.timeout_s:g} s; "
                 "check that it is not overloaded, or raise the timeout.",
@@ -201,10 +273,30 @@ class PrometheusApi:
                 "check the URL and any proxy between kvtop and Prometheus.",
                 "http",
             ) from None
-        return self._envelope(response, path)
+        return self._envelope(status, content, path)
 
-    def _envelope(self, response: httpx.Response, path: str) -> tuple[dict, tuple]:
-        status = response.status_code
+    async def _get(
+        self, client: httpx.AsyncClient, path: str, params: dict[str, str]
+    ) -> tuple[int, bytes]:
+        """The status and the decoded body, refused past MAX_ANSWER_BYTES (read as a stream,
+        so a compressed answer costs at most one decoded read more than the cap)."""
+        async with client.stream("GET", self.base + path, params=params) as response:
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():  # decoded
+                size += len(chunk)
+                if size > self.max_answer_bytes:
+                    raise PrometheusError(
+                        f"Prometheus at {self.base} answered {path} with more than "
+                        f"{self.max_answer_bytes // 2**20} MiB; narrow the fleet with "
+                        "--selector.",
+                        "too_large",
+                        response.status_code,
+                    )
+                chunks.append(chunk)
+            return response.status_code, b"".join(chunks)
+
+    def _envelope(self, status: int, content: bytes, path: str) -> tuple[dict, tuple]:
         if status in (401, 403):
             raise PrometheusError(
                 f"Prometheus at {self.base} refused kvtop (HTTP {status}); check the token "
@@ -213,9 +305,9 @@ class PrometheusApi:
                 status,
             )
         try:
-            body = json.loads(response.content)
+            body = json.loads(content)
             ok = isinstance(body, dict) and body.get("status") in ("success", "error")
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
             ok = False
         if not ok:
             raise PrometheusError(
@@ -235,8 +327,10 @@ class PrometheusApi:
                 "not_prometheus",
                 status,
             )
-        warnings = tuple(str(w) for w in body.get("warnings") or ())
-        return data, warnings
+        warnings = body.get("warnings") or []
+        if not isinstance(warnings, list):
+            warnings = [warnings]
+        return data, tuple(make_visible(str(w))[:MAX_TEXT] for w in warnings)
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
@@ -254,8 +348,8 @@ _NEXT_STEP = {
 
 
 def _api_error(base: str, status: int, body: Mapping) -> PrometheusError:
-    kind = str(body.get("errorType") or "http")
-    error = str(body.get("error") or "no reason given")
+    kind = make_visible(str(body.get("errorType") or "http"))[:MAX_TEXT]
+    error = make_visible(str(body.get("error") or "no reason given"))[:MAX_TEXT]
     step = _NEXT_STEP.get(kind, "check Prometheus' log")
     return PrometheusError(
         f"Prometheus at {base} refused the query (HTTP {status}, {kind}: {error}); {step}.",

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import re
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -97,10 +99,14 @@ class BearerFileError(Exception):
     """The --prometheus-bearer-file cannot be used; str() says why and what to do."""
 
 
+MAX_TOKEN_FILE_CHARS = 16_384  # a token is one line; /dev/zero or a log given by mistake is not
+
+
 def read_bearer_token(path: str | Path) -> str:
-    """The token in `path` (surrounding whitespace dropped)."""
+    """The token in `path` (surrounding whitespace dropped), read up to MAX_TOKEN_FILE_CHARS."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(MAX_TOKEN_FILE_CHARS + 1)
     except FileNotFoundError:
         raise BearerFileError(
             f"The bearer token file {path} does not exist; check the path."
@@ -111,10 +117,19 @@ def read_bearer_token(path: str | Path) -> str:
         raise BearerFileError(
             f"kvtop may not read the bearer token file {path}; check its permissions."
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise BearerFileError(
+            f"The bearer token file {path} is not text; a token is one line of ASCII."
+        ) from None
+    except OSError as exc:
         raise BearerFileError(
             f"The bearer token file {path} cannot be read ({type(exc).__name__}); check it."
         ) from None
+    if len(text) > MAX_TOKEN_FILE_CHARS:
+        raise BearerFileError(
+            f"The bearer token file {path} holds more than {MAX_TOKEN_FILE_CHARS:,} characters; "
+            "a token is one line. Check the path."
+        )
     token = text.strip()
     if not token:
         raise BearerFileError(f"The bearer token file {path} is empty; put the token in it.")
@@ -122,7 +137,29 @@ def read_bearer_token(path: str | Path) -> str:
         raise BearerFileError(
             f"The bearer token file {path} holds more than one word; it must hold the token only."
         )
+    if not all(0x21 <= ord(c) <= 0x7E for c in token):
+        raise BearerFileError(
+            f"The bearer token file {path} holds characters an HTTP header cannot carry "
+            "(non-ASCII or control characters); check the file."
+        )
     return token
+
+
+def bearer_file_warning(path: str | Path) -> str | None:
+    """A sentence when the token file (a link's target included) may be read by others than
+    its owner; None when it is private or cannot be looked at."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if mode & 0o077 == 0:
+        return None
+    target = os.path.realpath(path)
+    where = f"{path} (a link to {target})" if target != os.path.abspath(path) else f"{path}"
+    return (
+        f"the bearer token file {where} may be read by other users (mode "
+        f"{stat.S_IMODE(mode):04o}); make it private: chmod 600 {target}."
+    )
 
 
 def matchers(selector: str | None) -> str:
@@ -162,6 +199,19 @@ def _rows(answer: Answer) -> tuple[Row, ...]:
     return tuple((s.labels, s.value) for s in answer.vector)
 
 
+async def _all(*coros: Any) -> list[Any]:
+    """The coroutines' results, run together; the first failure cancels the others (a refused
+    answer need not wait for nine more of them, and no failure is left unretrieved)."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 class FleetReader:
     """Reads the fleet from the Prometheus at `url` (one long-lived client)."""
 
@@ -192,7 +242,9 @@ class FleetReader:
                 prometheus_version=self._version,
                 selector=self.selector,
             )
-        except (ValueError, KeyError, TypeError, IndexError) as exc:  # an answer of odd shape
+        except Exception as exc:  # any answer kvtop cannot read is refused, never fatal
+            if isinstance(exc, MemoryError):
+                raise
             return Fleet(
                 taken_at=taken_at,
                 prometheus_url=self.api.base,
@@ -206,9 +258,7 @@ class FleetReader:
     async def _readings(self, taken_at: float) -> Readings:
         names = list(self._queries)
         calls = [self.api.query(self._queries[n], at=taken_at) for n in names]
-        answers, targets, _ = await asyncio.gather(
-            asyncio.gather(*calls), self._targets(), self._build_version()
-        )
+        answers, targets, _ = await _all(_all(*calls), self._targets(), self._build_version())
         by_name = dict(zip(names, answers, strict=True))
         last_up = await self._last_up(by_name["up"], taken_at)
         warnings = tuple(w for a in by_name.values() for w in a.warnings)

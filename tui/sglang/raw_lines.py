@@ -1,6 +1,7 @@
 """The last lines of the log, as written: the events pane's raw view (tracebacks included).
 
-Bounded in lines and in characters per line, so a server that logs for weeks (or one line of a
+Secrets (api_key='…' and the like in the server_args line) are redacted as a line is added, so
+the raw view, a saved view and the copy key never hold one. Bounded in lines and in characters per line, so a server that logs for weeks (or one line of a
 megabyte) costs at most MAX_LINES × MAX_LINE_CHARS characters.
 """
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+
+from tui.sglang.server_args import redact_line
 
 MAX_LINES = 5000
 MAX_LINE_CHARS = 2000  # longer lines are cut here, marked with a trailing " …"
@@ -25,7 +28,7 @@ class RawLines:
     def add(self, line: str | bytes) -> None:
         if isinstance(line, bytes):
             line = line[: self._max_chars * 4].decode("utf-8", errors="replace")
-        line = line.rstrip("\r\n")
+        line = redact_line(line.rstrip("\r\n"))  # no view, save or copy shows a secret
         if len(line) > self._max_chars:
             line = line[: self._max_chars] + " …"
         self._lines.append(line)

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from tui.sglang.control_chars import make_visible
 
-__all__ = ["ServerArgs", "parse_server_args", "server_args_from_mapping"]
+__all__ = ["ServerArgs", "parse_server_args", "redact_line", "server_args_from_mapping"]
 
 REDACTED: Final = "<redacted>"
 
@@ -200,6 +200,13 @@ def _to_bool(value: object) -> bool | None:
 
 
 def _to_str(value: object) -> str | None:
+    """A typed string field, decoded (an enum's or a path's repr unwrapped) and then filtered:
+    a repr's `\\x1b` becomes an escape only here, after the log line's own filter ran."""
+    text = _decoded_str(value)
+    return make_visible(text) if text is not None else None
+
+
+def _decoded_str(value: object) -> str | None:
     if not isinstance(value, str):
         return None
     if len(value) > 4096:  # a path or a name, never a blob
@@ -316,15 +323,54 @@ def _is_empty(value: object) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
+# A secret's value as a log line writes it: `api_key='…'`, `'api_key': '…'`, `"hf_token": "…"`
+# (either quote, escapes inside), or a bare word (`api_key=None` is left as it is).
+_SECRET_NAME: Final = (
+    r"(?:api_key|admin_api_key|hf_token|ssl_keyfile_password|\w+_api_key|\w+_password|\w+_secret)"
+)
+_SECRET_VALUE_RE: Final = re.compile(
+    rf"""(?P<key>(?P<q>['"]?){_SECRET_NAME}(?P=q)\s*[=:]\s*)"""
+    r"""(?P<value>'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|(?!None\b)[^\s,)}]+)"""
+)
+
+
+def redact_line(line: str) -> str:
+    """A log line with every secret's value (api_key and the like) replaced by <redacted>, as
+    ServerArgs.raw keeps them: for the raw view, the saved view and the copy key, which show
+    lines as written."""
+    if (
+        "key" not in line
+        and "token" not in line
+        and "password" not in line
+        and "secret" not in line
+    ):
+        return line
+    return _SECRET_VALUE_RE.sub(lambda m: f"{m.group('key')}'{REDACTED}'", line)
+
+
 def _is_secret(key: str) -> bool:
     return key in _SECRET_KEYS or key.endswith(_SECRET_SUFFIXES)
+
+
+def visible_deep(value: object) -> object:
+    """`value` with every string in it (keys of nested mappings included) filtered."""
+    if isinstance(value, str):
+        return make_visible(value)
+    if isinstance(value, list):
+        return [visible_deep(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(visible_deep(v) for v in value)
+    if isinstance(value, dict):
+        return {visible_deep(k): visible_deep(v) for k, v in value.items()}
+    return value
 
 
 def _redacted(mapping: Mapping[str, object]) -> types.MappingProxyType[str, object]:
     clean: dict[str, object] = {}
     for key, value in mapping.items():
         name = str(key)
-        clean[name] = REDACTED if _is_secret(name) and not _is_empty(value) else value
+        value = REDACTED if _is_secret(name) and not _is_empty(value) else visible_deep(value)
+        clean[make_visible(name)] = value
     return types.MappingProxyType(clean)
 
 

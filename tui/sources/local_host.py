@@ -3,6 +3,7 @@ what NVML's reading says about the GPUs' health."""
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 
 import psutil
@@ -30,8 +31,23 @@ class LocalHost:
 
     def __init__(self) -> None:
         self._cache: dict[int, tuple[str | None, str | None, ProcessInfo]] = {}
+        self._problems: dict[str, str | None] = {"processes": None, "memory": None}
+
+    @property
+    def problem(self) -> str | None:
+        """Why the latest reading of this host failed (sentences), None when none did."""
+        return " ".join(p for p in self._problems.values() if p) or None
 
     def processes(self, reading: NvmlReading | None) -> ProcessFacts:
+        try:
+            facts = self._processes(reading)
+        except OSError as exc:  # out of descriptors (EMFILE), /proc gone: a reading missed
+            self._problems["processes"] = _host_problem("the GPU processes' owners", exc)
+            return ProcessFacts()
+        self._problems["processes"] = None
+        return facts
+
+    def _processes(self, reading: NvmlReading | None) -> ProcessFacts:
         if reading is None:
             return ProcessFacts()
         pids = {p.pid for g in reading.gpus for p in g.processes}
@@ -48,9 +64,14 @@ class LocalHost:
             visible=pids_visible(ranks) if ranks else True,
         )
 
-    @staticmethod
-    def memory() -> HostMemory:
-        mem = psutil.virtual_memory()
+    def memory(self) -> HostMemory | None:
+        """Host RAM; None (and `problem` says why) when it cannot be read now."""
+        try:
+            mem = psutil.virtual_memory()
+        except OSError as exc:
+            self._problems["memory"] = _host_problem("host RAM", exc)
+            return None
+        self._problems["memory"] = None
         return HostMemory(
             total_gb=round(mem.total / 1e9, 2),
             used_gb=round((mem.total - mem.available) / 1e9, 2),
@@ -74,3 +95,15 @@ class LocalHost:
                 "nvml", SourceState.DEGRADED, reading.problem or "a GPU is not answering."
             )
         return SourceHealth("nvml", SourceState.OK)
+
+
+def _host_problem(what: str, exc: OSError) -> str:
+    """One sentence for a reading of this host that failed; running out of descriptors (an
+    exporter flooded with connections) says what to do."""
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return (
+            f"kvtop cannot read {what}: it has run out of open files ({exc.strerror}); "
+            "raise its limit (LimitNOFILE= in its unit, ulimit -n) or find what holds them."
+        )
+    reason = (exc.strerror or type(exc).__name__).lower()
+    return f"kvtop cannot read {what} ({reason}); it tries again at the next refresh."

@@ -152,6 +152,10 @@ class LogFollower:
 
     async def _path_stream_lines(self, fifo: bool) -> AsyncIterator[str]:
         path = self.path
+        if await asyncio.to_thread(_endless_device, path):  # a read that may block: a thread
+            async for line in self._idle_on_endless_device():
+                yield line
+            return
         if fifo:
             self.status = (
                 f"{path} is a FIFO with no writer yet: its log lines appear once a program "
@@ -163,6 +167,23 @@ class LogFollower:
         )
         async for line in self._stream_lines(path_opener(path), "log-stream", ended):
             yield line
+
+    async def _idle_on_endless_device(self) -> AsyncIterator[str]:
+        """The path is a device that never ends and holds no log (/dev/zero, /dev/urandom, a
+        log replaced by a link to one): said once, nothing read (reading it would burn a core
+        for ever); the path is looked at every few seconds, and a log file put back there is
+        followed again."""
+        self.status = (
+            f"{self.path} is a device that never ends ({os.path.realpath(self.path)}), not a "
+            "log: nothing is read from it. Give the SGLang log's path, or put the log back."
+        )
+        while not self._closed:
+            await self._sleep(max(self.poll_interval_s, PERMISSION_RETRY_S))
+            if _stream_kind(self.path) is None:
+                self.status = None
+                async for line in self._file_lines():
+                    yield line
+                return
 
     # -- files ---------------------------------------------------------------------------
 
@@ -322,6 +343,23 @@ _CHANGE_NOTICE = {
     REWRITTEN: "log file {path} was rewritten in place (new text from its start); reading it "
     "again from the start as a new run",
 }
+
+
+def _endless_device(path: str) -> bool:
+    """A character device that is not a terminal: /dev/zero, /dev/urandom and the like never
+    end and never hold a log (a terminal, /dev/stdin on a pipe or /dev/tty may)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    if not stat.S_ISCHR(mode):
+        return False
+    try:
+        with open(path, "rb", buffering=0) as device:
+            # /dev/null ends at once: an empty log, not an endless one.
+            return not device.isatty() and device.read(1) != b""
+    except OSError:
+        return False
 
 
 def _stream_kind(path: str) -> int | None:
