@@ -69,9 +69,11 @@ def kvtop_command(
     status_file: Path | None = None,
     pid_file: Path | None = None,
     program: list[str] | None = None,
+    linger_s: float = 0.0,
 ) -> str:
     """`sh -c` line running the installed script (or `program`) with a clean colour
-    environment."""
+    environment; `linger_s`: the pane stays that long after kvtop ends (what it printed on
+    leaving can be read)."""
     settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
     argv = program or [str(KVTOP_SCRIPT)]
     core = f"env -u NO_COLOR -u FORCE_COLOR -u COLUMNS -u LINES {settings} {shlex.join(argv)}"
@@ -81,6 +83,8 @@ def kvtop_command(
     else:
         assert status_file is not None
         script = f"{core}; echo $? > {shlex.quote(str(status_file))}"
+        if linger_s:
+            script += f"; sleep {linger_s:g}"
     return f"sh -c {shlex.quote(script)}"
 
 
@@ -372,3 +376,16 @@ def test_header_at_80x24_keeps_model_parallelism_mfs_flags_and_markers(
     assert len(first.rstrip()) <= 80
     tmux.send("head", "q")
     assert wait_for_file(status, "exit status") == "0"
+
+
+@pytest.mark.parametrize("keys", ["qe", "ql", "qf", "q?"])
+def test_a_key_typed_with_q_leaves_quietly(tmux: Tmux, tmp_path: Path, keys: str) -> None:
+    """`q` and another key in one keystroke burst: kvtop leaves with status 0 and nothing
+    else happens (the second key once opened a screen on the closing app: a traceback)."""
+    status = tmp_path / "status"
+    tmux.new_session("main", kvtop_command(*DEMO, status_file=status, linger_s=60))
+    tmux.wait_for("main", "eight GPU rows", eight_rows)
+    tmux.run("send-keys", "-t", "main", "-l", keys)  # both keys in one write, as typed fast
+    assert wait_for_file(status, f"exit status after {keys!r}") == "0"
+    left = tmux.capture("main", history=True)
+    assert "Traceback" not in left and "NoMatches" not in left, left

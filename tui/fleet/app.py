@@ -201,7 +201,10 @@ class FleetApp(FeedApp):
             self._show()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Escape (back to the fleet) only where there is a screen to leave."""
+        """Escape (back to the fleet) only where there is a screen to leave; nothing once
+        leaving."""
+        if self.leaving:
+            return False
         if action == "back":
             return len(self.screen_stack) > 1
         return True

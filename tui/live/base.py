@@ -11,6 +11,7 @@ import signal
 import threading
 from importlib import resources
 
+from rich.console import RenderableType
 from textual.app import App
 from textual.driver import Driver
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
@@ -36,6 +37,22 @@ class FeedApp(App[int]):
     """An app that shows a feed: `_feed` is the worker consuming it (started in on_mount)."""
 
     _feed: Worker[None] | None = None
+    # Set once the app is asked to exit: a key typed together with q ("qe", "q?") must not
+    # open a screen on an app that is closing (its widgets are gone: a traceback on exit).
+    leaving = False
+
+    def exit(
+        self,
+        result: int | None = None,
+        return_code: int = 0,
+        message: RenderableType | None = None,
+    ) -> None:
+        self.leaving = True
+        super().exit(result, return_code, message)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """No action once leaving (see `leaving`)."""
+        return not self.leaving
 
     def get_driver_class(self) -> type[Driver]:
         from tui.live.quiet_driver import driver_class
