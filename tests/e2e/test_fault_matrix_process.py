@@ -110,12 +110,7 @@ def kvtop_line(
 
 
 def once(host: FaultHost, lib_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "LD_LIBRARY_PATH": str(lib_dir),
-        STATE_ENV: str(host.state_path),
-        "SGLANG_API_KEY": API_KEY,
-    }
+    env = {**host.command_env(), "LD_LIBRARY_PATH": str(lib_dir)}
     return subprocess.run(
         [str(KVTOP), "--once", "--log-file", str(host.log), "--url", host.server.url, *extra],
         capture_output=True,

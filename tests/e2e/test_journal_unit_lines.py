@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,8 @@ from tests.support.journal_tools import (
     systemd_entry,
     write_journal,
 )
-from tests.support.paths import ROOT, STORY_LOG
+from tests.support.offline import offline
+from tests.support.paths import STORY_LOG
 from tui.sglang.raw_lines import RawLines
 from tui.sglang.startup import StartupTracker
 from tui.sources.journal import JournalSource
@@ -78,13 +78,7 @@ def two_runs(directory: Path, *, oom: bool = True) -> Path:
 
 
 def kvtop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tui", "--once", "--no-gpus", "--no-metrics", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    return offline("--once", *args)
 
 
 def test_oom_killed_unit_is_failed_with_host_memory_words(tmp_path: Path) -> None:
@@ -109,11 +103,7 @@ def test_oom_killed_unit_is_failed_with_host_memory_words(tmp_path: Path) -> Non
         "critical",
         ["startup_failed"],
     )
-    check = subprocess.run(
-        [sys.executable, "-m", "tui", "--check", "--no-gpus", "--no-metrics", "--unit",
-         "sglang-kimi", "--journal-dir", str(directory)],
-        capture_output=True, text=True, cwd=ROOT, timeout=60,
-    )  # fmt: skip
+    check = offline("--check", "--unit", "sglang-kimi", "--journal-dir", str(directory))
     assert check.returncode == 2, check.stdout + check.stderr
     assert check.stdout.startswith(
         "KVTOP CRITICAL - crashed while serving (killed by the host's OOM killer (host RAM, not "

@@ -27,9 +27,8 @@ from tests.support.journal_tools import (
 from tests.support.paths import REAL_LOGS, ROOT, STORY_LOG
 from tests.support.tui_support import analysis_snapshot
 from tui.model.analysis import analyse
-from tui.model.snapshot import Snapshot, SourceHealth, SourceState
+from tui.model.snapshot import Snapshot
 from tui.model.status.alert_rule import evaluate
-from tui.model.status.judge import judge
 from tui.model.status.levels import Level
 from tui.model.status.server_status import header_state, server_status
 from tui.report.json_report import to_json
@@ -174,17 +173,8 @@ def test_stop_after_ready(name: str) -> None:
     assert status.state == "stopped"
     assert status.text == "stopped 11:20:35 after 2h14m ready"  # ready at 09:06:31
     analysis = analyse(fold([*STORY, *SHUTDOWNS[name]]), "story")
-    snapshot = Snapshot(
-        taken_at=0.0,
-        analysis=analysis,
-        gpus=(),
-        rank_mapping="none",
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(SourceHealth("log", SourceState.OK),),
-    )
-    header = header_state(status, (), 2.0, judge(snapshot))  # the verdict: server_stopped
+    verdict = analysis_snapshot(analysis).verdict  # server_stopped
+    header = header_state(status, (), 2.0, verdict)
     assert header.level == Level.CRITICAL
     assert header.text == "✖ stopped 11:20:35 after 2h14m ready · ✖1"
     data = to_json(analysis)

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import export_tools as et
-from tests.support.paths import ROOT, STORY_LOG
+from tests.support.offline import offline
+from tests.support.paths import STORY_LOG
 from tui.export import families as ff
 from tui.sglang.raw_lines import RawLines
 from tui.sglang.startup import StartupTracker
@@ -179,13 +179,7 @@ def test_exporter_keeps_state_and_restarts(tmp_path: Path, how: str) -> None:
 
 
 def kvtop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tui", "--once", "--no-gpus", "--no-metrics", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    return offline("--once", *args)
 
 
 def test_a_log_that_begins_mid_run_is_ready(tmp_path: Path) -> None:

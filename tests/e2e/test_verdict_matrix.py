@@ -11,7 +11,6 @@ in a child process (`--once --json`, `--check`, `--once --export`), on the same 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path
+from tests.support.fake_nvml import eight_gpus, gcc_path
 from tests.support.fault_host import API_KEY, FaultHost, preload_fake_nvml, wait_screen
 from tests.support.sglang_http import Deployment
 from tui.live.app import KvtopApp
@@ -140,12 +139,6 @@ def host(fake_lib: Path, tmp_path: Path) -> Iterator[FaultHost]:
 
 def kvtop(host: FaultHost, row: Row, *args: str) -> subprocess.CompletedProcess[str]:
     """The installed command on the host's sources (the fake GPUs, the log, the server)."""
-    env = {
-        **os.environ,
-        "LD_LIBRARY_PATH": str(host.lib.parent),
-        STATE_ENV: str(host.state_path),
-        "SGLANG_API_KEY": API_KEY,
-    }
     return subprocess.run(
         [
             str(KVTOP),
@@ -156,7 +149,7 @@ def kvtop(host: FaultHost, row: Row, *args: str) -> subprocess.CompletedProcess[
         ],
         capture_output=True,
         text=True,
-        env=env,
+        env=host.command_env(),
         timeout=60,
         check=False,
     )

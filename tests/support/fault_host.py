@@ -179,6 +179,16 @@ class FaultHost:
             init_error=s.init_error,
         )
 
+    def command_env(self) -> dict[str, str]:
+        """The environment for the installed `kvtop` on this host: the fake driver, its state
+        file, the server's API key."""
+        return {
+            **os.environ,
+            "LD_LIBRARY_PATH": str(self.lib.parent),
+            STATE_ENV: str(self.state_path),
+            "SGLANG_API_KEY": API_KEY,
+        }
+
     def options(self, **overrides: object) -> Options:
         base: dict[str, object] = {
             "log_file": str(self.log),
