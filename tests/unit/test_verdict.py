@@ -205,3 +205,11 @@ def test_host_ram_is_compared_only_for_a_log_of_this_host(tmp_path) -> None:  # 
     here = judged(replace(other_host, log_from_this_host=True))
     (alert,) = [a for a in here.verdict.alerts if a.kind == "host_ram"]
     assert alert.level == Level.WARNING and "358.16 GB" in alert.text and "25.3 GB" in alert.text
+
+
+def test_a_stopped_server_is_named_before_a_lost_gpu() -> None:
+    """--check names the worst first: the server stopped (or gone) before a GPU of it."""
+    base = _lost(still_snapshot(), 3)
+    startup = replace(base.analysis.startup, state="stopped", stopped_by="SIGTERM received")
+    stopped = replace(base, analysis=replace(base.analysis, startup=startup))
+    assert [a.kind for a in judge(stopped).alerts][:2] == ["server_stopped", "gpu_lost"]

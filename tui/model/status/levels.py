@@ -116,6 +116,7 @@ class Alert:
 # Alert kinds, worst first within a level (the order --check names them in).
 KINDS = (
     "startup_failed",
+    "server_stopped",
     "server_down",
     "gpu_lost",
     "gpu_missing",
