@@ -45,7 +45,6 @@ from tests.support.fault_host import (
     check_report,
     log_tokens,
     once_reports,
-    preload_fake_nvml,
     source_state,
     wait_screen,
 )
@@ -1320,11 +1319,6 @@ async def wait_fresh(app: KvtopApp, pilot, host: FaultHost, sources: set[str], w
                 "log": None if snap is None else log_tokens(snap),
             }
             raise AssertionError(f"{what}: {stale} stopped updating ({bumped}, {got})")
-
-
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return preload_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,6 @@ from tests.support.fault_host import (
     FRESH,
     FaultHost,
     once_reports,
-    preload_fake_nvml,
     wait_screen,
 )
 from tests.support.journal_tools import (
@@ -67,17 +66,6 @@ pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fa
 needs_tmux = pytest.mark.skipif(
     TMUX is None or not KVTOP.exists(), reason="tmux or the kvtop script is missing"
 )
-
-
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return preload_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
-
-
-@pytest.fixture
-def host(fake_lib: Path, tmp_path: Path) -> Iterator[FaultHost]:
-    with FaultHost(tmp_path, fake_lib) as h:
-        yield h
 
 
 @pytest.fixture(scope="module")

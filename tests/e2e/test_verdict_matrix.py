@@ -14,14 +14,14 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.support.fake_nvml import eight_gpus, gcc_path
-from tests.support.fault_host import API_KEY, FaultHost, preload_fake_nvml, wait_screen
+from tests.support.fault_host import API_KEY, FaultHost, wait_screen
 from tests.support.sglang_http import Deployment
 from tui.live.app import KvtopApp
 from tui.model.snapshot import Snapshot
@@ -124,17 +124,6 @@ ROWS = (
         r"^KVTOP WARNING - metrics say 655,360 tokens.*; /server_info says 655,360",
     ),
 )
-
-
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return preload_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
-
-
-@pytest.fixture
-def host(fake_lib: Path, tmp_path: Path) -> Iterator[FaultHost]:
-    with FaultHost(tmp_path, fake_lib) as h:
-        yield h
 
 
 def kvtop(host: FaultHost, row: Row, *args: str) -> subprocess.CompletedProcess[str]:

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
+from tests.support.tui_support import gpus_snapshot
 from tui.model.analysis import analyse
-from tui.model.build_snapshot import build_snapshot
-from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
+from tui.model.memory.gpu_reading import GpuProcess, GpuSample
 from tui.sglang.story import fold_lines
 from tui.sources.gpu_processes import (
     info_of_pid,
@@ -111,17 +111,7 @@ def test_map_ranks_to_gpus(titled: dict[str, int]) -> None:
     ]
     # As the session does: each GPU process's rank from its title, joined into the snapshot.
     ranks = {p.pid: rank_of_pid(p.pid) for s in samples for p in s.processes}
-    snapshot = build_snapshot(
-        analyse(fold_lines([]), "empty.log"),
-        taken_at=0.0,
-        nvml=NvmlReading(gpus=tuple(samples), available=True, problem=None, driver_version=None),
-        process_ranks=ranks,
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(),
-    )
+    snapshot = gpus_snapshot(analyse(fold_lines([]), "empty.log"), samples, ranks)
     assert {g.sample.index: g.ranks for g in snapshot.gpus} == {
         0: ("TP3",),
         1: ("DP1 TP1 EP1",),

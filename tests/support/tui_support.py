@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +18,7 @@ from tests.support.still import STILL_EPOCH, StillFeed, still_snapshot
 from tui.live.app import KvtopApp
 from tui.model.analysis import Analysis
 from tui.model.build_snapshot import build_snapshot
+from tui.model.memory.gpu_reading import GpuSample, NvmlReading
 from tui.model.snapshot import Snapshot, SourceHealth, SourceState
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 from tui.model.status.watch import Watch
@@ -77,6 +78,24 @@ def analysis_snapshot(analysis: Analysis) -> Snapshot:
             SourceHealth("log", SourceState.OK),
             SourceHealth("nvml", SourceState.OFF, "--no-gpus", asked_off=True),
         ),
+    )
+
+
+def gpus_snapshot(
+    analysis: Analysis, samples: Sequence[GpuSample], ranks: Mapping[int, str | None]
+) -> Snapshot:
+    """An analysed log joined with these GPU readings (`ranks`: pid -> the rank its title
+    names), no server and no source health: the model's join alone."""
+    return build_snapshot(
+        analysis,
+        taken_at=0.0,
+        nvml=NvmlReading(gpus=tuple(samples), available=True, problem=None, driver_version=None),
+        process_ranks=ranks,
+        pids_visible=True,
+        metrics=None,
+        server_info=None,
+        host=None,
+        sources=(),
     )
 
 

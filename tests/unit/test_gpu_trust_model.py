@@ -9,11 +9,11 @@ import pytest
 
 from tests.support.paths import STORY_LOG
 from tests.support.still import still_snapshot
+from tests.support.tui_support import gpus_snapshot
 from tests.unit.test_gpu_memory import TP0  # the story log's TP0
 from tui.model.analysis import analyse
-from tui.model.build_snapshot import build_snapshot
 from tui.model.memory.gpu_memory import lost_memory, reconcile
-from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
+from tui.model.memory.gpu_reading import GpuProcess, GpuSample
 from tui.model.memory.process_owner import (
     ProcessInfo,
     is_servers,
@@ -197,16 +197,8 @@ def test_gpu_alert_levels_follow_the_alert_rule() -> None:
 
 
 def _story_snapshot(samples: list[GpuSample], ranks: dict[int, str | None]) -> Snapshot:
-    return build_snapshot(
-        analyse(fold_lines(STORY_LOG.read_text().splitlines()), "story.log"),
-        taken_at=0.0,
-        nvml=NvmlReading(gpus=tuple(samples), available=True, problem=None, driver_version=None),
-        process_ranks=ranks,
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(),
+    return gpus_snapshot(
+        analyse(fold_lines(STORY_LOG.read_text().splitlines()), "story.log"), samples, ranks
     )
 
 

@@ -14,9 +14,8 @@ from tui.model.kv_usage import kv_now
 from tui.model.memory.gpu_reading import GpuStatus
 from tui.model.memory.headroom import least_headroom_gib
 from tui.model.snapshot import Snapshot
-from tui.model.status.judge import judge
+from tui.model.status.judge import verdict_of
 from tui.model.status.levels import Level, Thresholds
-from tui.model.status.verdict import UNJUDGED
 
 # The plugin convention's exit status and state word per level.
 EXIT_CHECK = {Level.OK: 0, Level.WARNING: 1, Level.CRITICAL: 2, Level.UNKNOWN: 3}
@@ -80,9 +79,7 @@ def performance_data(snapshot: Snapshot, t: Thresholds) -> str:
 def check(snapshot: Snapshot, thresholds: Thresholds) -> CheckResult:
     """The plugin's answer for this snapshot: its verdict (the one every view shows) as a
     state word and an exit status, with the performance data."""
-    verdict = snapshot.verdict
-    if verdict is UNJUDGED:  # a Snapshot made by hand: judged here, the same way
-        verdict = judge(snapshot, thresholds)
+    verdict = verdict_of(snapshot, thresholds)
     if verdict.level == Level.UNKNOWN:
         return unknown(verdict.summary)
     line = f"KVTOP {STATE_WORD[verdict.level]} - {plain(verdict.summary)}"

@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tui.model.snapshot import Snapshot
-from tui.model.status.alert_rule import evaluate
+from tui.model.status.judge import verdict_of
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds, worst
-from tui.model.status.verdict import UNJUDGED
 
 # The rule's alert kinds, by the cell of a GPU row they colour.
 _CELLS = {"temperature": "temperature", "power": "power", "headroom": "free"}
@@ -48,6 +47,5 @@ def gpu_alert(index: int, found: Iterable[Alert]) -> GpuAlert:
 def gpu_alerts(snapshot: Snapshot, t: Thresholds = DEFAULT_THRESHOLDS) -> dict[int, GpuAlert]:
     """Every GPU's alert in this snapshot's verdict, by NVML index (judged here, with `t`,
     only for a Snapshot made by hand)."""
-    verdict = snapshot.verdict
-    found = verdict.alerts if verdict is not UNJUDGED else evaluate(snapshot, t)
+    found = verdict_of(snapshot, t).alerts
     return {g.sample.index: gpu_alert(g.sample.index, found) for g in snapshot.gpus}

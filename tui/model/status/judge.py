@@ -20,7 +20,7 @@ from tui.model.status.alert_rule import (
 )
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
 from tui.model.status.server_status import server_status
-from tui.model.status.verdict import Verdict
+from tui.model.status.verdict import UNJUDGED, Verdict
 
 NAMED_AT_MOST = 3  # alerts named in the summary; the rest are counted
 
@@ -70,3 +70,9 @@ def judge(
     level = found[0].level if found else Level.OK
     words = named_alerts(found, level) if found else _ok_words(snapshot, thresholds)
     return Verdict(level, found, words, queued_for_s)
+
+
+def verdict_of(snapshot: Snapshot, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Verdict:
+    """The snapshot's own verdict; one look with `thresholds` for a Snapshot made by hand
+    (build_snapshot always judges)."""
+    return snapshot.verdict if snapshot.verdict is not UNJUDGED else judge(snapshot, thresholds)

@@ -23,9 +23,6 @@ class Verdict:
     # How long requests have waited without the queue emptying (None: empty or not watched).
     queued_for_s: float | None = None
 
-    def of_subject(self, subject: str) -> tuple[Alert, ...]:
-        return tuple(a for a in self.alerts if a.subject == subject)
-
     def kinds(self) -> frozenset[str]:
         return frozenset(a.kind for a in self.alerts)
 

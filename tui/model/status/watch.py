@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import replace
 
 from tui.model.kv_usage import kv_now
-from tui.model.snapshot import Snapshot, SourceState
+from tui.model.snapshot import NOT_YET, Snapshot, SourceState
 from tui.model.status.alert_rule import asked_off, queue_since
 from tui.model.status.judge import judge
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
@@ -90,14 +90,12 @@ class Watch:
 
     def _note_sources(self, snapshot: Snapshot, now: float) -> None:
         for source in snapshot.sources:
-            if asked_off(source):
-                continue
+            if asked_off(source) or source.cause == NOT_YET:
+                continue  # off on purpose, or the first reading still on its way
             before = self._sources.get(source.name)
             self._sources[source.name] = source.state
             what = _SOURCE_WORDS.get(source.name, source.name)
             if source.state != SourceState.OK and before in (None, SourceState.OK):
-                if before is None and source.state == SourceState.DEGRADED and not source.detail:
-                    continue  # waiting for its first reading
                 words = f"{what} {source.state}" + (f": {source.detail}" if source.detail else "")
                 self._add(now, SOURCE_DOWN, source.name, words, Level.WARNING)
             elif source.state == SourceState.OK and before not in (None, SourceState.OK):
