@@ -287,10 +287,14 @@ def what_if(
     cap_aligned = None if max_total_tokens is None else max_total_tokens // page_size * page_size
     current_was_capped = cap_aligned is not None and current_tokens >= cap_aligned
     if mem_fraction_static_current is not None and current_tokens > 0 and not current_was_capped:
-        # The logged count pins rest memory to within one page; take the middle of that page.
-        observed_rest = (current_tokens + page_size / 2) * cell_size_bytes / GIB
-        shift = pre_load_free_gib * (mem_fraction_static_new - mem_fraction_static_current)
-        rest_new = observed_rest + shift
+        rest_new = anchored_rest_gib(
+            current_tokens,
+            cell_size_bytes,
+            page_size,
+            pre_load_free_gib,
+            mem_fraction_static_current,
+            mem_fraction_static_new,
+        )
     else:
         rest_new = rest_gib(post_load_free_gib, pre_load_free_gib, mem_fraction_static_new)
     tokens = profiled_tokens(rest_new, cell_size_bytes, page_size, max_total_tokens)
@@ -315,6 +319,27 @@ def what_if(
             None if headroom_after_graphs_gib is None else headroom_after_graphs_gib - delta_kv
         ),
         requests_at_context=_requests_at_context(pool_tokens, context_len, max_requests),
+    )
+
+
+def anchored_rest_gib(
+    logged_tokens: int,
+    cell_size_bytes: float,
+    page_size: int,
+    pre_load_free_gib: float,
+    mem_fraction_static_logged: float,
+    mem_fraction_static_new: float,
+) -> float:
+    """Rest memory at another mem_fraction_static, pinned by a logged pool of `logged_tokens`.
+
+    The logged count pins the rest to within one page (the logged GiB figures are rounded to
+    0.01, which alone moves a replay by ~100 tokens); take the middle of that page and move it
+    by pre-load free × the change of the fraction. The formula screen's what-if and
+    `kvtop plan --from-log` both start here.
+    """
+    observed_rest = (logged_tokens + page_size / 2) * cell_size_bytes / GIB
+    return observed_rest + pre_load_free_gib * (
+        mem_fraction_static_new - mem_fraction_static_logged
     )
 
 

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from tui.model.sizing import formula
+from tui.model.sizing.plan import NOT_ENOUGH_MEMORY, OOM_RISK, verdict_kind
 from tui.model.sizing.replay import SAFE_HEADROOM_GIB, SizingInputs
 
 MFS_STEP = 0.01
@@ -109,18 +110,20 @@ def what_if_at(inputs: SizingInputs, mfs: float) -> WhatIfView:
     result = inputs.what_if(mfs)
     headroom = result.headroom_after_graphs_gib
     warning = startup_failure(inputs, mfs)
-    if warning is None and not result.would_start:
+    # The same verdict as `kvtop plan` gives (plan.verdict_kind).
+    kind = verdict_kind(result.tokens, headroom)
+    if warning is None and kind == NOT_ENOUGH_MEMORY:
         warning = (
             f"at {mfs_text(mfs)} SGLang fails at startup: the KV cache would be empty (the "
             f"weights leave it no memory); the minimum is {minimum_viable_mfs(inputs):.4f}, use "
             "a value above it"
         )
-    elif warning is None and headroom is not None and headroom < 0:
+    elif warning is None and kind == OOM_RISK and headroom is not None and headroom < 0:
         warning = (
             f"at {mfs_text(mfs)} SGLang fails at startup: the CUDA graphs and the draft would "
             f"not fit (free after startup {headroom:.2f} GiB; CUDA out of memory)."
         )
-    elif warning is None and headroom is not None and headroom < SAFE_HEADROOM_GIB:
+    elif warning is None and kind == OOM_RISK and headroom is not None:
         warning = (
             f"free after startup would be only {headroom:.2f} GiB, under the "
             f"{SAFE_HEADROOM_GIB:g} GiB safe margin: large prefills may run out of memory."

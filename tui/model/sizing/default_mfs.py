@@ -1,0 +1,225 @@
+"""SGLang's own default mem_fraction_static (when --mem-fraction-static is not given), by version.
+
+SGLang reads the GPU's total memory (nvidia-smi's memory.total, MiB, the smallest GPU), picks
+chunked_prefill_size and the decode CUDA graphs' largest batch from it, estimates what
+activations and graphs take ("reserved_mem", MiB) and sets
+mem_fraction_static = round((gpu_mem − reserved_mem) / gpu_mem, 3). The rule changed over
+versions (docs/plan.md, "Where SGLang decides"):
+
+* ≤0.4.9: fixed fractions by TP × PP (and a step for GPUs over 96 GiB);
+* 0.4.10–0.5.5: reserved_mem by GPU size class, + speculative and DP-attention terms;
+* 0.5.6–0.5.13: 512 + activations × 1.5 + graphs + TP × PP / 8 GiB, at least 10 GiB on GPUs
+  over 60 GiB, + a flat 2 GiB (4 GiB from 0.5.10) for an EAGLE/MTP draft, 6 GiB STANDALONE;
+* 0.5.14 on (memory_hook.handle_gpu_memory_settings in 0.5.23): the same skeleton without the
+  draft term (the draft is inside the budget), + 2 GiB with DeepEP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB_PER_GIB = 1024
+_TEN_GIB_MB = 10 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchShape:
+    """The launch arguments SGLang's default rule reads."""
+
+    tp_size: int = 1
+    pp_size: int = 1
+    dp_size: int = 1
+    enable_dp_attention: bool = False
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs: int | None = None
+    disable_cuda_graph: bool = False
+    max_running_requests: int | None = None
+    max_total_tokens: int | None = None
+    speculative_algorithm: str | None = None
+    moe_a2a_backend: str | None = None
+    disaggregation_mode: str | None = None
+    mla: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultMfs:
+    """SGLang's default and how it got there."""
+
+    mem_fraction_static: float
+    reserved_mb: float
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+    steps: tuple[str, ...]
+    rule: str  # which version's rule, in words
+
+
+def _version3(version: tuple[int, ...] | None) -> tuple[int, int, int]:
+    padded = (*(version or (0, 5, 23)), 0, 0, 0)
+    return (padded[0], padded[1], padded[2])
+
+
+def graph_defaults(
+    gpu_mem_mb: float, tp: int, version: tuple[int, ...] | None
+) -> tuple[int, int]:
+    """chunked_prefill_size and the decode graphs' max batch SGLang picks for this GPU size."""
+    v = _version3(version)
+    big_tp = tp >= 4
+    if gpu_mem_mb < 20 * 1024:
+        return 2048, 8
+    if gpu_mem_mb < 35 * 1024:
+        if v >= (0, 5, 14):
+            return 4096, 160 if big_tp else 48
+        return 2048, 80 if big_tp else 24
+    if gpu_mem_mb < 60 * 1024:
+        return 4096, 160 if big_tp else 32
+    if gpu_mem_mb < 160 * 1024:
+        return 8192, 512 if big_tp else 256
+    return 16384, 512
+
+
+def prefill_graph_sizes(max_tokens: int) -> list[int]:
+    """The prefill (piecewise) CUDA graph sizes SGLang captures up to `max_tokens`."""
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1024 + 1, 64))
+        + list(range(1280, 4096 + 1, 256))
+        + list(range(4608, max_tokens + 1, 512))
+    )
+    return [s for s in sizes if s <= max_tokens]
+
+
+def _speculative(shape: LaunchShape) -> str | None:
+    algo = (shape.speculative_algorithm or "").upper()
+    return algo or None
+
+
+def _old_fraction(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
+    """0.4.x up to 0.4.9: fixed fractions by TP × PP."""
+    parallel = shape.tp_size * shape.pp_size
+    if gpu_mem_mb <= 81920:
+        mfs = 0.79 if parallel >= 16 else 0.81 if parallel >= 8 else 0.85 if parallel >= 4 else (
+            0.87 if parallel >= 2 else 0.88
+        )
+    else:
+        mfs = 0.88
+    steps = [f"TP × PP = {parallel} on a {gpu_mem_mb:,.0f} MiB GPU → {mfs:g}"]
+    if gpu_mem_mb > 96 * 1024:
+        bigger = min(mfs + 48 * 1024 * (1 - mfs) / gpu_mem_mb, (gpu_mem_mb - 18 * 1024) / gpu_mem_mb)
+        steps.append(
+            f"GPU over 96 GiB: min({mfs:g} + 48 GiB × (1 − {mfs:g}) / gpu, (gpu − 18 GiB) / gpu)"
+        )
+        mfs = bigger
+    return DefaultMfs(round(mfs, 3), gpu_mem_mb * (1 - mfs), 8192, 160, tuple(steps), "≤0.4.9")
+
+
+def _size_class_reserve(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
+    """0.4.10–0.5.5: reserved_mem by GPU size class."""
+    parallel = shape.tp_size * shape.pp_size
+    if gpu_mem_mb < 35 * 1024:
+        reserved = (2.8 + parallel / 10) * 1024
+    elif gpu_mem_mb < 90 * 1024:
+        reserved = (9.5 + parallel / 2) * 1024
+    elif gpu_mem_mb < 160 * 1024:
+        reserved = (12 + parallel / 2) * 1024
+    else:
+        reserved = 32 * 1024
+    steps = [f"reserved by GPU size class (TP × PP = {parallel}): {reserved:,.0f} MiB"]
+    algo = _speculative(shape)
+    if algo in ("EAGLE", "EAGLE3", "NEXTN"):
+        reserved += 2 * 1024
+        steps.append("+ 2048 MiB for the EAGLE/MTP draft")
+    elif algo == "STANDALONE":
+        reserved += 6 * 1024
+        steps.append("+ 6144 MiB for the STANDALONE draft")
+    if shape.enable_dp_attention:
+        reserved += 4 * 1024
+        steps.append("+ 4096 MiB for DP attention")
+    chunked, max_bs = graph_defaults(gpu_mem_mb, shape.tp_size, (0, 5, 2))
+    return _finish(gpu_mem_mb, reserved, chunked, max_bs, steps, "0.4.10–0.5.5")
+
+
+def _finish(
+    gpu_mem_mb: float, reserved: float, chunked: int, max_bs: int, steps: list[str], rule: str
+) -> DefaultMfs:
+    mfs = round((gpu_mem_mb - reserved) / gpu_mem_mb, 3)
+    steps.append(
+        f"round(({gpu_mem_mb:,.0f} − {reserved:,.0f}) / {gpu_mem_mb:,.0f}, 3) = {mfs:.3f}"
+    )
+    return DefaultMfs(mfs, reserved, chunked, max_bs, tuple(steps), rule)
+
+
+def default_mem_fraction_static(
+    gpu_mem_mb: float, shape: LaunchShape, version: tuple[int, ...] | None
+) -> DefaultMfs:
+    """SGLang's mem_fraction_static for a GPU of `gpu_mem_mb` MiB total and these flags."""
+    if not gpu_mem_mb > 0:
+        raise ValueError(f"GPU memory must be positive, got {gpu_mem_mb} MiB")
+    v = _version3(version)
+    if v < (0, 4, 10):
+        return _old_fraction(gpu_mem_mb, shape)
+    if v < (0, 5, 6):
+        return _size_class_reserve(gpu_mem_mb, shape)
+    chunked, max_bs = graph_defaults(gpu_mem_mb, shape.tp_size, version)
+    chunked = shape.chunked_prefill_size or chunked
+    if shape.cuda_graph_max_bs:
+        max_bs = shape.cuda_graph_max_bs
+    elif shape.max_running_requests is not None and max_bs > shape.max_running_requests:
+        max_bs = shape.max_running_requests
+    steps: list[str] = [
+        f"GPU {gpu_mem_mb:,.0f} MiB → chunked_prefill_size {chunked}, decode graphs up to "
+        f"batch {max_bs}"
+    ]
+    activation = max(chunked, 2048) if chunked > 0 else 2048
+    parallel = shape.tp_size * shape.pp_size
+    reserved = 512 + activation * 1.5 + parallel / 8 * 1024
+    steps.append(
+        f"512 + {activation} × 1.5 (activations) + {parallel} / 8 × 1024 (TP × PP) = "
+        f"{reserved:,.0f} MiB"
+    )
+    graphs = _graph_reserve_mb(shape, chunked, max_bs, v)
+    if graphs:
+        reserved += graphs
+        steps.append(f"+ {graphs:,.0f} MiB for CUDA graphs")
+    if gpu_mem_mb > 60 * 1024 and reserved < _TEN_GIB_MB:
+        reserved = _TEN_GIB_MB
+        steps.append("at least 10240 MiB on a GPU over 60 GiB")
+    algo = _speculative(shape)
+    if v < (0, 5, 14) and algo in ("EAGLE", "EAGLE3", "NEXTN"):
+        extra = 4 * 1024 if v >= (0, 5, 10) else 2 * 1024
+        reserved += extra
+        steps.append(f"+ {extra} MiB for the {algo} draft (not budgeted before 0.5.14)")
+    elif v < (0, 5, 14) and algo == "STANDALONE":
+        reserved += 6 * 1024
+        steps.append("+ 6144 MiB for the STANDALONE draft")
+    if v >= (0, 5, 14) and (shape.moe_a2a_backend or "").lower() == "deepep":
+        if shape.disaggregation_mode != "prefill" and not shape.disable_cuda_graph:
+            reserved += 2 * 1024
+            steps.append("+ 2048 MiB for DeepEP all-to-all buffers")
+    rule = "0.5.6–0.5.13" if v < (0, 5, 14) else "0.5.14 on"
+    return _finish(gpu_mem_mb, reserved, chunked, max_bs, steps, rule)
+
+
+def _graph_reserve_mb(
+    shape: LaunchShape, chunked: int, max_bs: int, v: tuple[int, int, int]
+) -> float:
+    """SGLang's reserve_for_graph_mb: decode graphs, DP attention, prefill graphs."""
+    reserved = 0.0
+    decode_graphs = not shape.disable_cuda_graph and shape.disaggregation_mode != "prefill"
+    if decode_graphs:
+        reserved += max_bs * 2
+    if shape.enable_dp_attention and shape.disaggregation_mode != "prefill":
+        dp = max(1, shape.dp_size)
+        reserved += max_bs * dp * 3
+        if max_bs > 300:
+            reserved += max_bs * dp * 1.5
+    if v >= (0, 5, 10) and shape.disaggregation_mode != "decode" and not shape.disable_cuda_graph:
+        if shape.mla:
+            reserved += 1.5 * 1024
+        else:
+            prefill_max = chunked if chunked > 0 else 8192
+            if shape.max_total_tokens is not None:
+                prefill_max = min(prefill_max, shape.max_total_tokens)
+            reserved += len(prefill_graph_sizes(prefill_max)) * 8
+    return reserved
