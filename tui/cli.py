@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
             "Per-GPU memory and KV-cache diagnostics for SGLang servers: what each GiB on each "
             "GPU is doing, and SGLang's KV sizing arithmetic with your numbers."
         ),
+        epilog=(
+            "Before a launch: `kvtop plan --model DIR [--from-log LOG] -- [SGLang arguments]` "
+            "predicts SGLang's KV pool, max_running_requests and free memory after startup "
+            "(kvtop plan --help, docs/plan.md)."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"kvtop {__version__}")
     parser.add_argument(
@@ -471,8 +476,12 @@ def _config_problem(args: argparse.Namespace) -> tuple[int, str] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["plan"]:  # `kvtop plan ...`: SGLang's KV pool before launch (tui/plan)
+        from tui.plan.cli import main_plan
+
+        return main_plan(words[1:])
+    parser = build_parser()
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help

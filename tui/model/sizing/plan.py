@@ -202,10 +202,10 @@ def max_running_requests(tokens: int, rules: RequestRules, mamba_slots: int | No
         per_worker = max(1, given // max(1, rules.attn_dp_size))
         if v >= (0, 5, 19):
             result = min(per_worker, tokens // 2)
-            words = f"min({per_worker:,} given per DP worker, {tokens:,} // 2)"
+            words = f"min({per_worker:,} set, per DP worker, {tokens:,} // 2)"
         else:
             result = min(per_worker, estimated)
-            words = f"min({per_worker:,} given per DP worker, {words})"
+            words = f"min({per_worker:,} set, per DP worker, {words})"
     else:
         result = min(estimated, tokens // 2)
         words = f"min({words}, {tokens:,} // 2)"
