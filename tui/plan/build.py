@@ -319,25 +319,20 @@ def build(
         source = "given"
     elif mfs is not None and calib is not None:
         source = "log"
+    elif (implied := _implied_mfs(calib, cells)) is not None:
+        mfs, source = implied, "log"
+        notes.append(
+            f"mem_fraction_static is not in the log: {implied:.3f} is the value its pool implies"
+        )
     else:
-        gpu_mib = gpus.total_mib if gpus else None
-        if gpu_mib is None and calib is not None:
-            gpu_mib = None
-        shape = _launch_shape(args, mla)
-        if gpu_mib is None:
-            implied = _implied_mfs(calib, cells)
-            if implied is None:
-                raise PlanInputError(
-                    "mem_fraction_static is not given and SGLang's default needs the GPU's total "
-                    "memory: give --gpu-memory GIB or -- --mem-fraction-static VALUE"
-                )
-            mfs, source = implied, "log"
-            notes.append(
-                f"mem_fraction_static is not in the log: {implied:.3f} is the value its pool implies"
+        if gpus is None:
+            raise PlanInputError(
+                "mem_fraction_static is not given and SGLang's default needs the GPU's total "
+                "memory: NVML shows no GPU here; give --gpu-memory GIB or "
+                "-- --mem-fraction-static VALUE"
             )
-        else:
-            default = default_mem_fraction_static(gpu_mib, shape, version)
-            mfs, source = default.mem_fraction_static, "SGLang default"
+        default = default_mem_fraction_static(gpus.total_mib, _launch_shape(args, mla), version)
+        mfs, source = default.mem_fraction_static, "SGLang default"
     # ---- calibration anchor and what startup takes after the pool
     anchor = None
     if calib is not None and calib.tokens and calib.mem_fraction_static and not calib.capped:
@@ -372,8 +367,8 @@ def build(
         cells = replace(cells, draft_bytes=0.0)
     elif calib is not None and calib.speculative and calib.draft_bytes:
         cells = replace(cells, draft_bytes=calib.draft_bytes)
-    if calib is not None and calib.state_gib and model is None:
-        cells = replace(cells, mamba_state_bytes=int(calib.state_gib * GIB / ((calib.mamba_slots or 0) + 1)) if calib.mamba_slots else None)
+    if calib is not None and calib.mamba_slot_bytes and model is None:
+        cells = replace(cells, mamba_state_bytes=calib.mamba_slot_bytes)
     after = _after_pool(calib, args, model, mla, v, gpus, cells, notes)
     context = args.int_of("context_length") or (calib.context_len if calib else None)
     if context is None and model is not None:

@@ -150,7 +150,8 @@ def main_plan(argv: Sequence[str]) -> int:
         gpus = Gpus(count, opts.gpu_memory * 1024, None, "--gpu-memory")
     else:
         gpus, _why = read_gpus()
-    args = merge_launch_args(given, calib.server_args if calib else None)
+    seen = {"tp_size": calib.tp_size} if calib is not None else None
+    args = merge_launch_args(given, calib.server_args if calib else None, seen)
     version, version_source = _version(opts.sglang_version, calib)
     try:
         built = build(model, calib, args, gpus, version, version_source)

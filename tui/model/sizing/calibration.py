@@ -29,6 +29,7 @@ class Calibration:
     kv_pool_gib: float | None  # target pool (all sub-pools) as logged
     state_gib: float  # a Mamba model's state slots as logged
     mamba_slots: int | None
+    mamba_slot_bytes: int | None  # one slot's logged state (the log's state over slots + 1)
     swa_ratio: float | None
     pool_overhead_gib: float | None  # post-load free − pools − free after the pool
     cuda_graph_gib: float | None  # target + draft graphs
@@ -80,6 +81,9 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
     full_bytes = budget = None
     swa_ratio = None
     state = 0.0
+    slot_bytes = None
+    if target.mamba_gib and target.mamba_slots:
+        slot_bytes = int(target.mamba_gib * formula.GIB / (target.mamba_slots + 1))
     if tokens and target.kv_gib:
         choice = replay.choose_cell_size(startup)
         full_bytes = choice.cell.bytes if choice.cell is not None else None
@@ -94,6 +98,10 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
             budget = rule.effective_cell_bytes if rule.kind == "swa" else rule.full_cell_bytes
             swa_ratio = rule.swa_ratio
             state = rule.logged_state_gib
+            slots = target.mamba_slots
+            if slots and (*(version or (0, 0, 0)), 0, 0)[:3] < (0, 5, 19):
+                # The padding slot is allocated beside the budget until 0.5.19.
+                state = state * slots / (slots + 1)
     draft = reference.draft if reference.draft is not None and reference.draft.seen else None
     draft_kv = draft.kv_gib if draft is not None and draft.kv_gib else 0.0
     draft_bytes = draft_kv * formula.GIB / (tokens + page) if tokens and draft_kv else 0.0
@@ -105,7 +113,9 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
     free_last = free_after_startup(reference)[0] if done else None
     after_pool = target.avail_after_pool_gib
     overhead = None
-    pools_gib = (target.kv_gib or 0.0) + state
+    pools_gib = (target.kv_gib or 0.0) + (target.mamba_gib or 0.0) + (
+        target.mamba_intermediate_gib or 0.0
+    )
     if reference.post_load_free_gib is not None and after_pool is not None and target.kv_gib:
         overhead = max(0.0, reference.post_load_free_gib - pools_gib - after_pool)
     other = 0.0
@@ -125,6 +135,7 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
         kv_pool_gib=target.kv_gib,
         state_gib=state,
         mamba_slots=target.mamba_slots,
+        mamba_slot_bytes=slot_bytes,
         swa_ratio=swa_ratio,
         pool_overhead_gib=overhead,
         cuda_graph_gib=graph_gib,

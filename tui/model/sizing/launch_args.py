@@ -250,10 +250,15 @@ class LaunchArgs:
         return None
 
 
-def merge_launch_args(given: GivenArgs, logged: Mapping[str, object] | None) -> LaunchArgs:
-    """Given values over the log's server_args (kept only where the value reads as the type)."""
-    values: dict[str, object] = {}
-    logged_names: set[str] = set()
+def merge_launch_args(
+    given: GivenArgs,
+    logged: Mapping[str, object] | None,
+    seen: Mapping[str, object] | None = None,
+) -> LaunchArgs:
+    """Given values over the log's server_args (kept only where the value reads as the type),
+    over what the log shows without a server_args line (`seen`: its ranks' TP size)."""
+    values: dict[str, object] = dict(seen or {})
+    logged_names: set[str] = set(values)
     for name, value in (logged or {}).items():
         clean = _from_log(name, value)
         if clean is not None:
