@@ -335,33 +335,30 @@ def build(
         mfs, source = default.mem_fraction_static, "SGLang default"
     # ---- calibration anchor and what startup takes after the pool
     anchor = None
-    if calib is not None and calib.tokens and calib.mem_fraction_static and not calib.capped:
+    if calib is not None and calib.tokens and not calib.capped:
         anchor_cell = calib.budget_bytes or cells.budget_bytes
+        anchor_state = calib.state_gib
         if model is not None and _same_pool_launch(calib, args):
             # The config's exact cell, if it is the logged pool's (its GiB rounds the same).
             if _matches_log(calib, cells):
                 anchor_cell = cells.budget_bytes
+                if cells.mamba_state_bytes and calib.mamba_slots:
+                    anchor_state = calib.mamba_slots * cells.mamba_state_bytes / GIB
             else:
                 notes.append(
                     f"the config's {cells.budget_bytes:,.0f} B/token does not give the logged "
                     f"pool ({calib.kv_pool_gib} GiB for {calib.tokens:,} tokens): the config may "
                     "not be this boot's model"
                 )
-        post_log = min(r.post_load_free_gib for r in calib.ranks)
-        anchor = Anchor(
-            tokens=calib.tokens,
-            budget_bytes=anchor_cell,
-            page_size=calib.page_size,
-            mem_fraction_static=calib.mem_fraction_static,
-            post_load_free_gib=post_log,
-            state_gib=calib.state_gib,
-        )
-    elif calib is not None and calib.tokens and calib.mem_fraction_static is None:
-        implied = _implied_mfs(calib, cells)
-        if implied is not None:
+        logged_mfs = calib.mem_fraction_static or _implied_mfs(calib, cells)
+        if logged_mfs is not None:
             anchor = Anchor(
-                calib.tokens, calib.budget_bytes or cells.budget_bytes, calib.page_size, implied,
-                min(r.post_load_free_gib for r in calib.ranks), calib.state_gib,
+                tokens=calib.tokens,
+                budget_bytes=anchor_cell,
+                page_size=calib.page_size,
+                mem_fraction_static=logged_mfs,
+                post_load_free_gib=min(r.post_load_free_gib for r in calib.ranks),
+                state_gib=anchor_state,
             )
     if calib is not None and args.speculative is None:
         cells = replace(cells, draft_bytes=0.0)
