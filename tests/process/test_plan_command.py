@@ -1,0 +1,139 @@
+"""The real `kvtop plan` command: text and JSON, calibrated by a fixture log, GPUs from
+--gpu-memory and from NVML (the fake libnvidia-ml.so.1 through the real nvidia-ml-py), and bad
+input as one sentence with the documented exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.export_tools import fake_nvml_env
+from tests.support.fake_nvml.build import build_fake_nvml, eight_gpus, gcc_path, write_state
+from tests.support.paths import FIXTURES, STORY_LOG
+
+MODELS = FIXTURES / "models"
+
+
+def plan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "tui", "plan", *args],
+        capture_output=True, text=True, timeout=60, env=full, stdin=subprocess.DEVNULL,
+    )
+
+
+def test_from_log_text_names_the_minimum_rank_and_the_verdict() -> None:
+    done = plan("--from-log", str(STORY_LOG))
+    assert done.returncode == 0, done.stderr
+    assert "max_total_num_tokens  159,277" in done.stdout
+    assert "← min pre-load, min post-load" in done.stdout
+    assert "Verdict: fits" in done.stdout
+    assert "mem_fraction_static   0.880  (log)" in done.stdout
+
+
+def test_from_log_json_at_another_fraction() -> None:
+    done = plan("--model", str(MODELS / "kimi-k2.5"), "--from-log", str(STORY_LOG), "--json",
+                "--", "--mem-fraction-static", "0.93")
+    assert done.returncode == 4, done.stderr  # oom_risk
+    doc = json.loads(done.stdout)
+    assert doc["schema"] == "kvtop-plan/1"
+    assert doc["cell_bytes"] == 70272
+    assert doc["mem_fraction_static"] == 0.93
+    assert doc["mem_fraction_static_source"] == "given"
+    assert doc["max_total_num_tokens"] > 159277
+    assert len(doc["ranks"]) == 8
+    assert doc["verdict"]["kind"] == "oom_risk"
+    assert doc["verdict"]["fixes"][0].startswith("--mem-fraction-static 0.9")
+    assert doc["max_running_requests"] == 48
+
+
+def test_not_enough_memory_exit_status_and_least_fraction() -> None:
+    done = plan("--from-log", str(STORY_LOG), "--json", "--", "--mem-fraction-static", "0.7")
+    assert done.returncode == 5
+    verdict = json.loads(done.stdout)["verdict"]
+    assert verdict["kind"] == "not_enough_memory"
+    assert verdict["minimum_mem_fraction_static"] == 0.769
+
+
+@pytest.fixture
+def qwen_dir(tmp_path: Path) -> Path:
+    """Qwen3-8B's config with a weights index (16 GiB of bf16 weights: a round test figure)."""
+    model = tmp_path / "qwen3-8b"
+    model.mkdir()
+    shutil.copy(MODELS / "qwen3-8b" / "config.json", model / "config.json")
+    index = {"metadata": {"total_size": 16 << 30}, "weight_map": {}}
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+    return model
+
+
+def test_gpu_memory_without_nvml_uses_sglangs_default_fraction(qwen_dir: Path) -> None:
+    done = plan("--model", str(qwen_dir), "--gpu-memory", "80", "--sglang-version", "0.5.23",
+                "--json", env={"LD_LIBRARY_PATH": "/nonexistent"})
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["mem_fraction_static_source"] == "SGLang default"
+    assert doc["mem_fraction_static"] == doc["default_mem_fraction_static"]["value"] == 0.830
+    assert doc["cell_bytes"] == 147456  # 8 KV heads × (128 + 128) × 36 layers × 2 B
+    assert doc["ranks"][0]["weights_gib"] == 16.0
+    assert doc["ranks"][0]["source"] == "estimate"
+    assert doc["context_len"] == 40960
+
+
+def test_text_report_without_log(qwen_dir: Path) -> None:
+    done = plan("--model", str(qwen_dir), "--gpu-memory", "80", "--", "--tp-size", "2",
+                "--kv-cache-dtype", "fp8_e4m3", "--log-level", "info")
+    assert done.returncode == 0, done.stderr
+    assert "cell size             36,864 B/token" in done.stdout  # 4 heads per rank, 1 B each
+    assert "Not modelled (no effect on the plan): --log-level" in done.stdout
+    assert "pre-load free memory is estimated" in done.stdout
+
+
+@pytest.mark.skipif(gcc_path() is None, reason="gcc not found: cannot build the fake NVML")
+def test_gpus_from_nvml(qwen_dir: Path, tmp_path: Path) -> None:
+    lib = build_fake_nvml(tmp_path / "nvml")
+    state = write_state(tmp_path / "state.json", eight_gpus())
+    done = plan("--model", str(qwen_dir), "--json", "--", "--tp-size", "8",
+                env=fake_nvml_env(lib.parent, state))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["gpus"] == {"count": 8, "total_gib": 140.4, "name": "NVIDIA H200", "source": "NVML"}
+    assert doc["mem_fraction_static_source"] == "SGLang default"
+    assert len(doc["ranks"]) == 8
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "said"),
+    [
+        (["--model", "/nonexistent/model"], 1, "no such file or directory"),
+        (["--from-log", str(STORY_LOG), "--", "--mem-fraction-static", "abc"], 2, "is not a number"),
+        (["--from-log", str(STORY_LOG), "--", "--kv-cache-dtype", "fp9"], 2, "must be one of"),
+        ([], 2, "give --model DIR"),
+        (["--from-log", str(STORY_LOG), "--gpu-memory", "-3"], 2, "--gpu-memory -3"),
+    ],
+)
+def test_bad_input_is_one_sentence(args: list[str], status: int, said: str) -> None:
+    done = plan(*args)
+    assert done.returncode == status
+    assert said in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_config_lacking_fields_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"architectures": ["X"], "hidden_size": 10}))
+    done = plan("--model", str(config), "--gpu-memory", "80")
+    assert done.returncode == 1
+    assert "has no 'num_hidden_layers'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_kvtop_help_mentions_plan() -> None:
+    done = subprocess.run([sys.executable, "-m", "tui", "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert "kvtop plan" in done.stdout
