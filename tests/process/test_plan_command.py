@@ -24,7 +24,11 @@ def plan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     full = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "tui", "plan", *args],
-        capture_output=True, text=True, timeout=60, env=full, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=full,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -38,8 +42,16 @@ def test_from_log_text_names_the_minimum_rank_and_the_verdict() -> None:
 
 
 def test_from_log_json_at_another_fraction() -> None:
-    done = plan("--model", str(MODELS / "kimi-k2.5"), "--from-log", str(STORY_LOG), "--json",
-                "--", "--mem-fraction-static", "0.93")
+    done = plan(
+        "--model",
+        str(MODELS / "kimi-k2.5"),
+        "--from-log",
+        str(STORY_LOG),
+        "--json",
+        "--",
+        "--mem-fraction-static",
+        "0.93",
+    )
     assert done.returncode == 4, done.stderr  # oom_risk
     doc = json.loads(done.stdout)
     assert doc["schema"] == "kvtop-plan/1"
@@ -73,8 +85,16 @@ def qwen_dir(tmp_path: Path) -> Path:
 
 
 def test_gpu_memory_without_nvml_uses_sglangs_default_fraction(qwen_dir: Path) -> None:
-    done = plan("--model", str(qwen_dir), "--gpu-memory", "80", "--sglang-version", "0.5.23",
-                "--json", env={"LD_LIBRARY_PATH": "/nonexistent"})
+    done = plan(
+        "--model",
+        str(qwen_dir),
+        "--gpu-memory",
+        "80",
+        "--sglang-version",
+        "0.5.23",
+        "--json",
+        env={"LD_LIBRARY_PATH": "/nonexistent"},
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["mem_fraction_static_source"] == "SGLang default"
@@ -86,8 +106,19 @@ def test_gpu_memory_without_nvml_uses_sglangs_default_fraction(qwen_dir: Path) -
 
 
 def test_text_report_without_log(qwen_dir: Path) -> None:
-    done = plan("--model", str(qwen_dir), "--gpu-memory", "80", "--", "--tp-size", "2",
-                "--kv-cache-dtype", "fp8_e4m3", "--log-level", "info")
+    done = plan(
+        "--model",
+        str(qwen_dir),
+        "--gpu-memory",
+        "80",
+        "--",
+        "--tp-size",
+        "2",
+        "--kv-cache-dtype",
+        "fp8_e4m3",
+        "--log-level",
+        "info",
+    )
     assert done.returncode == 0, done.stderr
     assert "cell size             36,864 B/token" in done.stdout  # 4 heads per rank, 1 B each
     assert "Not modelled (no effect on the plan): --log-level" in done.stdout
@@ -98,8 +129,15 @@ def test_text_report_without_log(qwen_dir: Path) -> None:
 def test_gpus_from_nvml(qwen_dir: Path, tmp_path: Path) -> None:
     lib = build_fake_nvml(tmp_path / "nvml")
     state = write_state(tmp_path / "state.json", eight_gpus())
-    done = plan("--model", str(qwen_dir), "--json", "--", "--tp-size", "8",
-                env=fake_nvml_env(lib.parent, state))
+    done = plan(
+        "--model",
+        str(qwen_dir),
+        "--json",
+        "--",
+        "--tp-size",
+        "8",
+        env=fake_nvml_env(lib.parent, state),
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["gpus"] == {"count": 8, "total_gib": 140.4, "name": "NVIDIA H200", "source": "NVML"}
@@ -111,7 +149,11 @@ def test_gpus_from_nvml(qwen_dir: Path, tmp_path: Path) -> None:
     ("args", "status", "said"),
     [
         (["--model", "/nonexistent/model"], 1, "no such file or directory"),
-        (["--from-log", str(STORY_LOG), "--", "--mem-fraction-static", "abc"], 2, "is not a number"),
+        (
+            ["--from-log", str(STORY_LOG), "--", "--mem-fraction-static", "abc"],
+            2,
+            "is not a number",
+        ),
         (["--from-log", str(STORY_LOG), "--", "--kv-cache-dtype", "fp9"], 2, "must be one of"),
         ([], 2, "give --model DIR"),
         (["--from-log", str(STORY_LOG), "--gpu-memory", "-3"], 2, "--gpu-memory -3"),
@@ -134,6 +176,7 @@ def test_a_config_lacking_fields_is_named(tmp_path: Path) -> None:
 
 
 def test_kvtop_help_mentions_plan() -> None:
-    done = subprocess.run([sys.executable, "-m", "tui", "--help"], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "tui", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert "kvtop plan" in done.stdout

@@ -75,7 +75,7 @@ def test_the_plan_calibrated_by_its_log_reproduces_the_logged_tokens(case: str) 
 
 def _calibratable() -> list[Path]:
     logs = []
-    for log in sorted(REAL_LOGS.glob("*.log")) + [STORY_LOG]:
+    for log in [*sorted(REAL_LOGS.glob("*.log")), STORY_LOG]:
         with log.open(encoding="utf-8", errors="replace") as handle:
             startup = fold_lines(handle).current
         try:
@@ -95,7 +95,9 @@ def test_every_calibratable_fixture_log_reproduces_itself_without_a_config(log: 
     assert calib.tokens is not None
     assert abs(result.pools.tokens - calib.tokens) <= calib.page_size
     if calib.free_after_startup_gib is not None:
-        assert result.free_after_startup_gib == pytest.approx(calib.free_after_startup_gib, abs=0.011)
+        assert result.free_after_startup_gib == pytest.approx(
+            calib.free_after_startup_gib, abs=0.011
+        )
 
 
 def test_the_logs_that_calibrate_are_the_ones_with_free_memory_lines() -> None:
@@ -207,8 +209,17 @@ def test_default_fraction_old_rule() -> None:
 
 def test_launch_args_read_both_spellings_and_skip_unknown_flags() -> None:
     given = parse_launch_args(
-        ["--tp", "8", "--mem-fraction-static=0.9", "--enable-dp-attention", "--log-level", "info",
-         "--trust-remote-code", "--kv-cache-dtype", "fp8_e4m3"]
+        [
+            "--tp",
+            "8",
+            "--mem-fraction-static=0.9",
+            "--enable-dp-attention",
+            "--log-level",
+            "info",
+            "--trust-remote-code",
+            "--kv-cache-dtype",
+            "fp8_e4m3",
+        ]
     )
     assert given.values == {
         "tp_size": 8,

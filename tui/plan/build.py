@@ -8,9 +8,13 @@ from dataclasses import dataclass, replace
 
 from tui.model.sizing import formula
 from tui.model.sizing.calibration import Calibration
-from tui.model.sizing.default_mfs import DefaultMfs, LaunchShape, default_mem_fraction_static
+from tui.model.sizing.default_mfs import (
+    DefaultMfs,
+    LaunchShape,
+    default_mem_fraction_static,
+    graph_defaults,
+)
 from tui.model.sizing.default_mfs import _graph_reserve_mb as graph_reserve_mb
-from tui.model.sizing.default_mfs import graph_defaults
 from tui.model.sizing.launch_args import LaunchArgs, kv_dtype_name
 from tui.model.sizing.model_config import ModelDims, cell_size_from_dims, sglang_model_dtype
 from tui.model.sizing.model_shape import DEFAULT_MAMBA_SSM_BYTES, ModelShape
@@ -83,7 +87,11 @@ def _draft_layers(model: ModelInfo | None, args: LaunchArgs) -> int | None:
     algo = args.speculative
     if algo not in _SPEC_WITH_DRAFT_POOL:
         return None
-    if model is not None and model.shape.nextn_layers and not args.str_of("speculative_draft_model_path"):
+    if (
+        model is not None
+        and model.shape.nextn_layers
+        and not args.str_of("speculative_draft_model_path")
+    ):
         return model.shape.nextn_layers
     return 1
 
@@ -117,14 +125,18 @@ def _config_cells(
         layers = max(1, dims.num_layers // args.pp)
         per_layer = (dims.kv_lora_rank or 0) + (dims.qk_rope_head_dim or 0)
         if elem == 1 and v >= (0, 5, 19):
-            latent = (dims.kv_lora_rank or 0) + (dims.kv_lora_rank or 0) // 128 * 4 + (
-                dims.qk_rope_head_dim or 0
-            ) * 2
+            latent = (
+                (dims.kv_lora_rank or 0)
+                + (dims.kv_lora_rank or 0) // 128 * 4
+                + (dims.qk_rope_head_dim or 0) * 2
+            )
         else:
             latent = int(per_layer * elem)
         full = float((latent + 132) * layers)
-        steps.append(("DSA indexer", f"({latent} + 132 indexer) B × {layers} layers", f"{full:,.0f} B/token"))
-    budget = full
+        steps.append(
+            ("DSA indexer", f"({latent} + 132 indexer) B × {layers} layers", f"{full:,.0f} B/token")
+        )
+    budget: float = full
     swa_bytes = swa_ratio = None
     if shape.swa_layers and not args.flag("disable_hybrid_swa_memory"):
         heads = shape.swa_num_kv_heads or dims.num_kv_heads or 1
@@ -171,8 +183,8 @@ def _config_cells(
     draft_bytes = 0.0
     layers_d = _draft_layers(model, args)
     if layers_d and shape.num_layers:
-        per_layer = full / max(1, full_dims.num_layers // args.pp)
-        draft_bytes = per_layer * layers_d
+        layer_bytes = full / max(1, full_dims.num_layers // args.pp)
+        draft_bytes = layer_bytes * layers_d
         if v >= formula.FIRST_DRAFT_BUDGETED_VERSION:
             extra = int(budget * layers_d / max(1, full_dims.num_layers // args.pp))
             budget += extra
@@ -235,7 +247,9 @@ def _log_cells(calib: Calibration, args: LaunchArgs) -> tuple[PoolCells, str]:
     return cells, words
 
 
-def _estimated_ranks(model: ModelInfo | None, gpus: Gpus | None, args: LaunchArgs) -> tuple[RankMemory, ...]:
+def _estimated_ranks(
+    model: ModelInfo | None, gpus: Gpus | None, args: LaunchArgs
+) -> tuple[RankMemory, ...]:
     if gpus is None:
         raise PlanInputError(
             "no GPU memory to plan with: NVML found no GPU here; give --gpu-memory GIB (the "
@@ -301,9 +315,8 @@ def build(
     else:
         raise PlanInputError("nothing to plan from: give --model DIR or --from-log LOG")
     # ---- free memory per rank
-    shift = 0.0
     if calib is not None:
-        ranks, shift = _log_ranks(calib, args)
+        ranks, _shift = _log_ranks(calib, args)
     else:
         ranks = _estimated_ranks(model, gpus, args)
         notes.append(
@@ -394,8 +407,10 @@ def build(
 
 
 def _same_pool_launch(calib: Calibration, args: LaunchArgs) -> bool:
-    return args.tp == calib.tp_size and "kv_cache_dtype" not in args.given and (
-        "speculative_algorithm" not in args.given
+    return (
+        args.tp == calib.tp_size
+        and "kv_cache_dtype" not in args.given
+        and ("speculative_algorithm" not in args.given)
     )
 
 
@@ -449,7 +464,11 @@ def _after_pool(
     notes: list[str],
 ) -> AfterPool | None:
     budgeted = v >= formula.FIRST_DRAFT_BUDGETED_VERSION
-    if calib is not None and calib.pool_overhead_gib is not None and calib.cuda_graph_gib is not None:
+    if (
+        calib is not None
+        and calib.pool_overhead_gib is not None
+        and calib.cuda_graph_gib is not None
+    ):
         graphs = calib.cuda_graph_gib
         source = "log"
         old_bs = _int(calib.server_args.get("cuda_graph_max_bs"))
@@ -462,11 +481,15 @@ def _after_pool(
         draft_w = 0.0 if budgeted else calib.draft_weights_gib
         if args.speculative is None and calib.speculative:
             draft_w = 0.0
-            notes.append("the log's boot had a draft model; this plan has none (its weights, KV "
-                         "and graphs are left out)")
+            notes.append(
+                "the log's boot had a draft model; this plan has none (its weights, KV "
+                "and graphs are left out)"
+            )
         elif args.speculative is not None and not calib.speculative:
-            notes.append("the log's boot had no draft model: the draft's weights and graphs "
-                         "are not in this plan's free memory after startup")
+            notes.append(
+                "the log's boot had no draft model: the draft's weights and graphs "
+                "are not in this plan's free memory after startup"
+            )
         return AfterPool(
             pool_overhead_gib=calib.pool_overhead_gib,
             cuda_graph_gib=graphs,
@@ -475,8 +498,10 @@ def _after_pool(
             cuda_graph_source=source,
         )
     if calib is not None and calib.ranks:
-        notes.append("the log ends before the CUDA graphs: free memory after startup is "
-                     "estimated with SGLang's own graph reserve")
+        notes.append(
+            "the log ends before the CUDA graphs: free memory after startup is "
+            "estimated with SGLang's own graph reserve"
+        )
     # SGLang's own estimate of the graphs, in its default-fraction rule.
     gpu_mib = gpus.total_mib if gpus else 80 * 1024
     chunked, max_bs = graph_defaults(gpu_mib, args.tp, v)
@@ -491,8 +516,11 @@ def _after_pool(
         "estimate); the req_to_token table at "
         f"{overhead:.2f} GiB; a boot's log (--from-log) measures both"
     )
-    return AfterPool(pool_overhead_gib=overhead, cuda_graph_gib=graphs_mb / 1024,
-                     cuda_graph_source="estimate (SGLang's reserve_for_graph)")
+    return AfterPool(
+        pool_overhead_gib=overhead,
+        cuda_graph_gib=graphs_mb / 1024,
+        cuda_graph_source="estimate (SGLang's reserve_for_graph)",
+    )
 
 
 def _int(value: object) -> int | None:

@@ -27,7 +27,11 @@ from tui.plan.report import PlanContext, plan_json, plan_text
 
 EXIT_OOM_RISK = 4
 EXIT_NOT_ENOUGH_MEMORY = 5
-EXIT_BY_VERDICT = {FITS: EXIT_OK, OOM_RISK: EXIT_OOM_RISK, NOT_ENOUGH_MEMORY: EXIT_NOT_ENOUGH_MEMORY}
+EXIT_BY_VERDICT = {
+    FITS: EXIT_OK,
+    OOM_RISK: EXIT_OOM_RISK,
+    NOT_ENOUGH_MEMORY: EXIT_NOT_ENOUGH_MEMORY,
+}
 MAX_GPU_GIB = 4096  # far beyond any accelerator; keeps the arithmetic in range
 
 _EPILOG = f"""\
@@ -96,9 +100,7 @@ def _say(text: str) -> None:
     print(f"kvtop plan: {text}", file=sys.stderr)
 
 
-def _version(
-    override: str | None, calib: Calibration | None
-) -> tuple[tuple[int, ...] | None, str]:
+def _version(override: str | None, calib: Calibration | None) -> tuple[tuple[int, ...] | None, str]:
     if override:
         return parse_version(override), "given"
     if calib is not None and calib.version is not None:

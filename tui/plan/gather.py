@@ -79,9 +79,13 @@ def read_boot(log_file: str | None, unit: str | None) -> Startup:
     current = tracker.current
     previous = tracker.previous
     # A restart that has not sized its pool yet: the boot before it is the one to learn from.
-    if not any(r.target.kv_tokens for r in current.ranks.values()) and previous is not None:
-        if any(r.target.kv_tokens for r in previous.ranks.values()):
-            return previous
+    sized_now = any(r.target.kv_tokens for r in current.ranks.values())
+    if (
+        not sized_now
+        and previous is not None
+        and any(r.target.kv_tokens for r in previous.ranks.values())
+    ):
+        return previous
     return current
 
 

@@ -138,8 +138,11 @@ def plan_text(ctx: PlanContext) -> str:
     what = []
     if ctx.model is not None:
         d = ctx.model.dims
-        what.append(f"model {d.architecture or '?'} ({d.attention}, {d.num_layers} layers"
-                    + (f", {ctx.model.shape.hybrid} hybrid" if ctx.model.shape.hybrid else "") + ")")
+        what.append(
+            f"model {d.architecture or '?'} ({d.attention}, {d.num_layers} layers"
+            + (f", {ctx.model.shape.hybrid} hybrid" if ctx.model.shape.hybrid else "")
+            + ")"
+        )
     if ctx.calibrated_from:
         what.append(f"calibrated by {ctx.calibrated_from}")
     if ctx.gpus is not None:
@@ -155,7 +158,9 @@ def plan_text(ctx: PlanContext) -> str:
         lines.append(f"  SGLang's default rule ({b.default.rule}):")
         lines.extend(f"    {step}" for step in b.default.steps)
     lines.append("")
-    lines.append("Per rank                weights    pre-load free  reserve   rest      tokens alone  free after startup")
+    lines.append(
+        "Per rank                weights    pre-load free  reserve   rest      tokens alone  free after startup"
+    )
     for o in r.ranks:
         marks = []
         if o.rank == r.pre_load_rank:
@@ -178,32 +183,47 @@ def plan_text(ctx: PlanContext) -> str:
         f"  reserve               {_gib(r.reserve_gib)}  pre-load free × (1 − mfs) = "
         f"{r.pre_load_free_gib:.2f} × (1 − {r.mem_fraction_static:.3f})"
     )
-    lines.append(f"  rest for KV           {_gib(r.pools.rest_gib)}"
-                 + ("  (anchored on the log's pool)" if r.anchored else "  post-load free − reserve"))
+    lines.append(
+        f"  rest for KV           {_gib(r.pools.rest_gib)}"
+        + ("  (anchored on the log's pool)" if r.anchored else "  post-load free − reserve")
+    )
     for label, arithmetic, result in r.cells.steps:
         lines.append(f"  {label:<21} {result}  {arithmetic}")
     if r.pools.mamba_slots is not None:
-        lines.append(f"  Mamba state           {r.pools.mamba_slots:,} slots · {_gib(r.pools.state_gib)}")
+        lines.append(
+            f"  Mamba state           {r.pools.mamba_slots:,} slots · {_gib(r.pools.state_gib)}"
+        )
     lines.append(
         f"  cell size             {r.cells.budget_bytes:,.0f} B/token (what rest is divided by)"
     )
     tokens = max(r.pools.tokens, 0)
-    lines.append(f"  max_total_num_tokens  {tokens:,}" + (f" (page {r.page_size})" if r.page_size > 1 else ""))
+    lines.append(
+        f"  max_total_num_tokens  {tokens:,}"
+        + (f" (page {r.page_size})" if r.page_size > 1 else "")
+    )
     if r.pools.swa_tokens is not None:
         lines.append(f"  SWA pool tokens       {r.pools.swa_tokens:,}")
     lines.append(f"  KV pool               {_gib(r.kv_pool_gib)}")
     mrr = "?" if r.max_running_requests is None else f"{r.max_running_requests:,}"
     lines.append(f"  max_running_requests  {mrr}  {r.max_running_requests_rule}")
-    lines.append(f"  CUDA graphs           {_gib(r.after_pool.cuda_graph_gib)}  ({r.after_pool.cuda_graph_source})")
+    lines.append(
+        f"  CUDA graphs           {_gib(r.after_pool.cuda_graph_gib)}  ({r.after_pool.cuda_graph_source})"
+    )
     if r.after_pool.draft_weights_gib:
-        lines.append(f"  draft weights         {_gib(r.after_pool.draft_weights_gib)}  (after the pool)")
-    lines.append(f"  free after startup    {_gib(r.free_after_startup_gib)}  (safe margin {SAFE_HEADROOM_GIB:g} GiB)")
+        lines.append(
+            f"  draft weights         {_gib(r.after_pool.draft_weights_gib)}  (after the pool)"
+        )
+    lines.append(
+        f"  free after startup    {_gib(r.free_after_startup_gib)}  (safe margin {SAFE_HEADROOM_GIB:g} GiB)"
+    )
     lines.append("")
     v = r.verdict
     lines.append(f"Verdict: {v.kind}")
     lines.extend(f"  {reason}" for reason in v.reasons)
     if v.minimum_mem_fraction_static is not None:
-        lines.append(f"  least mem_fraction_static that starts: {v.minimum_mem_fraction_static:.3f}")
+        lines.append(
+            f"  least mem_fraction_static that starts: {v.minimum_mem_fraction_static:.3f}"
+        )
     if v.fixes:
         lines.append("  fixes: " + " · ".join(v.fixes))
     context = b.planner.rules.context_len
@@ -211,7 +231,9 @@ def plan_text(ctx: PlanContext) -> str:
         lines.append("")
         lines.append("What the pool means")
         if context and r.requests_at_context is not None:
-            lines.append(f"  requests of the full context ({context:,} tokens) at once: {r.requests_at_context:,.2f}")
+            lines.append(
+                f"  requests of the full context ({context:,} tokens) at once: {r.requests_at_context:,.2f}"
+            )
         per = " · ".join(f"{n:,} → {t:,}" for n, t in r.tokens_per_request)
         lines.append(f"  tokens per request at N concurrent: {per}")
     if ctx.args.ignored:

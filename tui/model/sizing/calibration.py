@@ -55,7 +55,11 @@ def _rank_memory(rank: RankStartup) -> RankMemory | None:
     post = rank.post_load_free_gib
     if pre is None or post is None:
         return None
-    source = "log" if rank.target.avail_before_load_gib is not None else "log (pre-load: after + weights)"
+    source = (
+        "log"
+        if rank.target.avail_before_load_gib is not None
+        else "log (pre-load: after + weights)"
+    )
     return RankMemory(rank.rank or "GPU", pre, rank.target.weights_gib, post, source)
 
 
@@ -113,8 +117,8 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
     free_last = free_after_startup(reference)[0] if done else None
     after_pool = target.avail_after_pool_gib
     overhead = None
-    pools_gib = (target.kv_gib or 0.0) + (target.mamba_gib or 0.0) + (
-        target.mamba_intermediate_gib or 0.0
+    pools_gib = (
+        (target.kv_gib or 0.0) + (target.mamba_gib or 0.0) + (target.mamba_intermediate_gib or 0.0)
     )
     if reference.post_load_free_gib is not None and after_pool is not None and target.kv_gib:
         overhead = max(0.0, reference.post_load_free_gib - pools_gib - after_pool)
@@ -122,7 +126,9 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
     phased = (*(version or (0, 0, 0)), 0, 0)[:3] >= formula.FIRST_DRAFT_BUDGETED_VERSION
     late_draft_weights = 0.0 if phased else draft_weights
     if after_pool is not None and free_last is not None:
-        other = max(0.0, after_pool - late_draft_weights - draft_kv - (graph_gib or 0.0) - free_last)
+        other = max(
+            0.0, after_pool - late_draft_weights - draft_kv - (graph_gib or 0.0) - free_last
+        )
     cap = args.max_total_tokens if args is not None else None
     return Calibration(
         ranks=tuple(ranks),

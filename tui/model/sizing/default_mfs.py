@@ -58,9 +58,7 @@ def _version3(version: tuple[int, ...] | None) -> tuple[int, int, int]:
     return (padded[0], padded[1], padded[2])
 
 
-def graph_defaults(
-    gpu_mem_mb: float, tp: int, version: tuple[int, ...] | None
-) -> tuple[int, int]:
+def graph_defaults(gpu_mem_mb: float, tp: int, version: tuple[int, ...] | None) -> tuple[int, int]:
     """chunked_prefill_size and the decode graphs' max batch SGLang picks for this GPU size."""
     v = _version3(version)
     big_tp = tp >= 4
@@ -99,14 +97,22 @@ def _old_fraction(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
     """0.4.x up to 0.4.9: fixed fractions by TP × PP."""
     parallel = shape.tp_size * shape.pp_size
     if gpu_mem_mb <= 81920:
-        mfs = 0.79 if parallel >= 16 else 0.81 if parallel >= 8 else 0.85 if parallel >= 4 else (
-            0.87 if parallel >= 2 else 0.88
+        mfs = (
+            0.79
+            if parallel >= 16
+            else 0.81
+            if parallel >= 8
+            else 0.85
+            if parallel >= 4
+            else (0.87 if parallel >= 2 else 0.88)
         )
     else:
         mfs = 0.88
     steps = [f"TP × PP = {parallel} on a {gpu_mem_mb:,.0f} MiB GPU → {mfs:g}"]
     if gpu_mem_mb > 96 * 1024:
-        bigger = min(mfs + 48 * 1024 * (1 - mfs) / gpu_mem_mb, (gpu_mem_mb - 18 * 1024) / gpu_mem_mb)
+        bigger = min(
+            mfs + 48 * 1024 * (1 - mfs) / gpu_mem_mb, (gpu_mem_mb - 18 * 1024) / gpu_mem_mb
+        )
         steps.append(
             f"GPU over 96 GiB: min({mfs:g} + 48 GiB × (1 − {mfs:g}) / gpu, (gpu − 18 GiB) / gpu)"
         )
@@ -144,9 +150,7 @@ def _finish(
     gpu_mem_mb: float, reserved: float, chunked: int, max_bs: int, steps: list[str], rule: str
 ) -> DefaultMfs:
     mfs = round((gpu_mem_mb - reserved) / gpu_mem_mb, 3)
-    steps.append(
-        f"round(({gpu_mem_mb:,.0f} − {reserved:,.0f}) / {gpu_mem_mb:,.0f}, 3) = {mfs:.3f}"
-    )
+    steps.append(f"round(({gpu_mem_mb:,.0f} − {reserved:,.0f}) / {gpu_mem_mb:,.0f}, 3) = {mfs:.3f}")
     return DefaultMfs(mfs, reserved, chunked, max_bs, tuple(steps), rule)
 
 
@@ -193,10 +197,11 @@ def default_mem_fraction_static(
     elif v < (0, 5, 14) and algo == "STANDALONE":
         reserved += 6 * 1024
         steps.append("+ 6144 MiB for the STANDALONE draft")
-    if v >= (0, 5, 14) and (shape.moe_a2a_backend or "").lower() == "deepep":
-        if shape.disaggregation_mode != "prefill" and not shape.disable_cuda_graph:
-            reserved += 2 * 1024
-            steps.append("+ 2048 MiB for DeepEP all-to-all buffers")
+    deepep = (shape.moe_a2a_backend or "").lower() == "deepep"
+    decode_graphs = shape.disaggregation_mode != "prefill" and not shape.disable_cuda_graph
+    if v >= (0, 5, 14) and deepep and decode_graphs:
+        reserved += 2 * 1024
+        steps.append("+ 2048 MiB for DeepEP all-to-all buffers")
     rule = "0.5.6–0.5.13" if v < (0, 5, 14) else "0.5.14 on"
     return _finish(gpu_mem_mb, reserved, chunked, max_bs, steps, rule)
 

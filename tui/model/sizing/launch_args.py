@@ -66,8 +66,16 @@ def _text(text: str) -> str:
     return text
 
 
-KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp16", "float16",
-                   "fp4_e2m1")
+KV_CACHE_DTYPES = (
+    "auto",
+    "fp8_e5m2",
+    "fp8_e4m3",
+    "bf16",
+    "bfloat16",
+    "fp16",
+    "float16",
+    "fp4_e2m1",
+)
 MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 SPECULATIVE = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "FROZEN_KV_MTP")
 
@@ -88,8 +96,10 @@ _VALUED: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "chunked_prefill_size": (_chunked, ("--chunked-prefill-size",)),
     "cuda_graph_max_bs": (_int_at_least(1), ("--cuda-graph-max-bs",)),
     "speculative_algorithm": (_choice(*SPECULATIVE), ("--speculative-algorithm",)),
-    "speculative_draft_model_path": (_text, ("--speculative-draft-model-path",
-                                             "--speculative-draft-model")),
+    "speculative_draft_model_path": (
+        _text,
+        ("--speculative-draft-model-path", "--speculative-draft-model"),
+    ),
     "speculative_num_steps": (_int_at_least(0), ("--speculative-num-steps",)),
     "speculative_eagle_topk": (_int_at_least(1), ("--speculative-eagle-topk",)),
     "speculative_num_draft_tokens": (_int_at_least(1), ("--speculative-num-draft-tokens",)),
@@ -107,9 +117,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory",),
 }
 _BY_FLAG: dict[str, str] = {
-    spelling: dest
-    for dest, (_, spellings) in _VALUED.items()
-    for spelling in spellings
+    spelling: dest for dest, (_, spellings) in _VALUED.items() for spelling in spellings
 } | {spelling: dest for dest, spellings in _FLAGS.items() for spelling in spellings}
 
 
@@ -158,7 +166,9 @@ def parse_launch_args(words: Sequence[str]) -> GivenArgs:
             raw = words[i + 1]
             i += 2
         else:
-            raise LaunchArgsError(f"SGLang argument {flag} needs a value (e.g. {flag} {_example(dest)})")
+            raise LaunchArgsError(
+                f"SGLang argument {flag} needs a value (e.g. {flag} {_example(dest)})"
+            )
         convert, _ = _VALUED[dest]
         try:
             values[dest] = convert(raw)
@@ -265,7 +275,9 @@ def merge_launch_args(
             values[name] = clean
             logged_names.add(name)
     values.update(given.values)
-    return LaunchArgs(values, frozenset(given.values), frozenset(logged_names - set(given.values)), given.ignored)
+    return LaunchArgs(
+        values, frozenset(given.values), frozenset(logged_names - set(given.values)), given.ignored
+    )
 
 
 def _from_log(name: str, value: object) -> object | None:

@@ -192,7 +192,9 @@ def parse_model_shape(text: str, config_path: str) -> ModelShape:
         swa_num_kv_heads=_int(get("swa_num_key_value_heads")),
         swa_head_dim=_int(get("swa_head_dim")),
         swa_v_head_dim=_int(get("swa_v_head_dim")),
-        swa_full_tokens_ratio=float(ratio) if isinstance(ratio, int | float) and ratio > 0 else None,
+        swa_full_tokens_ratio=float(ratio)
+        if isinstance(ratio, int | float) and ratio > 0
+        else None,
         mamba=state,
         nextn_layers=_int(get("num_nextn_predict_layers")),
         dsa_index_head_dim=_int(get("index_head_dim")),

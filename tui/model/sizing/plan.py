@@ -174,8 +174,12 @@ def rest_at(
     if anchor is None or anchor.tokens <= 0:
         return formula.rest_gib(post, pre, mfs)
     observed = formula.anchored_rest_gib(
-        anchor.tokens, anchor.budget_bytes, anchor.page_size, pre,
-        anchor.mem_fraction_static, mfs,
+        anchor.tokens,
+        anchor.budget_bytes,
+        anchor.page_size,
+        pre,
+        anchor.mem_fraction_static,
+        mfs,
     )
     # The anchor's own state came out of that rest first; other changes of post-load free
     # (weights, TP) move rest one for one.
@@ -185,7 +189,9 @@ def rest_at(
 # --------------------------------------------------------------------------- requests
 
 
-def max_running_requests(tokens: int, rules: RequestRules, mamba_slots: int | None, ratio: int) -> tuple[int | None, str]:
+def max_running_requests(
+    tokens: int, rules: RequestRules, mamba_slots: int | None, ratio: int
+) -> tuple[int | None, str]:
     """SGLang's max_running_requests (per DP worker) for this pool, and its rule in words."""
     if tokens <= 0:
         return None, "no pool"
@@ -252,7 +258,10 @@ class Planner:
     def pools_at(self, mfs: float) -> PoolSizes:
         pre, post = self._minimum()
         rest = rest_at(
-            mfs, pre.pre_load_free_gib, post.post_load_free_gib, self.anchor,
+            mfs,
+            pre.pre_load_free_gib,
+            post.post_load_free_gib,
+            self.anchor,
             self.cells.budget_bytes,
         )
         sizes = size_pools(rest, self.cells, self.page_size, self.max_total_tokens)
@@ -316,7 +325,9 @@ class Planner:
                 rest_gib=formula.rest_gib(r.post_load_free_gib, r.pre_load_free_gib, mfs),
                 tokens_alone=size_pools(
                     formula.rest_gib(r.post_load_free_gib, r.pre_load_free_gib, mfs),
-                    self.cells, self.page_size, self.max_total_tokens,
+                    self.cells,
+                    self.page_size,
+                    self.max_total_tokens,
                 ).tokens,
                 free_after_startup_gib=self.free_after(r, sizes),
             )
@@ -324,7 +335,10 @@ class Planner:
         )
         ratio = 1 if self.disable_radix_cache else self.cells.mamba_slots_per_request
         mrr, mrr_words = max_running_requests(
-            sizes.tokens, self.rules, sizes.mamba_slots if self.cells.mamba_state_bytes else None, ratio
+            sizes.tokens,
+            self.rules,
+            sizes.mamba_slots if self.cells.mamba_state_bytes else None,
+            ratio,
         )
         frees = [o.free_after_startup_gib for o in outcomes if o.free_after_startup_gib is not None]
         free = min(frees) if frees else None
@@ -367,8 +381,8 @@ class Planner:
         if kind == NOT_ENOUGH_MEMORY:
             reasons.append(
                 f"at mem_fraction_static {mfs:.3f} the weights leave no memory for the KV cache "
-                "(SGLang stops with \"Not enough memory\" / \"Loaded weights leave no GPU "
-                "memory for the KV cache\")"
+                '(SGLang stops with "Not enough memory" / "Loaded weights leave no GPU '
+                'memory for the KV cache")'
             )
             safe = self.safe_mfs()
             if least is not None and least < 1:
@@ -392,8 +406,9 @@ class Planner:
                 fixes.append(f"--mem-fraction-static {safe:.3f}")
             graphs = self.after_pool.cuda_graph_gib if self.after_pool else 0.0
             if graphs >= 0.5:
-                fixes.append("--cuda-graph-max-bs with a smaller batch (the graphs take "
-                             f"{graphs:.2f} GiB)")
+                fixes.append(
+                    f"--cuda-graph-max-bs with a smaller batch (the graphs take {graphs:.2f} GiB)"
+                )
             fixes.append(f"--tp-size {self.tp_size * 2}")
         return Verdict(kind, least, tuple(fixes), tuple(reasons))
 
