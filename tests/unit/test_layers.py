@@ -141,6 +141,8 @@ LAYERS = (
             "tui.live.screens.overview",
         ),
     ),
+    # `kvtop plan`: reads through the sources, computes in the model, prints no terminal UI.
+    Layer("plan", ("tui.plan",), (*PURE, "tui.plan", "tui.sources", "tui.options"), NO_UI),
     # -- the command lines: the only modules that see every wing ------------------------------
     Layer("option rules", ("tui.options",), ("tui.report.width", "tui.report.unexpected"), NO_UI),
     Layer("command line", ("tui.cli", "tui.__main__", "tui.fleet.cli"), ("tui",)),
