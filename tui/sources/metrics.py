@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from tui.model.snapshot import ANSWERED, METRICS_DISABLED, UNREACHABLE, SourceState
 from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
-from tui.sources.http_get import ConnectFailed, FetchFailed, HttpGetter, TimedOut, TooLarge
+from tui.sources.http_faults import ConnectFailed, FetchFailed, TimedOut, TooLarge
+
+if TYPE_CHECKING:
+    from tui.sources.http_get import HttpGetter
 
 __all__ = [
     "ApiKeyError",
@@ -27,6 +33,7 @@ __all__ = [
 # is seen within seconds (a refused connection costs next to nothing); /server_info, read once
 # per server start, backs off further.
 _MAX_BACKOFF_S = 4.0
+_HTTP_GET = "tui.sources.http_get"  # imported on the first scrape (MetricsSource._getter)
 _MAX_INFO_BACKOFF_S = 30.0
 # The whole fetch (connect, headers, body): a 2 s answer is slow but in time, a hung server is
 # cut here. Each source runs in its own task, so the screen never waits for it.
@@ -312,13 +319,23 @@ class MetricsSource:
         headers = {"Accept": "text/plain, application/json"}
         if auth:  # /server_info: its own connection (the same size cap)
             if self._info_http is None:
-                self._info_http = HttpGetter(self.url, self.max_body_bytes, self.timeout_s)
+                self._info_http = await self._getter()
             if self.__api_key:
                 headers["Authorization"] = f"Bearer {self.__api_key}"
             return await self._info_http.get(path, headers)
         if self._http is None:
-            self._http = HttpGetter(self.url, self.max_body_bytes, self.timeout_s)
+            self._http = await self._getter()
         return await self._http.get(path, headers)
+
+    async def _getter(self) -> HttpGetter:
+        # httpx (with httpcore, h11, anyio and the email and urllib modules it pulls in: about
+        # 26 ms here) is imported on the first scrape and in a worker thread, so that the first
+        # frame (the GPUs, drawn as soon as NVML answers) does not wait for it.
+        if _HTTP_GET not in sys.modules:
+            await asyncio.to_thread(importlib.import_module, _HTTP_GET)
+        from tui.sources.http_get import HttpGetter
+
+        return HttpGetter(self.url, self.max_body_bytes, self.timeout_s)
 
     def _too_large(self, path: str) -> _Fault:
         limit_mib = self.max_body_bytes / 2**20
