@@ -58,8 +58,13 @@ asyncio.run(main())
 """
 
 
-def test_the_gpus_come_first_and_the_judged_frame_follows(tmp_path: Path) -> None:
-    lib = build_fake_nvml(tmp_path / "lib")
+@pytest.fixture(scope="module")
+def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
+
+
+def test_the_gpus_come_first_and_the_judged_frame_follows(fake_lib: Path, tmp_path: Path) -> None:
+    lib = fake_lib
     state = write_state(tmp_path / "state", gpus=eight_gpus())
     env = dict(os.environ, PYTHONPATH=str(ROOT), LD_LIBRARY_PATH=str(lib.parent))
     env[STATE_ENV] = str(state)
