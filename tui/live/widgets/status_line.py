@@ -50,14 +50,13 @@ class StatusLine(StyledWidget):
         self.second_line = second_line  # the screen can spare a row for what did not fit
 
     def show(self, facts: StatusFacts) -> None:
-        before = self._height_for(self.facts)
+        if facts == self.facts:
+            return
         self.facts = facts
-        if self._height_for(facts) != before:
+        if not self.is_attached or self._height_for(facts) != self.size.height:
             self.refresh(layout=True)
 
-    def _height_for(self, facts: StatusFacts | None) -> int:
-        if facts is None or not self.is_attached:
-            return 1
+    def _height_for(self, facts: StatusFacts) -> int:
         return 2 if self._two_lines(header_layout(facts, self.size.width)) else 1
 
     def _layout(self, width: int) -> HeaderLayout | None:
