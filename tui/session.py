@@ -145,6 +145,9 @@ class Session:
     host: Host = field(default_factory=LocalHost)
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
+    # A screen: the first snapshot as soon as NVML answers (unjudged), before the other
+    # sources' first readings. Off for the exporter, whose every snapshot is judged.
+    gpus_first: bool = False
     clock: Callable[[], float] = time.time  # stamps snapshots (tests fix it)
     # Judges every Snapshot in turn: one verdict for every view, and the timeline.
     watch: Watch = field(init=False)
@@ -372,7 +375,7 @@ class Session:
             while True:
                 pacer.interval_s = self.interval_s  # +/- in the TUI change it
                 pacer.tick()
-                if first and "nvml" in tasks:
+                if first and self.gpus_first and "nvml" in tasks:
                     # The first frame draws what is known at once: the GPUs as soon as NVML
                     # answers (milliseconds), while the log is read whole and the first scrape
                     # is on its way; they fill in with the next frame, at once when done.

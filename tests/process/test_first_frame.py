@@ -38,6 +38,7 @@ tui.session.FIRST_READING_WAIT_S = 3.0
 
 async def main():
     session = Session(Options(log_file=sys.argv[1], url=sys.argv[2], interval_s=1.0))
+    session.gpus_first = sys.argv[3] == "gpus-first"
     stream = session.snapshots()
     frames = []
     try:
@@ -63,8 +64,7 @@ def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
 
 
-def test_the_gpus_come_first_and_the_judged_frame_follows(fake_lib: Path, tmp_path: Path) -> None:
-    lib = fake_lib
+def _two_frames(lib: Path, tmp_path: Path, mode: str) -> list[dict[str, object]]:
     state = write_state(tmp_path / "state", gpus=eight_gpus())
     env = dict(os.environ, PYTHONPATH=str(ROOT), LD_LIBRARY_PATH=str(lib.parent))
     env[STATE_ENV] = str(state)
@@ -72,7 +72,7 @@ def test_the_gpus_come_first_and_the_judged_frame_follows(fake_lib: Path, tmp_pa
         # Later than the first frame's whole wait: the second frame is judged without it.
         server.switches.delay_by_path["/metrics"] = 4.0
         proc = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(SCENARIO), str(STORY_LOG), server.url],
+            [sys.executable, "-c", textwrap.dedent(SCENARIO), str(STORY_LOG), server.url, mode],
             env=env,
             capture_output=True,
             text=True,
@@ -80,10 +80,21 @@ def test_the_gpus_come_first_and_the_judged_frame_follows(fake_lib: Path, tmp_pa
             check=False,
         )
     assert proc.returncode == 0, proc.stderr
-    first, second = json.loads(proc.stdout.strip().splitlines()[-1])
+    frames: list[dict[str, object]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return frames
+
+
+def test_the_gpus_come_first_and_the_judged_frame_follows(fake_lib: Path, tmp_path: Path) -> None:
+    first, second = _two_frames(fake_lib, tmp_path, "gpus-first")
     assert first["gpus"] == 8
     assert first["judged"] is False and first["timeline"] == 0
     assert first["sources"]["metrics"] == ["degraded", "not_yet"]  # the scrape is on its way
     assert first["sources"]["nvml"][0] == "ok"
     assert second["gpus"] == 8 and second["judged"] is True
     assert second["sources"]["log"][0] == "ok"  # read whole by the second frame
+
+
+def test_without_a_screen_every_snapshot_is_judged(fake_lib: Path, tmp_path: Path) -> None:
+    """The exporter's feed: a scrape never sees a verdict about readings not yet taken."""
+    first, _ = _two_frames(fake_lib, tmp_path, "judged")
+    assert first["judged"] is True and first["gpus"] == 8
