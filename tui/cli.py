@@ -252,6 +252,7 @@ def run_live(args: argparse.Namespace) -> int:
         )
         return EXIT_UNREADABLE
     session = Session(options)
+    session.gpus_first = True  # the screen draws the GPUs before the log is read whole
     app = KvtopApp(
         session,
         source_label=_live_label(options),

@@ -7,9 +7,8 @@ import os
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from tui.demo.source import DEMO_LOG, LOG_HEALTH, DemoSource
 from tui.model.analysis import Analysis, analyse
 from tui.model.build_snapshot import build_snapshot
 from tui.model.memory.gpu_reading import GpuStatus, NvmlReading
@@ -31,6 +30,11 @@ from tui.sources.model_config_file import read_model_config
 from tui.sources.nvml import NvmlSource
 from tui.sources.pacing import Lane, Pacer
 from tui.sources.server_readings import ServerReadings, age_s
+
+if (
+    TYPE_CHECKING
+):  # the demo is imported only for --demo: a live view against a server never needs it
+    from tui.demo.source import DemoSource
 
 DEFAULT_URL = "http://127.0.0.1:30000"
 # How long the first live frame waits for the sources' first round (a GPU reading, the log read
@@ -83,6 +87,8 @@ class Options:
     @property
     def source_name(self) -> str:
         if self.demo:
+            from tui.demo.source import DEMO_LOG
+
             return "demo: " + DEMO_LOG
         if self.unit:
             where = f" in {self.journal_dir}" if self.journal_dir else ""
@@ -139,6 +145,9 @@ class Session:
     host: Host = field(default_factory=LocalHost)
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
+    # A screen: the first snapshot as soon as NVML answers (unjudged), before the other
+    # sources' first readings. Off for the exporter, whose every snapshot is judged.
+    gpus_first: bool = False
     clock: Callable[[], float] = time.time  # stamps snapshots (tests fix it)
     # Judges every Snapshot in turn: one verdict for every view, and the timeline.
     watch: Watch = field(init=False)
@@ -155,6 +164,8 @@ class Session:
             journal_dir=opts.journal_dir,
         )
         if self.options.demo and self.demo is None:
+            from tui.demo.source import DemoSource
+
             self.demo = DemoSource(speed=self.options.demo_speed, clock=self.clock)
         if self.demo is not None:
             self.host = self.demo
@@ -164,6 +175,8 @@ class Session:
     # -- demo -----------------------------------------------------------------------------------
     def demo_tick(self) -> None:
         """The demo's round: the lines that are due, then its GPUs and /metrics."""
+        from tui.demo.source import LOG_HEALTH
+
         demo = self.demo
         assert demo is not None
         lines = demo.due_lines()
@@ -263,9 +276,11 @@ class Session:
             return None
         return info
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, judged: bool = True) -> Snapshot:
         """One Snapshot of everything read so far, built once (the model's notes, the server
-        scraped and the facts on which the sources disagree are inputs, never patched in)."""
+        scraped and the facts on which the sources disagree are inputs, never patched in).
+        `judged=False`: the GPUs before the other sources' first readings, not judged (its
+        verdict would be about readings not yet taken, and its alerts would enter the timeline)."""
         reading = self.latest_nvml
         processes = self.host.processes(reading)
         nvml_on = self.options.nvml or self.demo is not None
@@ -301,7 +316,8 @@ class Session:
             notes=notes,
             server=server,
             mismatches=find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info),
-            watch=self.watch,
+            watch=self.watch if judged else None,
+            judged=judged,
             # This host's journal (not files copied from another host), or the demo's story.
             log_from_this_host=self.demo is not None
             or (bool(self.options.unit) and not self.options.journal_dir),
@@ -359,7 +375,18 @@ class Session:
             while True:
                 pacer.interval_s = self.interval_s  # +/- in the TUI change it
                 pacer.tick()
-                await pacer.settled(FIRST_READING_WAIT_S if first else self._settle_s())
+                if first and self.gpus_first and "nvml" in tasks:
+                    # The first frame draws what is known at once: the GPUs as soon as NVML
+                    # answers (milliseconds), while the log is read whole and the first scrape
+                    # is on its way; they fill in with the next frame, at once when done.
+                    started = loop.time()
+                    if await pacer.done("nvml", FIRST_READING_WAIT_S) and pacer.busy:
+                        _raise_failed(tasks)
+                        yield self.snapshot(judged=False)
+                    waited = loop.time() - started
+                    await pacer.settled(max(0.0, FIRST_READING_WAIT_S - waited))
+                else:
+                    await pacer.settled(FIRST_READING_WAIT_S if first else self._settle_s())
                 first = False
                 _raise_failed(tasks)
                 await self.read_model_config()

@@ -87,3 +87,18 @@ async def test_cancelled_while_waiting_is_not_part_of_the_next_tick() -> None:
     pacer.tick()
     assert pacer.busy == []
     assert await pacer.settled(0.01)
+
+
+async def test_done_waits_for_one_source_alone() -> None:
+    pacer, log = Pacer(), []
+    quick = asyncio.create_task(_rounds(pacer, "nvml", log))
+    slow = asyncio.create_task(_rounds(pacer, "log", log, work_s=10))
+    await asyncio.sleep(0)
+    pacer.tick()
+    assert await pacer.done("nvml", 1.0)  # the GPUs' round is over...
+    assert pacer.busy == ["log"]  # ...while the log is still being read
+    assert not await pacer.done("log", 0.02)
+    assert await pacer.done("metrics", 0.0)  # no such source this tick: nothing to wait for
+    for task in (quick, slow):
+        task.cancel()
+    await asyncio.gather(quick, slow, return_exceptions=True)

@@ -219,7 +219,10 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
         sources = tuple(_marked(s, state.interval_s) for s in sources)
     if state.problem:
         kind, text, level = "failed", "sources stopped (see the message)", Level.OK
-    ages = (stale_age_s(s, state.interval_s) for s in sources)
+    ages = tuple(stale_age_s(s, state.interval_s) for s in sources)
+    # The ages are drawn only once stale (source_ages); kept in the sources they would make
+    # every refresh's facts new and repaint the line for nothing.
+    sources = tuple(replace(s, age_s=None) for s in sources)
     return StatusFacts(
         left=left,
         facts=tuple(item.text for item in after),

@@ -232,11 +232,13 @@ def build_snapshot(
     mismatches: tuple[Mismatch, ...] = (),
     watch: Watch | None = None,
     log_from_this_host: bool = False,
+    judged: bool = True,
 ) -> Snapshot:
     """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title;
     `process_infos`: pid -> command line and start time (whose process it is); `notes`: the
     sources' own sentences (a log notice, a withheld API key), after the model's; `watch`:
-    the session's judge (one look with the default thresholds when None)."""
+    the session's judge (one look with the default thresholds when None); `judged=False`: no
+    verdict yet (the first frame's GPUs, before the other sources' first readings)."""
     samples = nvml.gpus if nvml is not None else ()
     base = _base_gpu_id(analysis)
     visible = parse_visible_devices(cuda_visible_devices, [s.uuid for s in samples])
@@ -286,6 +288,8 @@ def build_snapshot(
         log_from_this_host=log_from_this_host,
         missing_ranks=tuple(missing),
     )
+    if not judged:
+        return unjudged
     # Judged before anyone sees it: every view shows this one verdict.
     verdict, timeline = (watch or Watch()).look(unjudged)
     return replace(unjudged, verdict=verdict, timeline=timeline)

@@ -25,6 +25,9 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from tui import __version__
+from tui.sources.http_faults import ConnectFailed, FetchFailed, TimedOut, TooLarge
+
+__all__ = ["ConnectFailed", "FetchFailed", "HttpGetter", "TimedOut", "TooLarge"]
 
 USER_AGENT = f"kvtop/{__version__}"
 MAX_REDIRECTS = 3
@@ -44,22 +47,6 @@ def _tls_for(https: bool) -> ssl.SSLContext | bool:
     it (redirects stay on the origin; an https proxy gets httpcore's own context). Were one ever
     made, it would fail, not pass unverified."""
     return True if https else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-
-
-class ConnectFailed(Exception):
-    """Nothing answered at the address (refused, unreachable, name not found)."""
-
-
-class FetchFailed(Exception):
-    """The exchange broke (garbage, cut short, TLS, a redirect elsewhere); safe to show."""
-
-
-class TimedOut(Exception):
-    """httpx's own connect/read/write timeout fired before the caller's limit."""
-
-
-class TooLarge(Exception):
-    """The decoded body is larger than the limit."""
 
 
 class HttpGetter:

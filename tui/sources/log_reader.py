@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from tui.model.snapshot import SourceHealth, SourceState
+from tui.model.snapshot import NOT_YET, SourceHealth, SourceState
 from tui.sglang.events import LinePrefix
 from tui.sglang.raw_lines import RawLines
 from tui.sglang.startup import StartupTracker
@@ -26,6 +26,12 @@ NOTICE_SHOW_S = 60.0
 NO_LOG = SourceHealth("log", SourceState.OFF, "no log given.", asked_off=True)
 
 
+def _reading(unit: str | None) -> SourceHealth:
+    """Before the first read ends (a long journal takes a while): on its way, not absent."""
+    name, what = ("journal", "the journal") if unit else ("log", "the log")
+    return SourceHealth(name, SourceState.DEGRADED, f"reading {what}…", cause=NOT_YET)
+
+
 class LogReader:
     """One log source feeding one tracker and its raw-lines ring."""
 
@@ -40,7 +46,7 @@ class LogReader:
     ) -> None:
         self.tracker, self.raw_lines = tracker, raw_lines
         self.log_file, self.unit, self.journal_dir = log_file, unit, journal_dir
-        self.health = NO_LOG
+        self.health = NO_LOG if not (log_file or unit) else _reading(unit)
         self.good_at: float | None = None  # a read of the file or journal (not its latest line)
         self.follower: LogFollower | None = None
         self.journal: JournalSource | None = None

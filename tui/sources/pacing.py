@@ -27,6 +27,7 @@ class Pacer:
         self._released: set[Lane] = set()  # released by the latest tick, round not yet done
         self._settled = asyncio.Event()
         self._settled.set()
+        self._progress = asyncio.Event()  # set (and replaced) whenever a source ends its round
         self.interval_s = 1.0  # the session keeps it current; sources use it for slow retries
 
     def lane(self, name: str) -> Lane:
@@ -49,6 +50,19 @@ class Pacer:
             await asyncio.wait_for(self._settled.wait(), timeout_s)
         return self._settled.is_set()
 
+    async def done(self, name: str, timeout_s: float) -> bool:
+        """True when the source `name` has finished the round this tick gave it (or was not
+        given one); False at timeout. The first frame waits for the GPUs alone this way."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while any(lane.name == name for lane in self._released):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._progress.wait(), remaining)
+        return True
+
     @property
     def busy(self) -> list[str]:
         """Names of the sources the latest tick is still waiting for."""
@@ -58,6 +72,8 @@ class Pacer:
         self._released.discard(lane)
         if not self._released:
             self._settled.set()
+        progress, self._progress = self._progress, asyncio.Event()
+        progress.set()
 
 
 class Lane:

@@ -51,15 +51,25 @@ class OverviewScreen(ShowsState, Screen[None]):
         return self.view_state.selected_position() if self.view_state is not None else 0
 
     def compose(self) -> ComposeResult:
-        yield StatusLine(id="status", second_line=True)
-        yield NoticesPanel(id="notices", classes="panel")
-        yield GpuHeader(id="gpu-header", classes="memory")
-        yield VerticalScroll(id="gpu-list", can_focus=False)
-        yield MemoryLegend(id="legend")
-        yield KvPanel(id="kv")
-        yield HostKvLane(id="host-kv", classes="panel")
-        yield InsightsPanel(id="insights", classes="panel")
-        yield EventsPanel(id="events", classes="panel")
+        # Kept rather than queried on every refresh (a query walks the screen's widgets).
+        self._status = StatusLine(id="status", second_line=True)
+        self._notices = NoticesPanel(id="notices", classes="panel")
+        self._header = GpuHeader(id="gpu-header", classes="memory")
+        self._gpu_list = VerticalScroll(id="gpu-list", can_focus=False)
+        self._legend = MemoryLegend(id="legend")
+        self._kv = KvPanel(id="kv")
+        self._host_kv = HostKvLane(id="host-kv", classes="panel")
+        self._insights = InsightsPanel(id="insights", classes="panel")
+        self._events = EventsPanel(id="events", classes="panel")
+        yield self._status
+        yield self._notices
+        yield self._header
+        yield self._gpu_list
+        yield self._legend
+        yield self._kv
+        yield self._host_kv
+        yield self._insights
+        yield self._events
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -108,7 +118,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         """As many GpuRow widgets as GPUs (GPUs come and go: lost, reset, MIG)."""
         if count == len(self._rows):
             return
-        container = self.query_one("#gpu-list", VerticalScroll)
+        container = self._gpu_list
         while len(self._rows) > count:
             self._rows.pop().remove()
         new = [GpuRow(len(self._rows) + i) for i in range(count - len(self._rows))]
@@ -121,11 +131,11 @@ class OverviewScreen(ShowsState, Screen[None]):
         compact = state.compact_now
         self.set_class(compact, "-compact")
         if state.status is not None:
-            self.query_one(StatusLine).show(state.status)
+            self._status.show(state.status)
         snapshot = state.snapshot
         if snapshot is None:
             return
-        self.query_one(NoticesPanel).show(
+        self._notices.show(
             snapshot.sources,
             shown_notes(snapshot.kinded_notes, state.dismissed_notes),
             state.demo,
@@ -137,30 +147,30 @@ class OverviewScreen(ShowsState, Screen[None]):
         self._sync_rows(len(gpus))
         selected = state.selected_position()
         self._mark_selection(selected)
-        header = self.query_one(GpuHeader)
+        header = self._header
         header.total_gib = next((g.sample.total_gib for g in gpus if not g.lost), None)
         header.order = state.gpu_order
         alerts = gpu_alerts(snapshot, state.thresholds)
         for row, gpu in zip(self._rows, gpus, strict=False):
             row.show(gpu, alerts.get(gpu.sample.index))
-        self.query_one(MemoryLegend).show(gpus[selected] if gpus else None, compact)
+        self._legend.show(gpus[selected] if gpus else None, compact)
         kv = state.kv  # formed by the app with the status line (tui/live/view_state.kv_facts)
         if kv is not None:
-            self.query_one(KvPanel).show(kv, compact)
+            self._kv.show(kv, compact)
         usage = kv.usage if kv is not None else kv_usage(snapshot, state.request_len)
         analysis = snapshot.analysis
         per_rank = [r.host_kv_gb for r in analysis.ranks if r.host_kv_gb is not None]
-        self.query_one(HostKvLane).show(
+        self._host_kv.show(
             per_rank,
             snapshot.host_kv_total_gb,
             snapshot.host if snapshot.log_here else None,  # another host's log: not this RAM
             usage,
             snapshot.verdict.level_of("host_ram"),
         )
-        self.query_one(InsightsPanel).show(analysis.insights, 1 if compact else 4)
+        self._insights.show(analysis.insights, 1 if compact else 4)
         # The session re-analyses only when the log changed: same object, same events.
         # The log's tail, where room is left.
         tail = tuple(self._raw_lines()[-LOG_TAIL_LINES:]) if not compact else ()
         if analysis is not self._analysis_shown or tail != self._tail_shown:
             self._analysis_shown, self._tail_shown = analysis, tail
-            self.query_one(EventsPanel).show(recent_events(analysis.startup, 500), 500, tail)
+            self._events.show(recent_events(analysis.startup, 500), 500, tail)

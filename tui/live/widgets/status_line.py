@@ -41,14 +41,23 @@ class StatusLine(StyledWidget):
     }
 
     # A reactive repaints the line when the facts change, and only then (compared by value).
-    facts: reactive[StatusFacts | None] = reactive(None, layout=True)
+    # Not a layout reactive: the facts change every refresh (ages, the clock) and a layout pass
+    # repaints the whole screen; the height changes only when the second line comes or goes.
+    facts: reactive[StatusFacts | None] = reactive(None)
 
     def __init__(self, *, second_line: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.second_line = second_line  # the screen can spare a row for what did not fit
 
     def show(self, facts: StatusFacts) -> None:
+        if facts == self.facts:
+            return
         self.facts = facts
+        if not self.is_attached or self._height_for(facts) != self.size.height:
+            self.refresh(layout=True)
+
+    def _height_for(self, facts: StatusFacts) -> int:
+        return 2 if self._two_lines(header_layout(facts, self.size.width)) else 1
 
     def _layout(self, width: int) -> HeaderLayout | None:
         return None if self.facts is None else header_layout(self.facts, width)

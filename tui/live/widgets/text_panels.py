@@ -57,9 +57,22 @@ class TextPanel(StyledWidget):
         old_lines = self._text.plain.count("\n") if self._text.plain else -1
         self._text = text
         lines = text.plain.count("\n") if text.plain else -1
-        # A new layout only when the height may change (wrapping panels, or a new line
-        # count); otherwise a repaint of this widget alone.
-        self.refresh(layout=lines != old_lines or not self._fixed_lines)
+        # A new layout only when the height changes; otherwise a repaint of this widget alone
+        # (a layout pass costs more than the repaint: it re-arranges the whole screen).
+        self.refresh(layout=lines != old_lines or self._wrapped_height_changed())
+
+    def _wrapped_height_changed(self) -> bool:
+        """A wrapping panel's new text, measured as Textual measures it for the layout, against
+        the height it has on screen now."""
+        if self._fixed_lines:
+            return False
+        width = self.content_region.width
+        if not self.is_attached or not self.display or width <= 0:
+            return True
+        self.clear_cached_dimensions()
+        return (
+            self.get_content_height(self.size, self.app.size, width) != self.content_region.height
+        )
 
     def render(self) -> RenderableType:
         return self._text
