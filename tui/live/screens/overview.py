@@ -14,9 +14,11 @@ from tui.live.screens.base import OpenGpuDetail, SelectGpu, ShowsState
 from tui.live.view_state import ViewState, step_selection
 from tui.live.widgets.gpu_rows import GpuHeader, GpuRow, MemoryLegend
 from tui.live.widgets.kv_panel import KvPanel
+from tui.live.widgets.processes_line import ProcessesLine
 from tui.live.widgets.status_line import StatusLine
 from tui.live.widgets.text_panels import EventsPanel, HostKvLane, InsightsPanel, NoticesPanel
 from tui.model.kv_usage import kv_usage
+from tui.model.snapshot import SourceState
 from tui.model.status.gpu_alerts import gpu_alerts
 from tui.model.status.notes import shown_notes
 from tui.model.timeline import recent_events
@@ -56,6 +58,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         yield GpuHeader(id="gpu-header", classes="memory")
         yield VerticalScroll(id="gpu-list", can_focus=False)
         yield MemoryLegend(id="legend")
+        yield ProcessesLine(id="processes-line", classes="panel")
         yield KvPanel(id="kv")
         yield HostKvLane(id="host-kv", classes="panel")
         yield InsightsPanel(id="insights", classes="panel")
@@ -144,6 +147,9 @@ class OverviewScreen(ShowsState, Screen[None]):
         for row, gpu in zip(self._rows, gpus, strict=False):
             row.show(gpu, alerts.get(gpu.sample.index))
         self.query_one(MemoryLegend).show(gpus[selected] if gpus else None, compact)
+        nvml = next((s for s in snapshot.sources if s.name == "nvml"), None)
+        nvml_on = nvml is not None and nvml.state != SourceState.OFF
+        self.query_one(ProcessesLine).show(state.process_rows(), nvml_on)
         kv = state.kv  # formed by the app with the status line (tui/live/view_state.kv_facts)
         if kv is not None:
             self.query_one(KvPanel).show(kv, compact)
