@@ -74,7 +74,7 @@ class DemoSource:
                 for pid, rank in ranks.items()
             },
             usage={
-                pid: ProcessUsage(99.0 + (i % 3) * 0.3, 7.1 + 0.05 * i)
+                pid: ProcessUsage(round(99.0 + (i % 3) * 0.3, 1), round(7.1 + 0.05 * i, 2))
                 for i, pid in enumerate(ranks)
             },
         )

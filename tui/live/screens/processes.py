@@ -81,7 +81,7 @@ class ProcessesScreen(ShowsState, Screen[None]):
         host = Text(no_wrap=True, overflow="ellipsis")
         host.append("host ", "bold")
         host.append(host_line(snapshot.host))
-        host.append(f"\n{about} · sorted by {SORT_WORDS[sort.key]} {sort.arrow} (o)", "dim")
+        host.append(f"\nsorted by {SORT_WORDS[sort.key]} {sort.arrow} (o) · {about}", "dim")
         self.query_one("#processes-host", Static).update(host)
         table = table_lines(sorted_rows(rows, order), width, order)
         self.query_one("#processes-header", Static).update(Text(table.header, no_wrap=True))

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from tui.live.widgets.text_panels import TextPanel
@@ -28,16 +27,12 @@ class ProcessesLine(TextPanel):
     def _build(self, words: str, foreign: bool) -> Text:
         if not words:
             return Text()
+        # One line, cut at its end on a narrow screen: the label and the key come first.
         text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("processes".ljust(LABEL_WIDTH), self.style_of("label"))
+        text.append("(t) ", self.style_of("dim"))
         text.append(words, self.style_of("warn") if foreign else "")
-        text.append(" · t: table", self.style_of("dim"))
         return text
 
     def render(self) -> RenderableType:
-        if not self._text.plain:
-            return self._text
-        grid = Table.grid()
-        grid.add_column(width=LABEL_WIDTH, no_wrap=True)
-        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-        grid.add_row(Text("processes", self.style_of("label")), self._text)
-        return grid
+        return self._text

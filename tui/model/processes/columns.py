@@ -35,9 +35,10 @@ COLUMNS = (GPU, PID, USER, WHOSE, GPU_MEMORY, CPU, RSS, TIME, COMMAND)
 # Which leave first when the line is too narrow (after the command has shortened to its least).
 DROP_ORDER = ("time", "rss", "cpu", "user")
 COMMAND_LEAST = 16  # the command shortens to this before a column leaves
+COMMAND_FLOOR = 8  # narrower than this the command is left out (its start says too little)
 GAP = "  "  # between columns
 
-UNREADABLE = "cannot be read here (another user's, or a container's: another PID namespace)"
+UNREADABLE = "(cannot be read here)"  # another user's under hidepid, or a container's (help says)
 
 
 def elapsed(seconds: float | None) -> str:
@@ -110,7 +111,9 @@ def layout(rows: Sequence[dict[str, str]], width: int) -> Layout:
         if room(shown) >= min(command_wants, COMMAND_LEAST):
             break
         shown = [c for c in shown if c.key != key]
-    command = max(0, min(command_wants, room(shown)))
+    command = min(command_wants, room(shown))
+    if command < COMMAND_FLOOR:
+        command = 0
     columns = tuple(shown) + ((COMMAND,) if command else ())
     widths = tuple(fixed[c.key] for c in shown) + ((command,) if command else ())
     return Layout(columns, widths)

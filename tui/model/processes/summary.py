@@ -10,7 +10,7 @@ from tui import fmt
 from tui.model.processes.table import ProcessRow
 from tui.model.snapshot import HostMemory
 
-SHORT_COMMAND = 40  # characters of a foreign command named in a sentence
+SHORT_COMMAND = 32  # characters of a foreign command named in a sentence
 
 
 def short_command(row: ProcessRow) -> str:
@@ -48,7 +48,7 @@ def processes_summary(rows: Sequence[ProcessRow]) -> str:
         text += f", {lead}: {foreign_sentence(largest)}"
     unreadable = len({r.pid for r in rows if not r.readable})
     if unreadable:
-        text += f"; {unreadable} cannot be read here"
+        text += f"; {unreadable} unreadable here"
     return text
 
 
