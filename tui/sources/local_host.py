@@ -12,7 +12,6 @@ import psutil
 from tui.model.memory.gpu_reading import GpuStatus, NvmlReading
 from tui.model.memory.process_owner import ProcessInfo
 from tui.model.snapshot import HostMemory, ProcessUsage, SourceHealth, SourceState
-from tui.sources.gpu_processes import pids_visible
 from tui.sources.host_processes import HostProcesses
 
 
@@ -61,7 +60,9 @@ class LocalHost:
             ranks=ranks,
             users={pid: known.user for pid, (known, _) in seen.items()},
             infos={pid: known.info for pid, (known, _) in seen.items()},
-            visible=pids_visible(ranks) if ranks else True,
+            # NVML gives host pids: in a container without the host's PID namespace they are
+            # not here, and ranks cannot be read from titles.
+            visible=all(known.here for known, _ in seen.values()),
             usage={pid: usage for pid, (_, usage) in seen.items()},
         )
 
