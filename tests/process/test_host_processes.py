@@ -19,9 +19,21 @@ def _absent_pid() -> int:
     return pid
 
 
+def _running(child: subprocess.Popen[bytes]) -> None:
+    """Until the child runs its loop (past fork and exec: a GPU process always is)."""
+    deadline = time.monotonic() + 10
+    while "while True" not in " ".join(psutil.Process(child.pid).cmdline()):
+        assert time.monotonic() < deadline, "the child never started its loop"
+        time.sleep(0.01)
+    while psutil.Process(child.pid).memory_info().rss == 0:
+        assert time.monotonic() < deadline, "the child never had memory"
+        time.sleep(0.01)
+
+
 def test_facts_once_usage_every_time() -> None:
     child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
+        _running(child)
         host = HostProcesses()
         first = host.read({child.pid})[child.pid]
         known, usage = first
