@@ -25,14 +25,7 @@ KEYS = (
     ("PgUp PgDn Home End", "select 8 GPUs up / down, the first / the last GPU"),
     ("o", "sort the GPUs: by index, free, used, temperature (the header marks it ▲ or ▼)"),
     ("Enter", "GPU detail: phase waterfall, where each number comes from, processes, history"),
-    (
-        "t",
-        "processes: every process on the GPUs (GPU, pid, user, whose: the server's rank or "
-        "foreign, GPU memory, host CPU %, RSS, time, command) and the host's CPU, RAM and swap; "
-        "o sorts (GPU memory, CPU, RSS, time, GPU, pid, user), ↑ ↓ PgUp PgDn scroll, t or Esc "
-        "back. A process that cannot be read here is another user's (/proc mounted with "
-        "hidepid) or runs in a container (another PID namespace): NVML still gives its memory",
-    ),
+    ("t", "processes: every GPU process, whose (rank, foreign), host CPU, RSS, time; o sorts"),
     ("Esc", "back"),
     ("f", "the formula: SGLang's KV sizing with live numbers, what-if and reverse questions"),
     ("+ / = / -", "slower / slower / faster refresh"),
