@@ -42,10 +42,10 @@ class _Stat:
 
 def _stat(pid: int) -> _Stat | None:
     """/proc/PID/stat read and parsed here rather than through psutil: one read of one small
-    file per process and refresh. psutil's Process(), cpu_percent() and memory_info() read it
-    (and statm) through layers that cost 0.4–0.8 ms per process on the test VM against about
-    0.03 ms here, and this runs for every GPU process at every refresh. None: not readable
-    here (gone, hidden, another PID namespace)."""
+    file per process and refresh. psutil's Process() (for the start time), cpu_percent() and
+    memory_info() read it (and statm) through layers that cost about 0.8 ms per process on the
+    test VM against 0.1 ms here (docs/performance.md), and this runs for every GPU process at
+    every refresh. None: not readable here (gone, hidden, another PID namespace)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
