@@ -71,17 +71,19 @@ def gpu_state(count: int, tick: int) -> dict[int, dict[str, object]]:
 class StateWriter(threading.Thread):
     """Rewrites the fake NVML state file once a second until stopped."""
 
-    def __init__(self, path: Path, count: int) -> None:
+    def __init__(
+        self, path: Path, count: int, procs: tuple[tuple[int, int, int | None], ...] = ()
+    ) -> None:
         super().__init__(daemon=True)
-        self.path, self.count = path, count
+        self.path, self.count, self.procs = path, count, procs
         self.stop = threading.Event()
-        write_state(path, gpus=gpu_state(count, 0))
+        write_state(path, gpus=gpu_state(count, 0), procs=procs)
 
     def run(self) -> None:
         tick = 0
         while not self.stop.wait(1.0):
             tick += 1
-            write_state(self.path, gpus=gpu_state(self.count, tick))
+            write_state(self.path, gpus=gpu_state(self.count, tick), procs=self.procs)
 
 
 def rows_seen(pattern: re.Pattern[str], count: int, limit: int) -> Callable[[str], bool]:
@@ -142,10 +144,13 @@ class FakeHost:
         ]
 
     @contextlib.contextmanager
-    def gpus(self, count: int) -> Iterator[dict[str, str]]:
-        """`count` fake GPUs whose numbers move every second; yields the panes' environment."""
+    def gpus(
+        self, count: int, procs: tuple[tuple[int, int, int | None], ...] = ()
+    ) -> Iterator[dict[str, str]]:
+        """`count` fake GPUs whose numbers move every second, with `procs` ((gpu, pid, MiB)) as
+        their processes; yields the panes' environment."""
         state = self.work / f"state-{count}"
-        writer = StateWriter(state, count)
+        writer = StateWriter(state, count, procs)
         writer.start()
         try:
             yield {"LD_LIBRARY_PATH": str(self.lib.parent), STATE_ENV: str(state)}

@@ -44,6 +44,9 @@ FIRST_READING_WAIT_S = 0.5
 # The longest a tick waits for its sources' round before the snapshot (also at most half the
 # interval): a normal round takes milliseconds; a slow source joins a later tick.
 SETTLE_MAX_S = 0.25
+# `--once`: the CPU of the GPU processes and of the host is measured over at least this long
+# (their counters start when NVML has listed the processes; a percentage needs two readings).
+ONCE_CPU_WINDOW_S = 0.2
 # Shutting the sources down: cancel, wait this long, cancel again (see _stop).
 STOP_WAIT_S, STOP_TRIES = 0.5, 10
 
@@ -313,6 +316,7 @@ class Session:
             cuda_visible_devices=self.options.cuda_visible_devices,
             process_users=processes.users,
             process_infos=processes.infos,
+            process_usage=processes.usage,
             notes=notes,
             server=server,
             mismatches=find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info),
@@ -342,8 +346,21 @@ class Session:
         if self.options.metrics:
             jobs.append(self._scrape(wait_info=True))
         await asyncio.gather(*jobs)
+        window = self._start_cpu_window()
         await self.read_model_config()
+        if window is not None:
+            await asyncio.sleep(max(0.0, window - time.monotonic()))
         return self.snapshot()
+
+    def _start_cpu_window(self) -> float | None:
+        """Start the CPU counters of the GPU processes NVML listed and of the host; when the
+        one-shot snapshot may be taken (monotonic), None when there is nothing to measure."""
+        reading = self.latest_nvml
+        prime = getattr(self.host, "prime", None)  # the demo's host has simulated numbers
+        if prime is None or reading is None or not any(g.processes for g in reading.gpus):
+            return None
+        prime(reading)
+        return time.monotonic() + ONCE_CPU_WINDOW_S
 
     async def _poll_nvml(self) -> None:
         assert self.nvml is not None

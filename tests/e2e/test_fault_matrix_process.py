@@ -368,6 +368,9 @@ async def _help_says(host: FaultHost, session_options: dict[str, object], check)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_screen(app, pilot, "eight rows", lambda t, s: len(GPU_ROW.findall(t)) == 8)
         await pilot.press("question_mark")
+        # The sources section is the help's last: scrolled to, below every key and glyph.
+        await wait_screen(app, pilot, "the help", lambda t, s: "this help" in t)
+        await pilot.press("end")
         return await wait_screen(app, pilot, "the server line in help", check, 10, host.outputs)
 
 

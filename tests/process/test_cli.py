@@ -465,6 +465,7 @@ def test_demo_json(story_json: dict[str, object]) -> None:
     live = {"source", "sources", "host", "gpus", "metrics", "notes", "rank_mapping", "runtime"}
     live |= {"server"}  # the demo scrapes no server
     live |= {"verdict", "timeline"}  # the judgement of those live parts
+    live |= {"processes"}  # the simulated schedulers on the simulated GPUs
     assert _without_clock({k: v for k, v in data.items() if k not in live}) == _without_clock(
         {k: v for k, v in story_json.items() if k not in live}
     )
@@ -472,6 +473,10 @@ def test_demo_json(story_json: dict[str, object]) -> None:
     assert len(gpus) == 8  # type: ignore[arg-type]
     assert [g["ranks"] for g in gpus] == [[f"TP{i}"] for i in range(8)]  # type: ignore[index]
     assert data["rank_mapping"] == "process"
+    processes = data["processes"]
+    assert [(p["gpu"], p["rank"], p["foreign"], p["readable"]) for p in processes] == [  # type: ignore[index, union-attr]
+        (i, f"TP{i}", False, True) for i in range(8)
+    ]
     assert data["metrics"]["max_total_num_tokens"] == 159277  # type: ignore[index]
     assert [s["name"] for s in data["sources"]] == ["log", "nvml", "metrics"]  # type: ignore[index]
     assert all(s["state"] == "ok" for s in data["sources"])  # type: ignore[index]

@@ -21,15 +21,20 @@ from tui.sglang.raw_lines import RawLines
 STILL_EPOCH = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc).timestamp()
 
 
-def still_snapshot(serving_s: float = 0.0, epoch: float = STILL_EPOCH) -> Snapshot:
-    """The demo one minute (plus `serving_s`) after the server got ready, at `epoch`."""
+def still_session(serving_s: float = 0.0, epoch: float = STILL_EPOCH) -> Session:
+    """The demo's session one minute (plus `serving_s`) after the server got ready, at `epoch`."""
     now = [epoch]
     scenario = DemoScenario(clock=lambda: now[0])
     session = Session(Options(demo=True), demo=DemoSource(scenario), clock=lambda: now[0])
     scenario.finish_startup()
     now[0] += serving_s
     session.demo_tick()
-    return session.snapshot()
+    return session
+
+
+def still_snapshot(serving_s: float = 0.0, epoch: float = STILL_EPOCH) -> Snapshot:
+    """The demo one minute (plus `serving_s`) after the server got ready, at `epoch`."""
+    return still_session(serving_s, epoch).snapshot()
 
 
 def still_series(count: int, step_s: float = 5.0, epoch: float = STILL_EPOCH) -> list[Snapshot]:

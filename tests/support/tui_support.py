@@ -139,3 +139,57 @@ def judged_in_turn(
         verdict, timeline = watch.look(snapshot)
         out.append(replace(snapshot, verdict=verdict, timeline=timeline))
     return out
+
+
+FOREIGN_PID = 4242
+HIDDEN_PID = 4343
+
+
+def processes_snapshot() -> Snapshot:
+    """The demo's still with two more GPU processes, joined by the real model: a foreign
+    `python3 train.py` holding 4 GiB on GPU 2 (bob's, readable) and a process on GPU 5 that
+    this host cannot read (another PID namespace)."""
+    from tests.support.still import still_session
+    from tui.model.memory.gpu_reading import GpuProcess
+    from tui.model.memory.process_owner import ProcessInfo
+    from tui.model.snapshot import ProcessUsage
+
+    session = still_session()
+    reading = session.latest_nvml
+    assert reading is not None
+    extra = {2: GpuProcess(FOREIGN_PID, 4.0), 5: GpuProcess(HIDDEN_PID, 1.5)}
+    gpus = tuple(
+        replace(
+            g,
+            processes=(*g.processes, extra[g.index]),
+            used_gib=g.used_gib + extra[g.index].used_gib,  # type: ignore[operator]
+            free_gib=g.free_gib - extra[g.index].used_gib,  # type: ignore[operator]
+        )
+        if g.index in extra
+        else g
+        for g in reading.gpus
+    )
+    facts = session.host.processes(reading)
+    return build_snapshot(
+        session.analysis(),
+        taken_at=session.clock(),
+        nvml=replace(reading, gpus=gpus),
+        process_ranks={**facts.ranks, FOREIGN_PID: None, HIDDEN_PID: None},
+        pids_visible=True,
+        metrics=session.latest_metrics,
+        server_info=None,
+        host=session.host.memory(),
+        sources=session.snapshot().sources,
+        process_users={**facts.users, FOREIGN_PID: "bob"},
+        process_infos={
+            **facts.infos,
+            FOREIGN_PID: ProcessInfo("python3 train.py --epochs 3", session.clock() - 3725.0),
+            HIDDEN_PID: ProcessInfo(),
+        },
+        process_usage={
+            **facts.usage,
+            FOREIGN_PID: ProcessUsage(312.5, 2.25),
+            HIDDEN_PID: ProcessUsage(),
+        },
+        log_from_this_host=True,
+    )

@@ -20,6 +20,7 @@ from tui.live.screens.formula import FormulaScreen
 from tui.live.screens.gpu_detail import GpuDetailScreen
 from tui.live.screens.help import KEYS, HelpScreen, key_label
 from tui.live.screens.overview import OverviewScreen
+from tui.live.screens.processes import ProcessesScreen
 from tui.live.widgets.gpu_rows import GpuHeader, GpuRow
 from tui.model.sizing import tuning
 
@@ -286,7 +287,9 @@ def _help_keys() -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "screen", [KvtopApp, OverviewScreen, GpuDetailScreen, App], ids=lambda s: s.__name__
+    "screen",
+    [KvtopApp, OverviewScreen, GpuDetailScreen, ProcessesScreen, App],
+    ids=lambda s: s.__name__,
 )
 async def test_the_help_lists_every_binding(screen: type) -> None:
     keys = {k.strip() for b in screen.BINDINGS for k in b.key.split(",")}  # type: ignore[attr-defined]

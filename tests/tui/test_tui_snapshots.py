@@ -10,7 +10,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from tests.support.tui_support import demo_snapshot, make_app, utc
+from tests.support.tui_support import demo_snapshot, make_app, processes_snapshot, utc
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +49,11 @@ def test_formula_120x40(snap_compare) -> None:
         await _steady(pilot)
 
     assert snap_compare(make_app(demo_snapshot()), terminal_size=(120, 40), run_before=open_formula)
+
+
+def test_processes_120x40(snap_compare) -> None:
+    """The processes view: the server's ranks, a foreign trainer (a warning) and a process that
+    cannot be read here (dim)."""
+    assert snap_compare(
+        make_app(processes_snapshot()), terminal_size=(120, 40), press=["t"], run_before=_steady
+    )

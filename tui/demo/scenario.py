@@ -249,6 +249,13 @@ class DemoScenario:
         """True once the server-ready line has been released."""
         return self._ready
 
+    def started_at(self) -> float:
+        """Clock time the simulated server's processes started: its log's first line."""
+        ready = self._ready_clock
+        if ready is None:
+            ready = self._t0 - self._offset + self._startup_s
+        return ready + self._story.rel_s[0]
+
     def finish_startup(self) -> None:
         """Jump so the whole startup is due now and 60 serving seconds have passed.
 

@@ -10,13 +10,21 @@ from collections.abc import Callable
 from tui.demo.scenario import LOG_NAME, DemoScenario
 from tui.model.memory.gpu_reading import NvmlReading
 from tui.model.memory.process_owner import ProcessInfo
-from tui.model.snapshot import HostMemory, SourceHealth, SourceState
+from tui.model.snapshot import HostMemory, ProcessUsage, SourceHealth, SourceState
 from tui.sglang.metrics import MetricsSample, parse_exposition
 from tui.sglang.start_state import Startup
 from tui.sources.local_host import ProcessFacts
 
-# The demo host's RAM (simulated, like its GPUs): 1 TiB, with the 8 HiCache host pools in use.
-DEMO_HOST = HostMemory(total_gb=1099.51, used_gb=412.6, available_gb=686.91)
+# The demo host (simulated, like its GPUs): 1 TiB of RAM with the 8 HiCache host pools in use;
+# 128 cores, the 8 schedulers busy; swap unused.
+DEMO_HOST = HostMemory(
+    total_gb=1099.51,
+    used_gb=412.6,
+    available_gb=686.91,
+    cpu_percent=6.4,
+    swap_total_gb=8.59,
+    swap_used_gb=0.0,
+)
 LOG_HEALTH = SourceHealth("log", SourceState.OK, "demo: the embedded story log, replayed")
 NVML_HEALTH = SourceHealth("nvml", SourceState.OK, "demo: simulated GPUs")
 METRICS_HEALTH = SourceHealth("metrics", SourceState.OK, "demo: simulated /metrics")
@@ -41,15 +49,7 @@ class DemoSource:
         self.scenario = scenario if scenario is not None else DemoScenario(speed, clock=clock)
         self._exposition: str | None = None
         self._sample: MetricsSample | None = None
-        ranks: dict[int, str | None] = dict(self.scenario.process_ranks())
-        self._processes = ProcessFacts(
-            ranks=ranks,
-            users=dict.fromkeys(ranks, "sglang (simulated)"),
-            infos={
-                pid: ProcessInfo(f"sglang::scheduler_{rank} (simulated)")
-                for pid, rank in ranks.items()
-            },
-        )
+        self._ranks: dict[int, str | None] = dict(self.scenario.process_ranks())
 
     # -- the log ----------------------------------------------------------------------------------
     def finish_startup(self) -> None:
@@ -64,7 +64,20 @@ class DemoSource:
         return self.scenario.nvml_reading(startup)
 
     def processes(self, reading: NvmlReading | None) -> ProcessFacts:
-        return self._processes
+        """The simulated schedulers: each spins a core, as SGLang's do, and holds a few GiB."""
+        ranks, started = self._ranks, self.scenario.started_at()
+        return ProcessFacts(
+            ranks=dict(ranks),
+            users=dict.fromkeys(ranks, "sglang"),
+            infos={
+                pid: ProcessInfo(f"sglang::scheduler_{rank} (simulated)", started)
+                for pid, rank in ranks.items()
+            },
+            usage={
+                pid: ProcessUsage(round(99.0 + (i % 3) * 0.3, 1), round(7.1 + 0.05 * i, 2))
+                for i, pid in enumerate(ranks)
+            },
+        )
 
     @staticmethod
     def memory() -> HostMemory:

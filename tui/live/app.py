@@ -19,6 +19,7 @@ from tui.live.screens.base import OpenGpuDetail, RequestLength, SelectGpu, Shows
 from tui.live.screens.overview import OverviewScreen
 from tui.live.view_state import ViewState, kv_facts, next_interval, status_facts
 from tui.model.memory.gpu_order import next_order
+from tui.model.processes.table import next_order as next_process_order
 from tui.model.snapshot import Snapshot
 from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 from tui.sglang.raw_lines import RawLines
@@ -46,6 +47,7 @@ class KvtopApp(FeedApp):
         Binding("f", "formula", "formula"),
         Binding("e", "events('events')", "events"),
         Binding("l", "events('log')", "log", show=False),
+        Binding("t", "processes", "processes"),
         Binding("c", "toggle_compact", "compact"),
         Binding("space", "toggle_pause", "pause"),
         Binding("d", "dismiss_notes", "dismiss note", show=False),
@@ -178,6 +180,20 @@ class KvtopApp(FeedApp):
             return
         self.push_screen(self._with_state(FormulaScreen(self.state.selected_rank())))
 
+    def action_processes(self) -> None:
+        """t: every process on the GPUs, with the host's CPU, RAM and swap (t again: back)."""
+        from tui.live.screens.processes import ProcessesScreen
+
+        if isinstance(self.screen, ProcessesScreen):
+            self.screen.dismiss(None)
+            return
+        self.push_screen(self._with_state(ProcessesScreen()))
+
+    def action_process_order(self) -> None:
+        """o in the processes view: the next order (GPU memory, CPU, RSS, time, GPU, pid, user)."""
+        self.state.process_order = next_process_order(self.state.process_order)
+        self.show_state()
+
     def action_events(self, mode: str) -> None:
         """The events pane (e) or the raw log (l): scroll, search, filter, save, copy."""
         from tui.live.screens.events import EventsScreen
@@ -280,6 +296,16 @@ class KvtopApp(FeedApp):
         yield SystemCommand(
             "Sort GPUs", "Next order: index, free, used, temperature (o)", self.action_gpu_order
         )
+        yield SystemCommand(
+            "Processes",
+            "Every process on the GPUs, host CPU and memory (t)",
+            self._processes_command,
+        )
+        yield SystemCommand(
+            "Sort processes",
+            "Next order: GPU memory, CPU, RSS, time, GPU, pid, user (o in processes)",
+            self.action_process_order,
+        )
         yield SystemCommand("Quit", "Quit kvtop (q)", self.action_quit)
         yield SystemCommand("GPU detail", "Drill into the selected GPU", self._detail_command)
         yield SystemCommand("Formula", "SGLang's KV sizing with live numbers", self.action_formula)
@@ -303,6 +329,12 @@ class KvtopApp(FeedApp):
     def _screenshot_later(self) -> None:
         # After the palette has closed, so the picture is of kvtop's screen, not the palette.
         self.set_timer(0.1, self.action_save_screenshot)
+
+    def _processes_command(self) -> None:
+        from tui.live.screens.processes import ProcessesScreen
+
+        if not isinstance(self.screen, ProcessesScreen):
+            self.action_processes()
 
     def _detail_command(self) -> None:
         while len(self.screen_stack) > 1:

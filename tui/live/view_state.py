@@ -15,6 +15,8 @@ from tui.model.history import History, Series
 from tui.model.kv_usage import KvUsage, kv_usage, source_text
 from tui.model.memory.gpu_order import sorted_gpus
 from tui.model.memory.gpu_reading import GpuStatus
+from tui.model.processes.table import DEFAULT_ORDER as DEFAULT_PROCESS_ORDER
+from tui.model.processes.table import ProcessRow, process_rows
 from tui.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
 from tui.model.status.freshness import is_fresh, stale_after_s, stale_age_s
 from tui.model.status.levels import (
@@ -99,6 +101,11 @@ class ViewState:
     dismissed_notes: frozenset[str] = frozenset()
     # The overview's GPU order (o cycles it; tui/model/memory/gpu_order.py): "index", "free", ...
     gpu_order: str = "index"
+    # The processes view's order (o there; tui/model/processes/table.py): GPU memory first.
+    process_order: str = DEFAULT_PROCESS_ORDER
+    _rows_of: tuple[Snapshot | None, tuple[ProcessRow, ...]] = field(
+        default=(None, ()), repr=False, compare=False
+    )
 
     @property
     def compact_now(self) -> bool:
@@ -115,6 +122,14 @@ class ViewState:
         """The snapshot's GPUs in the overview's order (the selection stays on its GPU)."""
         gpus = self.snapshot.gpus if self.snapshot is not None else ()
         return gpus if self.gpu_order == "index" else sorted_gpus(gpus, self.gpu_order)
+
+    def process_rows(self) -> tuple[ProcessRow, ...]:
+        """The snapshot's GPU processes (tui/model/processes/table.py), made once per snapshot
+        for the overview's line and the processes view."""
+        snapshot = self.snapshot
+        if self._rows_of[0] is not snapshot:
+            self._rows_of = (snapshot, process_rows(snapshot) if snapshot is not None else ())
+        return self._rows_of[1]
 
     def selected_view(self) -> GpuView | None:
         """The selected GPU in the snapshot on screen, if it is there."""

@@ -13,7 +13,7 @@ from tui.model.memory.gpu_memory import (
     parse_visible_devices,
     reconcile,
 )
-from tui.model.memory.gpu_reading import GpuSample, GpuStatus, NvmlReading
+from tui.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
 from tui.model.memory.process_owner import (
     ProcessInfo,
     ServerIdentity,
@@ -27,6 +27,7 @@ from tui.model.snapshot import (
     GpuProcessView,
     GpuView,
     HostMemory,
+    ProcessUsage,
     Snapshot,
     SourceHealth,
     SourceState,
@@ -63,6 +64,10 @@ class _ProcessFacts:
     users: Mapping[int, str | None]
     infos: Mapping[int, ProcessInfo]
     server: ServerIdentity  # the server's processes as their titles, tree and unit show them
+    usage: Mapping[int, ProcessUsage]  # what each uses on the host now
+
+
+_NO_USAGE = ProcessUsage()
 
 
 def _gpu_view(
@@ -76,17 +81,7 @@ def _gpu_view(
     their own segment. A lost GPU: no numbers."""
     log = breakdowns.get(ranks[0]) if len(ranks) == 1 else None
     others = other_pids(sample.processes, bool(ranks), facts.ranks, facts.infos, facts.server)
-    views = tuple(
-        GpuProcessView(
-            p.pid,
-            p.used_gib,
-            facts.ranks.get(p.pid),
-            facts.users.get(p.pid),
-            (info.command if (info := facts.infos.get(p.pid)) else None),
-            p.pid in others,
-        )
-        for p in sample.processes
-    )
+    views = tuple(_process_view(p, p.pid in others, facts) for p in sample.processes)
     if sample.status != GpuStatus.OK:
         return GpuView(sample, ranks, lost_memory(), views)
     if any(name == "processes" for name, _ in sample.field_errors):
@@ -95,6 +90,22 @@ def _gpu_view(
         other = other_processes_gib(sample.processes, others)
     memory = reconcile(sample.total_gib, sample.free_gib, log, other)
     return GpuView(sample=sample, ranks=ranks, memory=memory, processes=views)
+
+
+def _process_view(process: GpuProcess, other: bool, facts: _ProcessFacts) -> GpuProcessView:
+    info = facts.infos.get(process.pid)
+    usage = facts.usage.get(process.pid, _NO_USAGE)
+    return GpuProcessView(
+        process.pid,
+        process.used_gib,
+        facts.ranks.get(process.pid),
+        facts.users.get(process.pid),
+        info.command if info is not None else None,
+        other,
+        started_at=info.started_at if info is not None else None,
+        cpu_percent=usage.cpu_percent,
+        rss_gib=usage.rss_gib,
+    )
 
 
 _MISMATCH_GIST = (
@@ -227,6 +238,7 @@ def build_snapshot(
     cuda_visible_devices: str | None = None,
     process_users: Mapping[int, str | None] | None = None,
     process_infos: Mapping[int, ProcessInfo] | None = None,
+    process_usage: Mapping[int, ProcessUsage] | None = None,
     notes: tuple[str, ...] = (),
     server: ServerTarget | None = None,
     mismatches: tuple[Mismatch, ...] = (),
@@ -235,7 +247,8 @@ def build_snapshot(
     judged: bool = True,
 ) -> Snapshot:
     """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title;
-    `process_infos`: pid -> command line and start time (whose process it is); `notes`: the
+    `process_infos`: pid -> command line and start time (whose process it is);
+    `process_usage`: pid -> its CPU and resident memory on the host now; `notes`: the
     sources' own sentences (a log notice, a withheld API key), after the model's; `watch`:
     the session's judge (one look with the default thresholds when None); `judged=False`: no
     verdict yet (the first frame's GPUs, before the other sources' first readings)."""
@@ -255,7 +268,11 @@ def build_snapshot(
     breakdowns = {b.rank: b for b in analysis.breakdowns}
     infos = process_infos or {}
     facts = _ProcessFacts(
-        process_ranks, process_users or {}, infos, server_identity(process_ranks, infos)
+        process_ranks,
+        process_users or {},
+        infos,
+        server_identity(process_ranks, infos),
+        process_usage or {},
     )
     gpus = [_gpu_view(s, mapping.get(s.index, ()), breakdowns, facts) for s in samples]
     gone = server_gone(analysis.startup, gpus, breakdowns)

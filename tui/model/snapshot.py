@@ -65,6 +65,15 @@ class SourceHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessUsage:
+    """What one process uses on the host now: CPU since the previous reading (% of one core;
+    None before a second reading or when unreadable) and resident memory (None: unreadable)."""
+
+    cpu_percent: float | None = None
+    rss_gib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GpuProcessView:
     pid: int
     used_gib: float | None
@@ -72,6 +81,18 @@ class GpuProcessView:
     user: str | None = None
     command: str | None = None  # its command line, when visible here
     other: bool = False  # not the server's (tui/model/memory/process_owner.py)
+    # What the host says of it (tui/sources/host_processes.py): when it started (epoch
+    # seconds), its CPU use since the previous reading (% of one core, as top and nvitop; None
+    # before a second reading) and its resident memory. None where the host cannot tell.
+    started_at: float | None = None
+    cpu_percent: float | None = None
+    rss_gib: float | None = None
+
+    @property
+    def readable(self) -> bool:
+        """The host shows this process here (its command line could be read): False for a
+        process of another PID namespace (a container) or one hidden from this user."""
+        return self.command is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +115,23 @@ class HostMemory:
     total_gb: float
     used_gb: float
     available_gb: float
+    # The host line of the processes view, as nvitop's: CPU busy since the previous reading
+    # (% of all cores; None before a second reading) and swap (None: not read).
+    cpu_percent: float | None = None
+    swap_total_gb: float | None = None
+    swap_used_gb: float | None = None
+
+    @property
+    def memory_pct(self) -> float | None:
+        """RAM in use (total − available), % of total: `free`'s and nvitop's MEM."""
+        return 100.0 * self.used_gb / self.total_gb if self.total_gb > 0 else None
+
+    @property
+    def swap_pct(self) -> float | None:
+        """Swap in use, % of swap; None when not read, 0 when the host has no swap."""
+        if self.swap_total_gb is None or self.swap_used_gb is None:
+            return None
+        return 100.0 * self.swap_used_gb / self.swap_total_gb if self.swap_total_gb > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)

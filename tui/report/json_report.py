@@ -9,6 +9,7 @@ from tui.model.analysis import Analysis
 from tui.model.deployment_shape import deployment_shape
 from tui.model.memory.gpu_reading import GpuStatus, slowdown_reasons
 from tui.model.memory.rank_memory import MemoryBreakdown
+from tui.model.processes.table import ProcessRow, process_rows
 from tui.model.sizing.formula import DraftBudgetRule, WhatIf
 from tui.model.sizing.model_config import CellSize
 from tui.model.sizing.replay import RankSizing
@@ -354,6 +355,25 @@ def _gpu_json(view: GpuView) -> dict[str, object]:
     }
 
 
+def _process_json(row: ProcessRow) -> dict[str, object]:
+    """One process on one GPU (the processes view's row). Null: unknown, or not readable here
+    (`readable` false: another user's or a container's process)."""
+    return {
+        "gpu": row.gpu,
+        "pid": row.pid,
+        "user": row.user,
+        "gpu_memory_gib": _r(row.gpu_memory_gib),
+        # % of one core since the previous reading (over about 0.2 s in --once), as top's.
+        "cpu_percent": row.cpu_percent,
+        "rss_gib": _r(row.rss_gib),
+        "elapsed_s": _r(row.elapsed_s, 1),
+        "command": row.command,
+        "rank": row.rank,
+        "foreign": row.foreign,
+        "readable": row.readable,
+    }
+
+
 def verdict_json(verdict: Verdict) -> dict[str, object]:
     """The one judgement: `--check` exits with this level for the same inputs."""
     return {
@@ -403,8 +423,13 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
             "used_gb": snapshot.host.used_gb,
             "available_gb": snapshot.host.available_gb,
             "host_kv_total_gb": snapshot.host_kv_total_gb,
+            # Busy since the previous reading, % of all cores (null: one reading only).
+            "cpu_percent": snapshot.host.cpu_percent,
+            "swap_total_gb": snapshot.host.swap_total_gb,
+            "swap_used_gb": snapshot.host.swap_used_gb,
         }
     )
+    data["processes"] = [_process_json(r) for r in process_rows(snapshot)]
     # age_s: seconds since the source's last good reading, null before the first.
     data["sources"] = [
         {"name": s.name, "state": s.state, "detail": s.detail, "age_s": _r(s.age_s, 1)}

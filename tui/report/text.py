@@ -11,6 +11,10 @@ from tui.model.analysis import Analysis
 from tui.model.deployment_shape import deployment_shape
 from tui.model.kv_usage import kv_now, load_from_batch, load_from_metrics, load_line, source_text
 from tui.model.memory.gpu_reading import GpuStatus
+from tui.model.processes.columns import cells as process_cells
+from tui.model.processes.summary import host_line, processes_summary
+from tui.model.processes.table import DEFAULT_ORDER as DEFAULT_PROCESS_ORDER
+from tui.model.processes.table import process_rows, sorted_rows
 from tui.model.sizing.replay import (
     HOST_KV,
     OTHER_AFTER_POOL,
@@ -56,9 +60,12 @@ _WORD_COLUMNS = {
     "tokens needed",
     "answer",
     "name",
+    "user",
+    "whose",
+    "command",
 }
 # Prose that may wrap at word boundaries inside its column; nothing else ever wraps or is cut.
-_WRAP_COLUMNS = {"arithmetic", "phase", "answer", "tokens needed", "requests"}
+_WRAP_COLUMNS = {"arithmetic", "phase", "answer", "tokens needed", "requests", "command"}
 
 
 def _table(
@@ -530,6 +537,32 @@ def _gpu_table(snapshot: Snapshot) -> Group:
     return _titled(title, table)
 
 
+def _process_table(snapshot: Snapshot) -> Group:
+    """Every process on the GPUs, as the live processes view lists them (GPU memory first),
+    with the host's CPU, RAM and swap in its title."""
+    rows = process_rows(snapshot)
+    table = _table(
+        "GPU", "pid", "user", "whose", "GPU GiB", "CPU %", "RSS GiB", "time", "command",
+        gap=1,  # so that a line of 80 holds the table with the command wrapped
+        key_prefix="GPU ",
+    )  # fmt: skip
+    for row in sorted_rows(rows, DEFAULT_PROCESS_ORDER):
+        words = process_cells(row)
+        table.add_row(
+            words["gpu"],
+            words["pid"],
+            _text(words["user"]),
+            _text(words["whose"]),
+            fmt.number(row.gpu_memory_gib),
+            words["cpu"],
+            fmt.number(row.rss_gib),
+            words["time"],
+            _text(words["command"]),
+        )
+    title = f"processes ({processes_summary(rows)}; host {host_line(snapshot.host)})"
+    return _titled(title, table)
+
+
 def _metrics_line(snapshot: Snapshot) -> Text | None:
     m = snapshot.trusted_metrics  # another server's scrape is named in the mismatch lines
     if m is None:
@@ -583,6 +616,8 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     parts.append(_kv_source_line(snapshot))
     if snapshot.gpus:
         parts += [Text(""), _gpu_table(snapshot)]
+    if any(g.processes for g in snapshot.gpus):
+        parts += [Text(""), _process_table(snapshot)]
     shape_flags = set(deployment_shape(snapshot.analysis.startup).flags())  # said by render_title()
     for note in snapshot.notes:
         if note not in shape_flags:

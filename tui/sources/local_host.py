@@ -3,6 +3,7 @@ what NVML's reading says about the GPUs' health."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 from dataclasses import dataclass, field
 
@@ -10,27 +11,30 @@ import psutil
 
 from tui.model.memory.gpu_reading import GpuStatus, NvmlReading
 from tui.model.memory.process_owner import ProcessInfo
-from tui.model.snapshot import HostMemory, SourceHealth, SourceState
-from tui.sources.gpu_processes import info_of_pid, pids_visible, rank_of_pid, user_of_pid
+from tui.model.snapshot import HostMemory, ProcessUsage, SourceHealth, SourceState
+from tui.sources.host_processes import HostProcesses
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessFacts:
     """The GPU processes' ranks (from their titles), users and command lines, and whether this
-    host's process table shows them at all (a container without the host's PID namespace)."""
+    host's process table shows them at all (a container without the host's PID namespace);
+    what each uses on the host now (CPU, resident memory)."""
 
     ranks: dict[int, str | None] = field(default_factory=dict)
     users: dict[int, str | None] = field(default_factory=dict)
     infos: dict[int, ProcessInfo] = field(default_factory=dict)
     visible: bool = True
+    usage: dict[int, ProcessUsage] = field(default_factory=dict)
 
 
 class LocalHost:
     """The host kvtop runs on. A pid's rank, user and command line do not change, so each is
-    looked up once and kept while the pid holds GPU memory."""
+    looked up once and kept while the process holds GPU memory (tui/sources/host_processes.py);
+    its CPU and resident memory are read at every refresh."""
 
     def __init__(self) -> None:
-        self._cache: dict[int, tuple[str | None, str | None, ProcessInfo]] = {}
+        self._host = HostProcesses()
         self._problems: dict[str, str | None] = {"processes": None, "memory": None}
 
     @property
@@ -50,19 +54,24 @@ class LocalHost:
     def _processes(self, reading: NvmlReading | None) -> ProcessFacts:
         if reading is None:
             return ProcessFacts()
-        pids = {p.pid for g in reading.gpus for p in g.processes}
-        cache = self._cache
-        for pid in cache.keys() - pids:
-            del cache[pid]  # gone: a long session must not keep every pid it ever saw
-        for pid in pids - cache.keys():
-            cache[pid] = (rank_of_pid(pid), user_of_pid(pid), info_of_pid(pid))
-        ranks = {pid: cache[pid][0] for pid in pids}
+        seen = self._host.read({p.pid for g in reading.gpus for p in g.processes})
+        ranks = {pid: known.rank for pid, (known, _) in seen.items()}
         return ProcessFacts(
             ranks=ranks,
-            users={pid: cache[pid][1] for pid in pids},
-            infos={pid: cache[pid][2] for pid in pids},
-            visible=pids_visible(ranks) if ranks else True,
+            users={pid: known.user for pid, (known, _) in seen.items()},
+            infos={pid: known.info for pid, (known, _) in seen.items()},
+            # NVML gives host pids: in a container without the host's PID namespace they are
+            # not here, and ranks cannot be read from titles.
+            visible=all(known.here for known, _ in seen.values()),
+            usage={pid: usage for pid, (_, usage) in seen.items()},
         )
+
+    def prime(self, reading: NvmlReading | None) -> None:
+        """Start the CPU counters of the host and of READING's processes, so that a snapshot
+        a moment later (`--once`) has CPU percentages."""
+        pids = {p.pid for g in reading.gpus for p in g.processes} if reading is not None else set()
+        with contextlib.suppress(OSError):  # the reading proper says what failed
+            self._host.prime(pids)
 
     def memory(self) -> HostMemory | None:
         """Host RAM; None (and `problem` says why) when it cannot be read now."""
@@ -72,10 +81,14 @@ class LocalHost:
             self._problems["memory"] = _host_problem("host RAM", exc)
             return None
         self._problems["memory"] = None
+        cpu_swap = self._host.host()
         return HostMemory(
             total_gb=round(mem.total / 1e9, 2),
             used_gb=round((mem.total - mem.available) / 1e9, 2),
             available_gb=round(mem.available / 1e9, 2),
+            cpu_percent=cpu_swap.cpu_percent,
+            swap_total_gb=cpu_swap.swap_total_gb,
+            swap_used_gb=cpu_swap.swap_used_gb,
         )
 
     @staticmethod

@@ -25,6 +25,7 @@ KEYS = (
     ("PgUp PgDn Home End", "select 8 GPUs up / down, the first / the last GPU"),
     ("o", "sort the GPUs: by index, free, used, temperature (the header marks it ▲ or ▼)"),
     ("Enter", "GPU detail: phase waterfall, where each number comes from, processes, history"),
+    ("t", "processes: every GPU process, whose (rank, foreign), host CPU, RSS, time; o sorts"),
     ("Esc", "back"),
     ("f", "the formula: SGLang's KV sizing with live numbers, what-if and reverse questions"),
     ("+ / = / -", "slower / slower / faster refresh"),

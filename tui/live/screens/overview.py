@@ -14,9 +14,11 @@ from tui.live.screens.base import OpenGpuDetail, SelectGpu, ShowsState
 from tui.live.view_state import ViewState, step_selection
 from tui.live.widgets.gpu_rows import GpuHeader, GpuRow, MemoryLegend
 from tui.live.widgets.kv_panel import KvPanel
+from tui.live.widgets.processes_line import ProcessesLine
 from tui.live.widgets.status_line import StatusLine
 from tui.live.widgets.text_panels import EventsPanel, HostKvLane, InsightsPanel, NoticesPanel
 from tui.model.kv_usage import kv_usage
+from tui.model.snapshot import SourceState
 from tui.model.status.gpu_alerts import gpu_alerts
 from tui.model.status.notes import shown_notes
 from tui.model.timeline import recent_events
@@ -57,6 +59,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         self._header = GpuHeader(id="gpu-header", classes="memory")
         self._gpu_list = VerticalScroll(id="gpu-list", can_focus=False)
         self._legend = MemoryLegend(id="legend")
+        self._processes = ProcessesLine(id="processes-line", classes="panel")
         self._kv = KvPanel(id="kv")
         self._host_kv = HostKvLane(id="host-kv", classes="panel")
         self._insights = InsightsPanel(id="insights", classes="panel")
@@ -66,6 +69,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         yield self._header
         yield self._gpu_list
         yield self._legend
+        yield self._processes
         yield self._kv
         yield self._host_kv
         yield self._insights
@@ -154,6 +158,9 @@ class OverviewScreen(ShowsState, Screen[None]):
         for row, gpu in zip(self._rows, gpus, strict=False):
             row.show(gpu, alerts.get(gpu.sample.index))
         self._legend.show(gpus[selected] if gpus else None, compact)
+        nvml = next((s for s in snapshot.sources if s.name == "nvml"), None)
+        nvml_on = nvml is not None and nvml.state != SourceState.OFF
+        self._processes.show(state.process_rows(), nvml_on)
         kv = state.kv  # formed by the app with the status line (tui/live/view_state.kv_facts)
         if kv is not None:
             self._kv.show(kv, compact)

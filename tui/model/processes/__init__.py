@@ -1,0 +1,1 @@
+"""The process table: every GPU process, whose it is, its order, its columns for a width."""
