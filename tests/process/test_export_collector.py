@@ -151,6 +151,8 @@ async def test_temperature_power_utilisation_and_used_memory_are_nvmls(state: Pa
         # in use + free = the card, as NVML's total - free
         free = one(found, ff.GPU_MEMORY, segment="free", **ids)
         assert one(found, ff.GPU_USED, **ids) + free == one(found, ff.GPU_TOTAL, **ids)
+        named = {**ids, "name": "NVIDIA H200", "pci_bus_id": str(fields["bus"])}
+        assert found[(ff.GPU_INFO, frozenset(named.items()))] == 1
     data = snapshot_json(snapshot)
     for gpu in data["gpus"]:  # type: ignore[union-attr]
         ids = {"gpu": str(gpu["index"])}
@@ -184,6 +186,17 @@ async def test_readings_a_card_lacks_or_nvml_garbles_are_left_out(state: Path) -
     assert one(found, ff.GPU_UTILIZATION, gpu="2") == pytest.approx(0.62)
     assert one(found, ff.GPU_USED, gpu="2") == (USED_MIB + 512) * 2**20
     assert one(found, ff.GPU_UP, gpu="2") == one(found, ff.GPU_UP, gpu="5") == 1
+
+
+async def test_a_gpus_name_from_the_driver_is_made_visible(state: Path) -> None:
+    """The card's name is the driver's text: an escape sequence in it reaches no fleet view."""
+    gpus = eight_gpus(used_mib=USED_MIB)
+    gpus[1]["name"] = "NVIDIA H200\x1b]0;owned\x07"
+    write_state(state, gpus)
+    snapshot = await collect(log_file=str(STORY_LOG), metrics=False)
+    (labels,) = of(samples(body_of(snapshot)), ff.GPU_INFO, gpu="1")
+    name = dict(labels)["name"]
+    assert name.startswith("NVIDIA H200") and "\x1b" not in name and "\x07" not in name
 
 
 # -- KV cache --------------------------------------------------------------------------------------

@@ -60,6 +60,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge",
         "1 while NVML reads the GPU, 0 when it lost it or cannot read it (no memory samples then).",
     ),
+    ff.GPU_INFO: (
+        "info",
+        "Each GPU NVML names: its model name and PCI bus id (1 per GPU, lost GPUs included).",
+    ),
     ff.GPU_TOTAL: ("gauge", "The GPU's memory in bytes, as NVML reports it."),
     ff.GPU_MEMORY: (
         "gauge",
@@ -132,14 +136,23 @@ def segment_gib(gpu: GpuView, segment: str) -> float | None:
 
 
 def gpu_families(snapshot: Snapshot) -> list[Metric]:
-    """kvtop_gpu_up, _total_bytes, _memory_bytes{segment}, _reserve_bytes per GPU, then NVML's
-    own readings (sensor_families)."""
+    """kvtop_gpu_up, _info, _total_bytes, _memory_bytes{segment}, _reserve_bytes per GPU, then
+    NVML's own readings (sensor_families)."""
     up, total = _gauge(ff.GPU_UP, GPU_LABELS), _gauge(ff.GPU_TOTAL, GPU_LABELS)
     memory = _gauge(ff.GPU_MEMORY, (*GPU_LABELS, "segment"))
     reserve = _gauge(ff.GPU_RESERVE, GPU_LABELS)
+    info = InfoMetricFamily(
+        ff.GPU_INFO.removesuffix("_info"),
+        FAMILIES[ff.GPU_INFO][1],
+        labels=[*GPU_LABELS, *ff.GPU_INFO_LABELS],
+    )
     for gpu in snapshot.gpus:
         ids = _gpu_id(gpu)
         up.add_metric(ids, 0 if gpu.lost else 1)
+        if gpu.sample.name or gpu.sample.pci_bus_id:  # a GPU never read has neither
+            # The card's words pass the filter for text from outside, as kvtop_info's do.
+            named = [make_visible(gpu.sample.name), make_visible(gpu.sample.pci_bus_id)]
+            info.add_metric([*ids, *named], {})
         if gpu.lost or gpu.memory.total_gib is None:
             continue
         total.add_metric(ids, _bytes(gpu.memory.total_gib))
@@ -149,7 +162,7 @@ def gpu_families(snapshot: Snapshot) -> list[Metric]:
                 memory.add_metric([*ids, segment], _bytes(gib))
         if gpu.memory.reserve_gib is not None:
             reserve.add_metric(ids, _bytes(gpu.memory.reserve_gib))
-    return [up, total, memory, reserve, *sensor_families(snapshot)]
+    return [up, info, total, memory, reserve, *sensor_families(snapshot)]
 
 
 def sensor_families(snapshot: Snapshot) -> list[Metric]:
@@ -325,6 +338,8 @@ def _empty(name: str) -> Metric:
     kind, text = FAMILIES[name]
     if kind == "counter":
         return CounterMetricFamily(name, text)
+    if kind == "info":
+        return InfoMetricFamily(name.removesuffix("_info"), text)
     return _gauge(name, ())
 
 
