@@ -298,7 +298,21 @@ async def test_sources_turned_off_are_left_out() -> None:
     snapshot = await collect(log_file=str(STORY_LOG), nvml=False, metrics=False)
     found = samples(body_of(snapshot))
     assert {dict(labels)["source"] for labels in of(found, ff.SOURCE_UP)} == {"log"}
-    assert of(found, ff.GPU_UP) == {}
+    for family in (ff.GPU_UP, ff.GPU_INFO, *SENSORS):
+        assert of(found, family) == {}, family
+
+
+async def test_a_host_without_nvml_has_no_gpu_readings(tmp_path: Path, fake_lib: Path) -> None:
+    """The driver not loaded (the fake's NVML_ERROR_DRIVER_NOT_LOADED): the GPUs source is
+    down and no GPU family has a sample, none sent as 0."""
+    state = write_state(tmp_path / "nvml.state", {}, init_error=9)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_ENV, str(state))
+        snapshot = await collect(log_file=str(STORY_LOG), metrics=False)
+    found = samples(body_of(snapshot))
+    assert one(found, ff.SOURCE_UP, source="gpus") == 0
+    for family in (ff.GPU_UP, ff.GPU_INFO, *SENSORS):
+        assert of(found, family) == {}, family
 
 
 async def test_without_a_log_there_is_no_startup_state() -> None:
