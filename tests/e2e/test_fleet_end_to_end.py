@@ -219,6 +219,28 @@ async def test_the_fleet_says_what_each_host_says(prometheus, fleet_of_exporters
     assert hosts["e2e-solo"]["kv"]["used_tokens"] is None  # no SGLang target: unknown, not 0
 
 
+async def test_a_host_without_dcgm_is_complete(prometheus, fleet_of_exporters) -> None:
+    """e2e-solo runs kvtop alone: its GPUs' name, temperature, power (and limit), utilisation
+    and memory in use come from kvtop's own NVML families, each what that host's `kvtop --once
+    --json` says. The nodes with DCGM keep DCGM's readings (64 °C, 412.3 W, 87 % on GPU 0 of
+    DCGM's fixture, where the fake NVML says 50 °C, 400 W, 60 %), kvtop adding the limit."""
+    await read_until_complete(prometheus.url)
+    fleet = kvtop_fleet_json(prometheus.url)
+    hosts = {h["host"]: h for d in fleet["deployments"] for h in d["hosts"]}
+    own = fleet_of_exporters["e2e-solo"]
+    for shown, read in zip(hosts["e2e-solo"]["gpus"], own["gpus"], strict=True):
+        assert shown["name"] == read["name"] == "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+        assert shown["temperature_c"] == read["temperature_c"] == 50 + read["index"]
+        assert shown["power_w"] == read["power_w"] == 400 + read["index"]
+        assert shown["power_limit_w"] == read["power_limit_w"] == 700
+        assert shown["utilization_pct"] == read["utilization_pct"] == 60 + read["index"]
+        in_use = read["total_gib"] - read["free_gib"]
+        assert shown["used_gib"] == pytest.approx(in_use, abs=ROUNDING_GIB)
+    gpu0 = hosts["e2e-n0"]["gpus"][0]
+    assert (gpu0["temperature_c"], gpu0["power_w"], gpu0["utilization_pct"]) == (64, 412.3, 87)
+    assert gpu0["power_limit_w"] == 700
+
+
 @pytest.fixture
 def tmux(tmp_path: Path) -> Iterator[Tmux]:
     assert shutil.which("tmux"), "tmux is not installed (scripts/setup-env.sh test installs it)"

@@ -121,14 +121,82 @@ async def test_a_lost_gpu_is_down_with_no_numbers(state: Path) -> None:
     found = samples(body_of(snapshot))
     lost = {"gpu": "3", "uuid": "GPU-00000003-1111-2222-3333-444455556666"}
     assert one(found, ff.GPU_UP, **lost) == 0
-    for family in (ff.GPU_MEMORY, ff.GPU_TOTAL, ff.GPU_RESERVE, ff.KV_HEADROOM):
+    for family in (ff.GPU_MEMORY, ff.GPU_TOTAL, ff.GPU_RESERVE, ff.KV_HEADROOM, *SENSORS):
         assert of(found, family, gpu="3") == {}, family  # left out, never 0
+        assert family == ff.KV_HEADROOM or len(of(found, family)) >= 7, family
     assert len(of(found, ff.GPU_UP)) == 8
     assert sum(of(found, ff.GPU_UP).values()) == 7
     assert len(of(found, ff.GPU_MEMORY)) == 7 * 9  # nine segments on each GPU still read
     # The GPUs source is degraded by the lost GPU: not up, its age still said.
     assert one(found, ff.SOURCE_UP, source="gpus") == 0
     assert of(found, ff.SOURCE_AGE, source="gpus")
+
+
+# -- NVML's own readings: a host without DCGM is complete ------------------------------------------
+SENSORS = (ff.GPU_USED, ff.GPU_TEMPERATURE, ff.GPU_POWER, ff.GPU_POWER_LIMIT, ff.GPU_UTILIZATION)
+
+
+async def test_temperature_power_utilisation_and_used_memory_are_nvmls(state: Path) -> None:
+    """The fake card's own numbers (eight_gpus: temp 50+i °C, power 400+i W of 700 W, util
+    60+i %, used_mib + reserved_mib in use), in base units, with the other families' labels."""
+    snapshot = await collect(log_file=str(STORY_LOG), metrics=False)
+    found = samples(body_of(snapshot))
+    for i, fields in eight_gpus(used_mib=USED_MIB).items():
+        ids = {"gpu": str(i), "uuid": str(fields["uuid"])}
+        assert one(found, ff.GPU_TEMPERATURE, **ids) == 50 + i
+        assert one(found, ff.GPU_POWER, **ids) == pytest.approx(400 + i)
+        assert one(found, ff.GPU_POWER_LIMIT, **ids) == 700
+        assert one(found, ff.GPU_UTILIZATION, **ids) == pytest.approx((60 + i) / 100)
+        assert one(found, ff.GPU_USED, **ids) == (USED_MIB + 512) * 2**20
+        # in use + free = the card, as NVML's total - free
+        free = one(found, ff.GPU_MEMORY, segment="free", **ids)
+        assert one(found, ff.GPU_USED, **ids) + free == one(found, ff.GPU_TOTAL, **ids)
+        named = {**ids, "name": "NVIDIA H200", "pci_bus_id": str(fields["bus"])}
+        assert found[(ff.GPU_INFO, frozenset(named.items()))] == 1
+    data = snapshot_json(snapshot)
+    for gpu in data["gpus"]:  # type: ignore[union-attr]
+        ids = {"gpu": str(gpu["index"])}
+        assert one(found, ff.GPU_TEMPERATURE, **ids) == gpu["temperature_c"]
+        assert one(found, ff.GPU_POWER, **ids) == pytest.approx(gpu["power_w"])
+        assert one(found, ff.GPU_UTILIZATION, **ids) * 100 == pytest.approx(gpu["utilization_pct"])
+
+
+async def test_readings_a_card_lacks_or_nvml_garbles_are_left_out(state: Path) -> None:
+    """GPU 2 has no temperature sensor or power meter (NVML_ERROR_NOT_SUPPORTED, as on many
+    consumer and passively cooled cards); GPU 5's driver hands back 0xFFFFFFFF for its
+    utilisation (refused as impossible): those samples are absent, never 0, and the other
+    GPUs keep theirs."""
+    gpus = eight_gpus(used_mib=USED_MIB)
+    gpus[5]["util"] = 4294967295
+    write_state(
+        state,
+        gpus,
+        errors=[
+            ("nvmlDeviceGetTemperature", 2, 3),
+            ("nvmlDeviceGetPowerUsage", 2, 3),
+            ("nvmlDeviceGetEnforcedPowerLimit", 2, 3),
+        ],
+    )
+    snapshot = await collect(log_file=str(STORY_LOG), metrics=False)
+    found = samples(body_of(snapshot))
+    for family in (ff.GPU_TEMPERATURE, ff.GPU_POWER, ff.GPU_POWER_LIMIT):
+        assert of(found, family, gpu="2") == {}, family
+        assert len(of(found, family)) == 7, family
+    assert of(found, ff.GPU_UTILIZATION, gpu="5") == {}
+    assert one(found, ff.GPU_UTILIZATION, gpu="2") == pytest.approx(0.62)
+    assert one(found, ff.GPU_USED, gpu="2") == (USED_MIB + 512) * 2**20
+    assert one(found, ff.GPU_UP, gpu="2") == one(found, ff.GPU_UP, gpu="5") == 1
+
+
+async def test_a_gpus_name_from_the_driver_is_made_visible(state: Path) -> None:
+    """The card's name is the driver's text: an escape sequence in it reaches no fleet view."""
+    gpus = eight_gpus(used_mib=USED_MIB)
+    gpus[1]["name"] = "NVIDIA H200\x1b]0;owned\x07"
+    write_state(state, gpus)
+    snapshot = await collect(log_file=str(STORY_LOG), metrics=False)
+    (labels,) = of(samples(body_of(snapshot)), ff.GPU_INFO, gpu="1")
+    name = dict(labels)["name"]
+    assert name.startswith("NVIDIA H200") and "\x1b" not in name and "\x07" not in name
 
 
 # -- KV cache --------------------------------------------------------------------------------------
@@ -230,7 +298,21 @@ async def test_sources_turned_off_are_left_out() -> None:
     snapshot = await collect(log_file=str(STORY_LOG), nvml=False, metrics=False)
     found = samples(body_of(snapshot))
     assert {dict(labels)["source"] for labels in of(found, ff.SOURCE_UP)} == {"log"}
-    assert of(found, ff.GPU_UP) == {}
+    for family in (ff.GPU_UP, ff.GPU_INFO, *SENSORS):
+        assert of(found, family) == {}, family
+
+
+async def test_a_host_without_nvml_has_no_gpu_readings(tmp_path: Path, fake_lib: Path) -> None:
+    """The driver not loaded (the fake's NVML_ERROR_DRIVER_NOT_LOADED): the GPUs source is
+    down and no GPU family has a sample, none sent as 0."""
+    state = write_state(tmp_path / "nvml.state", {}, init_error=9)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_ENV, str(state))
+        snapshot = await collect(log_file=str(STORY_LOG), metrics=False)
+    found = samples(body_of(snapshot))
+    assert one(found, ff.SOURCE_UP, source="gpus") == 0
+    for family in (ff.GPU_UP, ff.GPU_INFO, *SENSORS):
+        assert of(found, family) == {}, family
 
 
 async def test_without_a_log_there_is_no_startup_state() -> None:

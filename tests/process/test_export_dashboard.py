@@ -1,8 +1,10 @@
 """dashboards/kvtop.json, the Grafana dashboard on `kvtop --export`'s families: valid JSON, every
 PromQL expression parsed by the real promtool (`check rules`), naming only families the exporter
 emits (its collector's FAMILIES and the process' own process_*/python_info, read from the real
-registry) or the DCGM and node exporter names of tui/export/families.py, and a panel for
-each view an operator looks for (pool, headroom, phases, state, restarts, sources, GPUs)."""
+registry), SGLang's families that kvtop's own /metrics reader parses (tui/sglang/metrics.py: each
+one is in SGLang's source for the versions kvtop reads) or the DCGM and node exporter names of
+tui/export/families.py, and a panel for each view an operator looks for (KV usage, queue,
+headroom, pool, phases, state, restarts, sources, GPUs, temperature, power, utilisation)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from tests.support.export_tools import PROMTOOL, ROOT
 from tui.export import families as ff
 from tui.export.collector import FAMILIES, SnapshotCollector
 from tui.export.server import exporter_registry
+from tui.model.status.levels import DEFAULT_THRESHOLDS
+from tui.sglang.metrics import _WANTED as SGLANG_READ  # the families kvtop reads from SGLang
 
 DASHBOARD = ROOT / "dashboards" / "kvtop.json"
 KEYWORDS = {
@@ -105,10 +109,13 @@ def test_the_dashboard_is_valid_json_with_a_datasource_to_choose() -> None:
     assert len(ids) == len(set(ids))
 
 
+SGLANG = {f"sglang:{name}" for name in SGLANG_READ}
+
+
 def test_every_expression_names_only_families_that_exist() -> None:
     others = {ff.DCGM_FB_USED, ff.DCGM_FB_FREE, ff.DCGM_FB_RESERVED, ff.DCGM_GPU_UTIL}
     others |= {ff.DCGM_GPU_TEMP, ff.DCGM_POWER, ff.NODE_MEM_TOTAL, ff.NODE_MEM_AVAILABLE}
-    allowed = emitted() | others
+    allowed = emitted() | others | SGLANG
     for expr in exprs():
         names = metric_names(expr)
         assert names, expr
@@ -145,12 +152,60 @@ def test_the_memory_panel_stacks_the_segments_per_gpu() -> None:
         ("Mismatches", {ff.MISMATCH}),
         ("GPUs up", {ff.GPU_UP}),
         ("Deployment", {ff.INFO}),
+        ("KV usage", {"sglang:token_usage"}),
+        ("Queue", {"sglang:num_queue_reqs", "sglang:num_running_reqs"}),
+        ("Least headroom", {ff.KV_HEADROOM}),
+        ("Temperature", {ff.GPU_TEMPERATURE}),
+        ("Power", {ff.GPU_POWER, ff.GPU_POWER_LIMIT}),
+        ("Utilisation", {ff.GPU_UTILIZATION}),
+        ("Memory in use", {ff.GPU_USED, ff.GPU_TOTAL}),
     ],
 )
 def test_a_panel_for_each_view(title: str, families: set[str]) -> None:
     panel = next(p for p in panels() if p["title"].startswith(title))
     used = set().union(*(metric_names(t["expr"]) for t in panel["targets"]))
     assert families <= used
+
+
+def test_sglang_panels_follow_the_chosen_hosts() -> None:
+    """SGLang's /metrics is another target on the same machine: its panels select it by the
+    `host` label of the kvtop targets chosen (a `host` variable from kvtop_info), never every
+    server Prometheus scrapes."""
+    variables = {v["name"]: v for v in dashboard()["templating"]["list"]}
+    host = variables["host"]["query"]["query"]
+    assert host == 'label_values(kvtop_info{instance=~"$instance"}, host)'
+    assert variables["host"]["multi"] and variables["host"]["includeAll"]
+    for panel in panels():
+        for t in panel["targets"]:
+            if metric_names(t["expr"]) & SGLANG:
+                every = re.findall(r"sglang:\w+(\{[^}]*\})?", t["expr"])
+                assert every and all(m == '{host=~"$host"}' for m in every), t["expr"]
+
+
+def thresholds(title: str) -> list[float]:
+    panel = next(p for p in panels() if p["title"].startswith(title))
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    return [s["value"] for s in steps if s["value"] is not None]
+
+
+def test_the_lines_are_kvtops_default_alert_levels() -> None:
+    t = DEFAULT_THRESHOLDS
+    assert thresholds("KV usage") == [t.kv_usage_warning_pct / 100, t.kv_usage_critical_pct / 100]
+    assert thresholds("Temperature") == [t.temperature_warning_c, t.temperature_critical_c]
+    assert thresholds("Least headroom") == [t.safe_margin_gib * 2**30]
+    assert thresholds("Headroom") == [t.safe_margin_gib * 2**30]
+
+
+def test_panels_do_not_overlap() -> None:
+    """Grafana lays panels out by gridPos: two on one cell would hide each other."""
+    taken: dict[tuple[int, int], str] = {}
+    for panel in dashboard()["panels"]:
+        pos = panel["gridPos"]
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
+        for y in range(pos["y"], pos["y"] + pos["h"]):
+            for x in range(pos["x"], pos["x"] + pos["w"]):
+                assert (x, y) not in taken, (panel["title"], taken.get((x, y)))
+                taken[(x, y)] = panel["title"]
 
 
 def test_promtool_parses_every_expression(tmp_path: Path) -> None:

@@ -345,3 +345,59 @@ def test_headroom_without_a_gpu_is_the_hosts_from_its_log() -> None:
     (host,) = join(r).hosts
     assert host.gpus == ()
     assert (host.log_headroom_bytes, host.log_headroom_rank) == (3 * GIB, "TP0")
+
+
+def nvml_rows(host: str, gpu: int, uuid: str, *, temp: float, watts: float, util: float):
+    """kvtop's own NVML families for one GPU, as its exporter publishes them."""
+    ids = {"gpu": str(gpu), "uuid": uuid, "instance": f"{host}:9877", "host": host}
+    return (
+        kv(ff.GPU_TOTAL, 96 * GIB, **ids),
+        kv(ff.GPU_MEMORY, 6 * GIB, segment="free", **ids),
+        kv(ff.GPU_USED, 90 * GIB, **ids),
+        kv(ff.GPU_TEMPERATURE, temp, **ids),
+        kv(ff.GPU_POWER, watts, **ids),
+        kv(ff.GPU_POWER_LIMIT, 600.0, **ids),
+        kv(ff.GPU_UTILIZATION, util, **ids),
+        ({"__name__": ff.GPU_INFO, "job": "kvtop", "name": "NVIDIA H200", **ids}, 1.0),
+    )
+
+
+def test_a_host_without_dcgm_takes_kvtops_own_gpu_readings() -> None:
+    r = readings(
+        up=(up("kvtop", "h2:9877", host="h2"),),
+        info=(info("h2", "h2:9877"),),
+        kvtop=nvml_rows("h2", 0, "GPU-b", temp=71, watts=455.5, util=0.93),
+    )
+    ((host,),) = (d.hosts for d in join(r).deployments)
+    (gpu,) = host.gpus
+    assert gpu.name == "NVIDIA H200"
+    assert (gpu.utilization_pct, gpu.temperature_c, gpu.power_w, gpu.power_limit_w) == (
+        93.0,
+        71,
+        455.5,
+        600.0,
+    )
+    assert (gpu.total_bytes, gpu.used_bytes, gpu.free_bytes) == (96 * GIB, 90 * GIB, 6 * GIB)
+
+
+def test_dcgm_comes_first_where_the_host_has_both() -> None:
+    """DCGM's numbers are what the host's other dashboards show: they stay; kvtop fills in
+    what DCGM lacks (the power limit; a GPU without a DCGM sample)."""
+    h = {"host": "h3", "instance": "h3:9400"}
+    r = readings(
+        up=(up("kvtop", "h3:9877", host="h3"), up("dcgm", "h3:9400", host="h3")),
+        info=(info("h3", "h3:9877"),),
+        kvtop=nvml_rows("h3", 0, "GPU-c", temp=50, watts=300.0, util=0.5)
+        + nvml_rows("h3", 1, "GPU-d", temp=52, watts=310.0, util=0.25),
+        dcgm=(
+            dcgm(ff.DCGM_GPU_TEMP, 0, 64, "GPU-c", **h),
+            dcgm(ff.DCGM_POWER, 0, 412.5, "GPU-c", **h),
+            dcgm(ff.DCGM_GPU_UTIL, 0, 87, "GPU-c", **h),
+        ),
+    )
+    ((host,),) = (d.hosts for d in join(r).deployments)
+    first, second = host.gpus
+    assert first.name == "RTX"  # DCGM's modelName
+    assert (first.utilization_pct, first.temperature_c, first.power_w) == (87, 64, 412.5)
+    assert first.power_limit_w == 600.0
+    assert (second.utilization_pct, second.temperature_c, second.power_w) == (25.0, 52, 310.0)

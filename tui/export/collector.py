@@ -60,6 +60,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge",
         "1 while NVML reads the GPU, 0 when it lost it or cannot read it (no memory samples then).",
     ),
+    ff.GPU_INFO: (
+        "info",
+        "Each GPU NVML names: its model name and PCI bus id (1 per GPU, lost GPUs included).",
+    ),
     ff.GPU_TOTAL: ("gauge", "The GPU's memory in bytes, as NVML reports it."),
     ff.GPU_MEMORY: (
         "gauge",
@@ -69,6 +73,22 @@ FAMILIES: dict[str, tuple[str, str]] = {
     ff.GPU_RESERVE: (
         "gauge",
         "SGLang's reserve on the GPU in bytes: pre-load free memory x (1 - mem_fraction_static).",
+    ),
+    ff.GPU_USED: (
+        "gauge",
+        "The GPU's memory in use in bytes as NVML reports it: total minus free (NVML's used "
+        "plus the driver's reserve).",
+    ),
+    ff.GPU_TEMPERATURE: ("gauge", "The GPU's core temperature in degrees Celsius (NVML)."),
+    ff.GPU_POWER: ("gauge", "The GPU's power draw in watts (NVML)."),
+    ff.GPU_POWER_LIMIT: (
+        "gauge",
+        "The power limit the GPU enforces in watts (NVML): its draw is capped here.",
+    ),
+    ff.GPU_UTILIZATION: (
+        "gauge",
+        "The share of NVML's last sample period in which a kernel ran on the GPU, 0 to 1 "
+        "(nvidia-smi's GPU-Util / 100).",
     ),
     ff.KV_HEADROOM: (
         "gauge",
@@ -116,13 +136,23 @@ def segment_gib(gpu: GpuView, segment: str) -> float | None:
 
 
 def gpu_families(snapshot: Snapshot) -> list[Metric]:
-    """kvtop_gpu_up, _total_bytes, _memory_bytes{segment}, _reserve_bytes per GPU."""
+    """kvtop_gpu_up, _info, _total_bytes, _memory_bytes{segment}, _reserve_bytes per GPU, then
+    NVML's own readings (sensor_families)."""
     up, total = _gauge(ff.GPU_UP, GPU_LABELS), _gauge(ff.GPU_TOTAL, GPU_LABELS)
     memory = _gauge(ff.GPU_MEMORY, (*GPU_LABELS, "segment"))
     reserve = _gauge(ff.GPU_RESERVE, GPU_LABELS)
+    info = InfoMetricFamily(
+        ff.GPU_INFO.removesuffix("_info"),
+        FAMILIES[ff.GPU_INFO][1],
+        labels=[*GPU_LABELS, *ff.GPU_INFO_LABELS],
+    )
     for gpu in snapshot.gpus:
         ids = _gpu_id(gpu)
         up.add_metric(ids, 0 if gpu.lost else 1)
+        if gpu.sample.name or gpu.sample.pci_bus_id:  # a GPU never read has neither
+            # The card's words pass the filter for text from outside, as kvtop_info's do.
+            named = [make_visible(gpu.sample.name), make_visible(gpu.sample.pci_bus_id)]
+            info.add_metric([*ids, *named], {})
         if gpu.lost or gpu.memory.total_gib is None:
             continue
         total.add_metric(ids, _bytes(gpu.memory.total_gib))
@@ -132,7 +162,34 @@ def gpu_families(snapshot: Snapshot) -> list[Metric]:
                 memory.add_metric([*ids, segment], _bytes(gib))
         if gpu.memory.reserve_gib is not None:
             reserve.add_metric(ids, _bytes(gpu.memory.reserve_gib))
-    return [up, total, memory, reserve]
+    return [up, info, total, memory, reserve, *sensor_families(snapshot)]
+
+
+def sensor_families(snapshot: Snapshot) -> list[Metric]:
+    """kvtop_gpu_used_bytes, _temperature_celsius, _power_draw_watts, _power_limit_watts and
+    _utilization_ratio per GPU: the session's last NVML reading (a scrape calls no NVML). A
+    GPU lost or unreadable has none; a reading the card does not support, or that NVML
+    answered with an impossible number (refused, tui/sources/nvml_checks.py), is left out."""
+    used = _gauge(ff.GPU_USED, GPU_LABELS)
+    temperature = _gauge(ff.GPU_TEMPERATURE, GPU_LABELS)
+    power = _gauge(ff.GPU_POWER, GPU_LABELS)
+    limit = _gauge(ff.GPU_POWER_LIMIT, GPU_LABELS)
+    utilization = _gauge(ff.GPU_UTILIZATION, GPU_LABELS)
+    for gpu in snapshot.gpus:
+        if gpu.lost:
+            continue
+        ids, sample = _gpu_id(gpu), gpu.sample
+        if gpu.memory.total_gib is not None and gpu.memory.free_gib is not None:
+            used.add_metric(ids, max(0, _bytes(gpu.memory.total_gib - gpu.memory.free_gib)))
+        if sample.temperature_c is not None:
+            temperature.add_metric(ids, sample.temperature_c)
+        if sample.power_w is not None:
+            power.add_metric(ids, sample.power_w)
+        if sample.power_limit_w is not None:
+            limit.add_metric(ids, sample.power_limit_w)
+        if sample.utilization_pct is not None:
+            utilization.add_metric(ids, sample.utilization_pct / 100)
+    return [used, temperature, power, limit, utilization]
 
 
 def headroom_by_gpu(snapshot: Snapshot) -> list[tuple[list[str], float]]:
@@ -281,6 +338,8 @@ def _empty(name: str) -> Metric:
     kind, text = FAMILIES[name]
     if kind == "counter":
         return CounterMetricFamily(name, text)
+    if kind == "info":
+        return InfoMetricFamily(name.removesuffix("_info"), text)
     return _gauge(name, ())
 
 

@@ -43,6 +43,19 @@ SOURCES = ("gpus", "log", "metrics")
 GPU_MEMORY = "kvtop_gpu_memory_bytes"
 GPU_RESERVE = "kvtop_gpu_reserve_bytes"
 GPU_TOTAL = "kvtop_gpu_total_bytes"
+# NVML's own readings of each GPU, labelled {gpu,uuid} as the families above, so that a host
+# without DCGM is complete: memory in use (total - free: NVML's used plus the driver's reserve,
+# as the stacked bar counts it), temperature, power draw and its enforced limit, and the share
+# of the last sample period a kernel ran (0-1, NVML's utilization.gpu / 100).
+GPU_USED = "kvtop_gpu_used_bytes"
+GPU_TEMPERATURE = "kvtop_gpu_temperature_celsius"
+GPU_POWER = "kvtop_gpu_power_draw_watts"
+GPU_POWER_LIMIT = "kvtop_gpu_power_limit_watts"
+GPU_UTILIZATION = "kvtop_gpu_utilization_ratio"
+# kvtop_gpu_info{gpu,uuid,name,pci_bus_id}: 1 per GPU NVML names (the card's model, as DCGM's
+# modelName label has it), so the fleet can name a host's GPUs without DCGM.
+GPU_INFO = "kvtop_gpu_info"
+GPU_INFO_LABELS = ("name", "pci_bus_id")
 KV_POOL_TOKENS = "kvtop_kv_pool_tokens"
 KV_POOL_PREDICTED_TOKENS = "kvtop_kv_pool_predicted_tokens"
 KV_HEADROOM = "kvtop_kv_headroom_bytes"

@@ -108,7 +108,7 @@ def gpu_sample(gpu: FleetGpu) -> GpuSample:
         memory_utilization_pct=None,
         temperature_c=None if gpu.temperature_c is None else round(gpu.temperature_c),
         power_w=gpu.power_w,
-        power_limit_w=None,
+        power_limit_w=gpu.power_limit_w,
         status=GpuStatus.LOST if gpu.lost else GpuStatus.OK if known else GpuStatus.ERROR,
         field_errors=() if known or gpu.lost else ((_NO_MEMORY, why),),
     )

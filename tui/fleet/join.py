@@ -211,6 +211,8 @@ class _Gpu:
     headroom: float | None = None
     ranks: set[str] = field(default_factory=set)
     dcgm: dict[str, float] = field(default_factory=dict)  # DCGM family → value
+    nvml: dict[str, float] = field(default_factory=dict)  # kvtop's NVML family → value
+    nvml_name: str | None = None  # kvtop_gpu_info{name}
     up: float | None = None  # kvtop_gpu_up
 
 
@@ -239,6 +241,10 @@ def _apply_kvtop_gpu(gpu: _Gpu, name: str, labels: Mapping[str, str], value: flo
         gpu.headroom = value if gpu.headroom is None else min(gpu.headroom, value)
     elif name == ff.GPU_UP:
         gpu.up = value
+    elif name in _NVML and math.isfinite(value):
+        gpu.nvml[name] = value
+    elif name == ff.GPU_INFO and labels.get("name"):
+        gpu.nvml_name = labels["name"]
 
 
 def _merge_dcgm(gpus: dict[str, _Gpu], rows: Iterable[Row]) -> None:
@@ -266,6 +272,15 @@ def _rank_key(rank: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", rank))
 
 
+def _dcgm_or_kvtop(g: _Gpu, dcgm: str, kvtop: str, scale: float = 1.0) -> float | None:
+    """DCGM's reading where the host has DCGM (what its other dashboards already show), else
+    kvtop's own NVML family in DCGM's unit (a utilisation ratio × 100 is DCGM's percent)."""
+    if dcgm in g.dcgm:
+        return g.dcgm[dcgm]
+    value = g.nvml.get(kvtop)
+    return None if value is None else value * scale
+
+
 def _fleet_gpu(g: _Gpu) -> FleetGpu:
     used_mib, free_mib = g.dcgm.get(ff.DCGM_FB_USED), g.dcgm.get(ff.DCGM_FB_FREE)
     reserved_mib = g.dcgm.get(ff.DCGM_FB_RESERVED, 0.0)
@@ -275,12 +290,14 @@ def _fleet_gpu(g: _Gpu) -> FleetGpu:
         used = (used_mib + reserved_mib) * MIB
     if free is None and free_mib is not None:
         free = free_mib * MIB
+    if used is None:
+        used = g.nvml.get(ff.GPU_USED)
     if used is None and total is not None and free is not None:
         used = total - free
     return FleetGpu(
         index=g.index,
         uuid=g.uuid,
-        name=g.name,
+        name=g.name or g.nvml_name,
         total_bytes=total,
         used_bytes=used,
         free_bytes=free,
@@ -288,16 +305,27 @@ def _fleet_gpu(g: _Gpu) -> FleetGpu:
         reserve_bytes=g.reserve,
         headroom_bytes=g.headroom,
         ranks=tuple(sorted(g.ranks, key=_rank_key)),
-        utilization_pct=g.dcgm.get(ff.DCGM_GPU_UTIL),
-        temperature_c=g.dcgm.get(ff.DCGM_GPU_TEMP),
-        power_w=g.dcgm.get(ff.DCGM_POWER),
+        utilization_pct=_dcgm_or_kvtop(g, ff.DCGM_GPU_UTIL, ff.GPU_UTILIZATION, 100.0),
+        temperature_c=_dcgm_or_kvtop(g, ff.DCGM_GPU_TEMP, ff.GPU_TEMPERATURE),
+        power_w=_dcgm_or_kvtop(g, ff.DCGM_POWER, ff.GPU_POWER),
+        power_limit_w=g.nvml.get(ff.GPU_POWER_LIMIT),
         lost=g.up == 0,
     )
 
 
 # --- one host ------------------------------------------------------------------------------
 
-_PER_GPU = (ff.GPU_MEMORY, ff.GPU_TOTAL, ff.GPU_RESERVE, ff.KV_HEADROOM, ff.GPU_UP)
+# kvtop's own NVML readings of a GPU (the fleet's numbers on a host without DCGM).
+_NVML = (ff.GPU_USED, ff.GPU_TEMPERATURE, ff.GPU_POWER, ff.GPU_POWER_LIMIT, ff.GPU_UTILIZATION)
+_PER_GPU = (
+    ff.GPU_MEMORY,
+    ff.GPU_TOTAL,
+    ff.GPU_RESERVE,
+    ff.KV_HEADROOM,
+    ff.GPU_UP,
+    ff.GPU_INFO,
+    *_NVML,
+)
 
 
 @dataclass

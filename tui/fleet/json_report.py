@@ -77,6 +77,7 @@ def gpu_json(gpu: FleetGpu) -> dict[str, object]:
         "utilization_pct": _r(gpu.utilization_pct, 1),
         "temperature_c": _r(gpu.temperature_c, 1),
         "power_w": _r(gpu.power_w, 1),
+        "power_limit_w": _r(gpu.power_limit_w, 1),
         "ranks": list(gpu.ranks),
         # Without a kvtop exporter every segment is null (DCGM gives used and free only).
         "breakdown": _breakdown_json(gpu),

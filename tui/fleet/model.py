@@ -21,18 +21,22 @@ EXPORTERS = (KVTOP, DCGM, SGLANG, NODE)
 class FleetGpu:
     index: int
     uuid: str | None = None
-    name: str | None = None  # DCGM's modelName
+    name: str | None = None  # DCGM's modelName, else kvtop_gpu_info{name}
     total_bytes: float | None = None  # kvtop_gpu_total_bytes, else DCGM used + free + reserved
-    used_bytes: float | None = None  # DCGM FB_USED (+ reserved), else total − free
+    # DCGM FB_USED (+ reserved), else kvtop_gpu_used_bytes, else total − free
+    used_bytes: float | None = None
     free_bytes: float | None = None
     # kvtop_gpu_memory_bytes by segment (tui/export/families.SEGMENTS); empty without kvtop.
     segments_bytes: Mapping[str, float] = field(default_factory=dict)
     reserve_bytes: float | None = None
     headroom_bytes: float | None = None  # kvtop_kv_headroom_bytes: free after startup
     ranks: tuple[str, ...] = ()
+    # DCGM's GPU_UTIL, GPU_TEMP and POWER_USAGE, else kvtop's own NVML families (a host
+    # without DCGM); the power limit from kvtop only (DCGM's default counters lack it).
     utilization_pct: float | None = None
     temperature_c: float | None = None
     power_w: float | None = None
+    power_limit_w: float | None = None
     # kvtop_gpu_up 0: NVML on the host lost the GPU (its kvtop segments are then absent).
     lost: bool = False
 

@@ -36,6 +36,12 @@ KVTOP_FAMILIES = (
     ff.GPU_RESERVE,
     ff.GPU_TOTAL,
     ff.GPU_UP,
+    ff.GPU_INFO,
+    ff.GPU_USED,
+    ff.GPU_TEMPERATURE,
+    ff.GPU_POWER,
+    ff.GPU_POWER_LIMIT,
+    ff.GPU_UTILIZATION,
     ff.KV_POOL_TOKENS,
     ff.KV_POOL_PREDICTED_TOKENS,
     ff.KV_HEADROOM,
@@ -77,9 +83,12 @@ SGLANG_AGGREGATES = {
 # What history() can draw for one host, per minute of the drill-down.
 HISTORY = {
     "kv_usage": 'max by (host) (sglang:token_usage{{host="{host}"}})',
+    # DCGM's, else (a host without DCGM) kvtop's own NVML families.
     "gpu_used_ratio": (
         'max by (host) (DCGM_FI_DEV_FB_USED{{host="{host}"}} / (DCGM_FI_DEV_FB_USED{{host="{host}"}}'
         ' + DCGM_FI_DEV_FB_FREE{{host="{host}"}} + DCGM_FI_DEV_FB_RESERVED{{host="{host}"}}))'
+        f' or max by (host) ({ff.GPU_USED}{{{{host="{{host}}"}}}}'
+        f' / {ff.GPU_TOTAL}{{{{host="{{host}}"}}}})'
     ),
     "headroom_bytes": f'min by (host) ({ff.KV_HEADROOM}{{{{host="{{host}}"}}}})',
     "running_reqs": 'sum by (host) (sglang:num_running_reqs{{host="{host}"}})',
