@@ -109,13 +109,17 @@ def _say(widget: Static, text: str | Text, warn: bool = False) -> None:
     widget.set_class(warn, "-warn")
 
 
+NUDGE = "mem_fraction_static of the what-if +0.01 / −0.01"
+SCROLL = "scroll the formula"
+
+
 class FormulaScreen(ShowsState, ModalScreen[None]):
     BINDINGS = [  # noqa: RUF012
-        Binding("escape", "close", "close"),
-        Binding("up", "nudge(1)", "+0.01", show=False),
-        Binding("down", "nudge(-1)", "−0.01", show=False),
-        Binding("pageup", "scroll(-1)", show=False),
-        Binding("pagedown", "scroll(1)", show=False),
+        Binding("escape", "close", "close", tooltip="close the formula"),
+        Binding("up", "nudge(1)", show=False, tooltip=NUDGE),
+        Binding("down", "nudge(-1)", show=False, tooltip=NUDGE),
+        Binding("pageup", "scroll(-1)", show=False, tooltip=SCROLL),
+        Binding("pagedown", "scroll(1)", show=False, tooltip=SCROLL),
     ]
 
     def __init__(self, rank: str | None = None) -> None:

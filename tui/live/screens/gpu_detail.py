@@ -112,13 +112,16 @@ class Waterfall(MemoryWidget):
         return text
 
 
+OTHER = "the previous / the next GPU"
+
+
 class GpuDetailScreen(ShowsState, Screen[None]):
     """The selected GPU (ViewState.selected_gpu): j/k select the next or previous one."""
 
     BINDINGS = [  # noqa: RUF012
-        Binding("escape", "back", "back"),
-        Binding("down,j", "other(1)", "next GPU", show=False),
-        Binding("up,k", "other(-1)", "previous GPU", show=False),
+        Binding("escape", "back", "back", tooltip="back to the overview"),
+        Binding("up,k", "other(-1)", "previous GPU", show=False, tooltip=OTHER),
+        Binding("down,j", "other(1)", "next GPU", show=False, tooltip=OTHER),
     ]
 
     def __init__(self) -> None:
