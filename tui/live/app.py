@@ -163,6 +163,12 @@ class KvtopApp(FeedApp):
     def show_view(self) -> None:
         self.show_state()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Nothing once leaving; the key bar offers an app key only where it does something."""
+        if not super().check_action(action, parameters):
+            return False
+        return action not in getattr(self.screen, "APP_ACTIONS_OFF", ())
+
     def _with_state(self, screen: _S) -> _S:
         if isinstance(screen, ShowsState):
             self._facts()

@@ -48,6 +48,7 @@ MATCH = "the next / the previous match"
 
 
 class EventsScreen(ShowsState, Screen[None]):
+    APP_ACTIONS_OFF = frozenset({"toggle_compact", "events"})  # e and l are this view's own
     BINDINGS = [  # noqa: RUF012 - Textual's convention
         Binding("escape", "close", "back", tooltip="back (closes the search field first)"),
         Binding("e", "mode('events')", "events", tooltip="every event, newest first"),
@@ -160,9 +161,8 @@ class EventsScreen(ShowsState, Screen[None]):
         if self.saved_to:
             words.append(f"saved to {self.saved_to}")
         bar = self.query_one("#events-bar", Static)
-        if self.said:
-            words.append(self.said)
-        bar.update(" " + " · ".join(words) + "\n " + KEYS_HINT[self.mode])
+        # Why the last key did nothing, in place of the keys line until the next key.
+        bar.update(" " + " · ".join(words) + "\n " + (self.said or KEYS_HINT[self.mode]))
 
     # -- actions --------------------------------------------------------------------------------
     def action_close(self) -> None:

@@ -118,6 +118,7 @@ OTHER = "the previous / the next GPU"
 class GpuDetailScreen(ShowsState, Screen[None]):
     """The selected GPU (ViewState.selected_gpu): j/k select the next or previous one."""
 
+    APP_ACTIONS_OFF = frozenset({"toggle_compact"})
     BINDINGS = [  # noqa: RUF012
         Binding("escape", "back", "back", tooltip="back to the overview"),
         Binding("up,k", "other(-1)", "previous GPU", show=False, tooltip=OTHER),

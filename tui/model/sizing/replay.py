@@ -178,12 +178,16 @@ class SizingExplanation:
     @property
     def spent_title(self) -> str:
         """The reserve table's title: not "the reserve" when the pool ate into it."""
-        where = self.rank or "single GPU"
+        return self.spent_title_of(self.rank)
+
+    def spent_title_of(self, rank: str) -> str:
+        """The reserve table's title for `rank`'s lines (the selected GPU's on the formula)."""
+        where = rank or "single GPU"
         if self.over_budget is not None:
             return f"Where the memory after the KV cache went ({where}; not the reserve)"
         return f"Where the reserve went ({where})"
 
-    def rank_words(self) -> str:
+    def rank_words(self, reserve_rank: str | None = None) -> str:
         """Which rank each figure comes from, the same words on the formula screen and report.
 
         SGLang sizes the pool from the minimum free memory over ranks, so the budget steps use
@@ -193,10 +197,15 @@ class SizingExplanation:
         if not self.rank:
             return "the single GPU's numbers"
         own = f"logged tokens and where the reserve went: {self.rank}"
+        if reserve_rank and reserve_rank != self.rank:  # the formula on another selected GPU
+            own = (
+                f"logged tokens: {self.rank} · where the reserve went: {reserve_rank} "
+                "(selected GPU)"
+            )
         minimum = {self.pre_load_rank, self.post_load_rank} - {None}
         if not minimum:
             return own
-        if minimum == {self.rank}:
+        if minimum == {self.rank} and own.startswith("logged tokens and"):
             return f"all figures from {self.rank}, the rank with the minimum free memory"
         if len(minimum) == 1:
             budget = f"pre-/post-load free: the minimum over ranks, at {minimum.pop()}"
@@ -559,6 +568,36 @@ def _prediction_note(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ReserveTable:
+    """Where the reserve went on one rank: the table's title (naming the rank) and rows."""
+
+    title: str
+    rows: tuple[tuple[str, float], ...]
+    rank: str  # whose lines the rows are
+
+
+def reserve_table(
+    explanation: SizingExplanation, rank: RankStartup | None, finished: bool
+) -> ReserveTable:
+    """Where the reserve went on `rank` (the selected GPU's), titled with its name; the
+    explanation's own rank when none is selected or the selected one logged no KV pool."""
+    if rank is not None and rank.rank != explanation.rank:
+        spent, _ = _reserve_spent(rank)
+        if spent:
+            return ReserveTable(
+                explanation.spent_title_of(rank.rank), _so_far(spent, finished), rank.rank
+            )
+    return ReserveTable(explanation.spent_title, explanation.reserve_spent, explanation.rank)
+
+
+def _so_far(spent: tuple[tuple[str, float], ...], finished: bool) -> tuple[tuple[str, float], ...]:
+    """Before ready the latest reading is not "after startup"."""
+    if finished:
+        return spent
+    return tuple(("free so far" if k == "free after startup" else k, v) for k, v in spent)
+
+
 def _reserve_spent(rank: RankStartup) -> tuple[tuple[tuple[str, float], ...], float | None]:
     """Where the memory left after the target KV pool went, and what stayed free after startup."""
     after_pool = rank.target.avail_after_pool_gib
@@ -711,8 +750,8 @@ def explain(
             )
     steps.append(_host_pool_step(startup, rank, choice.cell, budget.page))
     spent, headroom = _reserve_spent(rank)
+    spent = _so_far(spent, startup.finished)
     if not startup.finished:  # before ready the latest reading is not "after startup"
-        spent = tuple(("free so far" if k == "free after startup" else k, v) for k, v in spent)
         headroom = None
     inputs = _hybrid_inputs(_sizing_inputs(startup, budget, cell, tokens, headroom), rule)
     if inputs is not None:
