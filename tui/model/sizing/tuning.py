@@ -31,6 +31,9 @@ class Answer:
     question: str
     mem_fraction_static: float | None
     sentence: str
+    # The answer's caveat, also inside the sentence: the value's (what_if_at's warning), or
+    # why no value fits. The one-shot report shows it beside the same answer.
+    warning: str | None = None
 
 
 def clamp_mfs(value: float) -> float:
@@ -135,17 +138,16 @@ def what_if_at(inputs: SizingInputs, mfs: float) -> WhatIfView:
 
 def _verdict(question: str, need: float, inputs: SizingInputs) -> Answer:
     if need >= 1:
-        return Answer(
-            question,
-            None,
+        never = (
             "no mem_fraction_static fits that on these GPUs: it needs more memory than the "
-            "weights leave free. Add GPUs (more TP) or shorten the requests.",
+            "weights leave free. Add GPUs (more TP) or shorten the requests."
         )
+        return Answer(question, None, never, never)
     view = what_if_at(inputs, need)
     sentence = f"mem_fraction_static {need:.3f} ({view.result.tokens:,} tokens)"
     if view.warning:
         sentence += f"; {view.warning}"
-    return Answer(question, need, sentence)
+    return Answer(question, need, sentence, view.warning)
 
 
 def mfs_for_tokens(inputs: SizingInputs, tokens: int) -> Answer:
