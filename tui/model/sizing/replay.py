@@ -177,7 +177,8 @@ class SizingExplanation:
     # reserve) does not hold, and the reserve finding is not shown.
     over_budget: OverBudget | None = None
     hybrid: HybridRule | None = None
-    # what_ifs' warnings, in their order (None: no caveat), worded as the formula modal's.
+    # what_ifs' warnings, in their order (None: no caveat), worded as the formula modal's
+    # (tuning.with_caveats fills them and `reverse`).
     what_if_warnings: tuple[str | None, ...] = ()
 
     @property
@@ -660,41 +661,6 @@ def _what_ifs(
     return tuple(inputs.what_if(value) for value in values)
 
 
-def _requests_steps(inputs: SizingInputs | None, request_len: int | None) -> tuple[Step, ...]:
-    """The mem_fraction_static 1, 4 and 16 requests of the context length (and the user's) need,
-    each with the warning the formula modal gives for the same question (one function)."""
-    if inputs is None:
-        return ()
-    from tui.model.sizing.tuning import mfs_for_requests  # it builds on this module
-
-    steps = []
-    for length in [n for n in (inputs.context_len, request_len) if n]:
-        for count in (1, 4, 16):
-            answer = mfs_for_requests(inputs, count, length)
-            need = answer.mem_fraction_static
-            verdict = f"{need:.3f}" if need is not None else "impossible on these GPUs"
-            steps.append(
-                Step(
-                    f"{count} × {length:,}-token requests",
-                    f"needs {count * length:,} tokens",
-                    f"mem_fraction_static {verdict}",
-                    answer.warning,
-                )
-            )
-    return tuple(steps)
-
-
-def _what_if_warnings(
-    inputs: SizingInputs | None, what_ifs: Sequence[formula.WhatIf]
-) -> tuple[str | None, ...]:
-    """Each what-if's warning, as the formula modal words it for the same value."""
-    if inputs is None:
-        return ()
-    from tui.model.sizing.tuning import what_if_at  # it builds on this module
-
-    return tuple(what_if_at(inputs, w.mem_fraction_static).warning for w in what_ifs)
-
-
 def _headroom_note(headroom: float | None) -> str | None:
     if headroom is None or headroom >= SAFE_HEADROOM_GIB:
         return None
@@ -777,7 +743,6 @@ def explain(
     inputs = _hybrid_inputs(_sizing_inputs(startup, budget, cell, tokens, headroom), rule)
     if inputs is not None:
         notes.append(_headroom_note(headroom))
-    what_ifs = _what_ifs(inputs, what_if_mfs)
     return SizingExplanation(
         rank=rank.rank,
         mem_fraction_static=budget.mfs,
@@ -785,9 +750,8 @@ def explain(
         reserve_spent=spent,
         free_after_pool_gib=rank.target.avail_after_pool_gib,
         free_after_startup_gib=headroom,
-        what_ifs=what_ifs,
-        what_if_warnings=_what_if_warnings(inputs, what_ifs),
-        reverse=_requests_steps(inputs, request_len),
+        what_ifs=_what_ifs(inputs, what_if_mfs),
+        reverse=(),  # tuning.with_caveats: the questions answered as the formula modal does
         draft_rule=(
             formula.draft_budget_rule(version, startup.version) if startup.speculative else None
         ),

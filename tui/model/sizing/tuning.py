@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tui.model.sizing import formula
-from tui.model.sizing.replay import SAFE_HEADROOM_GIB, SizingInputs
+from tui.model.sizing.replay import SAFE_HEADROOM_GIB, SizingExplanation, SizingInputs, Step
 
 MFS_STEP = 0.01
 MFS_LOWEST, MFS_HIGHEST = 0.01, 0.99  # SGLang accepts (0, 1); both ends are never useful
@@ -166,3 +166,33 @@ def mfs_for_requests(inputs: SizingInputs, count: int, length: int) -> Answer:
     question = f"{count:,} concurrent requests of {length:,} tokens"
     need = inputs.mfs_for_requests(count, length)
     return _verdict(question, need, inputs)
+
+
+def with_caveats(
+    explanation: SizingExplanation | None, request_len: int | None
+) -> SizingExplanation | None:
+    """The explanation with the questions every view shows answered as the formula modal
+    answers them, caveats included: each what-if's warning, and the mem_fraction_static 1, 4
+    and 16 requests of the context length (and of `request_len`) need, with theirs. One
+    function for the one-shot report and the live view, so both give the same advice."""
+    if explanation is None or explanation.inputs is None:
+        return explanation
+    inputs = explanation.inputs
+    steps = []
+    for length in [n for n in (inputs.context_len, request_len) if n]:
+        for count in (1, 4, 16):
+            answer = mfs_for_requests(inputs, count, length)
+            need = answer.mem_fraction_static
+            verdict = f"{need:.3f}" if need is not None else "impossible on these GPUs"
+            steps.append(
+                Step(
+                    f"{count} × {length:,}-token requests",
+                    f"needs {count * length:,} tokens",
+                    f"mem_fraction_static {verdict}",
+                    answer.warning,
+                )
+            )
+    warnings = tuple(
+        what_if_at(inputs, w.mem_fraction_static).warning for w in explanation.what_ifs
+    )
+    return replace(explanation, reverse=tuple(steps), what_if_warnings=warnings)
