@@ -54,6 +54,7 @@ from tests.support.tmux_tools import (
     private_server,
 )
 from tui.live.app import KvtopApp
+from tui.live.screens.help import HelpScreen
 
 ROOT = Path(__file__).resolve().parents[2]
 TMUX = shutil.which("tmux")
@@ -368,6 +369,8 @@ async def _help_says(host: FaultHost, session_options: dict[str, object], check)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_screen(app, pilot, "eight rows", lambda t, s: len(GPU_ROW.findall(t)) == 8)
         await pilot.press("question_mark")
+        await wait_screen(app, pilot, "the help", lambda t, s: isinstance(app.screen, HelpScreen))
+        await pilot.press("end")  # the sources close the help, after every view's keys
         return await wait_screen(app, pilot, "the server line in help", check, 10, host.outputs)
 
 

@@ -159,3 +159,22 @@ async def test_the_formula_names_the_selected_rank_in_its_headings() -> None:
         assert "Where the reserve went (TP2)" in text
         assert "Where the reserve went (TP0)" not in text
         assert "TP2 (selected GPU) on its own" in text
+
+
+@pytest.mark.parametrize("where", ["fleet", "host"])
+async def test_the_fleet_view_quits_on_ctrl_c_and_binds_ctrl_z(where: str) -> None:
+    """The fleet view is a live view too: Ctrl-C quits with status 0 from the fleet and from a
+    host's GPUs; Ctrl-Z is bound to the suspension (the tmux test suspends the live view)."""
+    from tests.support.fleet_examples import make_fleet_app, story_fleet
+
+    app, _reader = make_fleet_app(story_fleet())
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, "the fleet", lambda: "gpu-node-01" in screen_text(app))
+        if where == "host":
+            await pilot.press("down", "enter")
+            await until(pilot, "a host's GPUs", lambda: isinstance(app.screen, OverviewScreen))
+        keys = {key: active.binding.action for key, active in app.active_bindings.items()}
+        assert keys.get("ctrl+z") == "suspend_process"
+        await pilot.press("ctrl+c")
+        await until(pilot, "the fleet view to leave", lambda: app.return_code is not None)
+    assert app.return_code == 0
