@@ -203,6 +203,7 @@ async def test_the_palette_lists_every_action_of_the_view() -> None:
         assert want <= titles, sorted(titles)
         assert {"Formula", "Help", "Pause", "Quit"} <= titles  # the app's, not rebound here
         assert "GPU detail" not in titles  # the overview's key, not this view's
+        assert "Compact" not in titles and "Raw log" not in titles  # nothing here; shown
         await _run_command(pilot, "Events")
         await until(pilot, "the events list", lambda: app.screen.mode == "events")
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from textual.actions import parse
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.widget import Widget
@@ -158,10 +159,17 @@ def palette_commands(screen: Widget, app: App[Any]) -> Iterator[SystemCommand]:
     )
     for target, bindings in targets:
         for entry in key_entries(bindings):
-            if not entry.title or entry.title in offered:
+            if not entry.title or entry.title in offered or not _works(target, app, entry):
                 continue
             offered.add(entry.title)
             keys = entry.keys_text
             yield SystemCommand(
                 entry.title, f"{entry.meaning} ({keys})", partial(target.run_action, entry.action)
             )
+
+
+def _works(target: Widget | App[Any], app: App[Any], entry: KeyEntry) -> bool:
+    """What the key bar would offer: the action's check_action (on the app for `app.…`)."""
+    namespace, name, parameters = parse(entry.action)
+    node = app if namespace == "app" else target
+    return node.check_action(name, parameters) is not False
