@@ -231,7 +231,8 @@ def test_journal_no_permission_then_granted() -> None:
         child.stdin.flush()
         granted = read()
         assert "●journal" in granted["screen"] and "ready" in granted["screen"], granted["screen"]
-        assert child.wait(timeout=20) == 0
+        rc = child.wait(timeout=20)
+        assert rc == 0, child.stderr.read() if child.stderr else ""
         assert "Traceback" not in (child.stderr.read() if child.stderr else "")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
