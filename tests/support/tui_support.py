@@ -193,3 +193,17 @@ def processes_snapshot() -> Snapshot:
         },
         log_from_this_host=True,
     )
+
+
+def help_text(app: KvtopApp, width: int = 116) -> str:
+    """The whole help, scrolled or not: its text as drawn at `width` columns."""
+    import io
+
+    from rich.console import Console
+    from textual.widgets import Static
+
+    content = app.screen.query_one("#help-text", Static).content
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    with console.capture() as capture:
+        console.print(content)
+    return capture.get()

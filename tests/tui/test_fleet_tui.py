@@ -219,9 +219,10 @@ async def test_opening_a_host_draws_its_last_ten_minutes_from_prometheus(
         values = app.host_view.history.token_usage_pct().values
         assert len(values) == 41 and values[0] == pytest.approx(10.0)
         assert values[-2] == pytest.approx(90.0) and values[-1] == pytest.approx(30.27)
-        line = next(line for line in _lines(app) if "usage, last 10m00s" in line)
-        spark = line.split("usage, last")[0].split()[-1]
+        line = next(line for line in _lines(app) if "last 10m00s" in line)
+        spark = line.split(" usage")[0].split()[-1]
         assert spark[0] == "▁" and "█" in spark, line  # 10 % rising to 90 %
+        assert "usage 10–90%, last 10m00s" in line  # the range it is drawn over
         assert "48,211 / 159,277 tokens" in screen_text(app)
 
 
@@ -245,7 +246,7 @@ async def test_no_history_is_no_error_and_node_1_asks_nothing() -> None:
         busy = [w for w in app.workers if w.group == "history"]
         await until(pilot, "the worker done", lambda: all(w.is_finished for w in busy))
         assert reader.history_calls == [("gpu-node-01", "kv_usage", 10.0)]
-        await until(pilot, "its usage", lambda: "usage, last 0s" in screen_text(app))
+        await until(pilot, "its usage", lambda: "last 0s" in screen_text(app))
         assert "timed out" not in screen_text(app) and "Traceback" not in screen_text(app)
         assert len(app.host_view.history.token_usage_pct().values) == 1
 

@@ -22,7 +22,7 @@ from rich.console import Console
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 from tests.support.fault_host import STORY_LOG, preload_fake_nvml
 from tests.support.sglang_procs import Child, start_server, stop_server
-from tests.support.tui_support import make_app, screen_text, until, utc
+from tests.support.tui_support import help_text, make_app, screen_text, until, utc
 from tui.export.collector import render
 from tui.live.screens.gpu_detail import GpuDetailScreen
 from tui.live.screens.help import HelpScreen
@@ -303,7 +303,7 @@ async def test_advisory_note_is_dismissed_and_kept_in_help(state: Path, procs) -
                 and "mapped to GPUs by order" in flat(screen_text(app))
             ),
         )
-        assert "dismiss the advisory note" in flat(screen_text(app))
+        assert "dismiss the advisory note" in flat(help_text(app))  # the keys, above
         await pilot.press("escape")
         await until(pilot, "the overview", lambda: not isinstance(app.screen, HelpScreen))
         assert "by order" not in flat(screen_text(app))

@@ -16,7 +16,8 @@ import pytest
 from tests.process.test_hybrid_memory import MAMBA_058
 from tests.support.fake_nvml import STATE_ENV, gcc_path, write_state
 from tests.support.fault_host import preload_fake_nvml
-from tests.support.tui_support import make_app, screen_text, until, utc
+from tests.support.tui_support import help_text, make_app, screen_text, until, utc
+from tui.live.screens.help import HelpScreen
 from tui.live.widgets.gpu_rows import GpuRow, MemoryLegend
 from tui.live.widgets.stacked_bar import GLYPHS
 from tui.model.snapshot import Snapshot
@@ -97,5 +98,6 @@ async def test_mamba_state_is_a_bar_segment_and_a_legend_entry(
         assert f"{GLYPHS['KV cache']} KV 11.6" in text and legend in text
         await pilot.press("question_mark")
         meaning = f"{GLYPHS['mamba'] * 3}  mamba"
-        await until(pilot, "the mamba segment in help", lambda: meaning in screen_text(app))
-        assert "other caches" not in screen_text(app)  # no such segment on these GPUs
+        await until(pilot, "the help", lambda: isinstance(app.screen, HelpScreen))
+        await until(pilot, "the mamba segment in help", lambda: meaning in help_text(app))
+        assert "other caches" not in help_text(app)  # no such segment on these GPUs

@@ -507,3 +507,11 @@ def test_rank_words_name_the_rank_of_each_figure() -> None:
         "logged tokens and where the reserve went: TP0"
     )
     assert _explained(("", ""), "").rank_words() == "the single GPU's numbers"
+    # The formula opened on another GPU: the reserve's rows are that GPU's rank's.
+    assert _explained(("TP0", "TP0"), "TP0").rank_words("TP2") == (
+        "pre-/post-load free: the minimum over ranks, at TP0 · "
+        "logged tokens: TP0 · where the reserve went: TP2 (selected GPU)"
+    )
+    assert _explained(("TP0", "TP0"), "TP0").rank_words("TP0") == (
+        "all figures from TP0, the rank with the minimum free memory"
+    )

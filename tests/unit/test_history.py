@@ -8,11 +8,21 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import pytest
+
 from tests.support.sglang_http import Deployment, build_exposition
 from tests.support.still import still_series
 from tests.support.tui_support import demo_snapshot
 from tui.live.widgets.sparkline import sparkline
-from tui.model.history import GAP, History, Series, is_gap
+from tui.model.history import (
+    GAP,
+    PERCENT_FLOOR,
+    USED_FLOOR_GIB,
+    History,
+    Series,
+    is_gap,
+    shown_range,
+)
 from tui.model.snapshot import Snapshot
 from tui.sglang.metrics import parse_exposition
 
@@ -109,3 +119,44 @@ def test_sparkline_draws_a_gap_blank_and_missing_values_only_when_alone() -> Non
     assert sparkline([], 3, 0, 100).plain == "   "
     assert Series((1.0, GAP, GAP, 2.0, 3.0), 4.0).runs == 2
     assert Series((), 0.0).runs == 0
+
+
+# -- the range a sparkline is drawn over ---------------------------------------------------------
+def test_a_sparkline_scales_to_the_range_it_shows() -> None:
+    """88.3 → 92.8 GiB on a 141 GiB GPU: bottom to top of the chart, not a flat top at 0 … 141."""
+    used = [88.3, 89.0, 90.5, 92.8]
+    shown = shown_range(used, USED_FLOOR_GIB, 0, 141.0)
+    assert shown is not None
+    assert (shown.low, shown.high) == (88.3, 92.8)
+    assert sparkline(used, 4, shown.low, shown.high).plain == "▁▂▄█"
+    assert sparkline(used, 4, 0, 141.0).plain == "▆▆▆▆"  # the old scale: a flat line
+    assert shown.text("GiB") == "88.3–92.8 GiB"
+
+
+def test_a_flat_line_stays_flat_and_in_the_middle() -> None:
+    shown = shown_range([90.1, 90.1, 90.1], USED_FLOOR_GIB, 0, 141.0)
+    assert shown is not None
+    assert shown.low == pytest.approx(89.85) and shown.high == pytest.approx(90.35)
+    assert sparkline([90.1] * 3, 3, shown.low, shown.high).plain == "▅▅▅"
+    assert shown.text("GiB") == "90.1 GiB"
+
+
+def test_noise_under_the_floor_is_not_blown_up_to_the_full_height() -> None:
+    shown = shown_range([90.00, 90.02, 90.01], USED_FLOOR_GIB)
+    assert shown is not None and shown.high - shown.low == pytest.approx(USED_FLOOR_GIB)
+    assert set(sparkline([90.00, 90.02, 90.01], 3, shown.low, shown.high).plain) <= set("▄▅")
+
+
+def test_the_floor_stays_within_the_quantitys_limits() -> None:
+    low = shown_range([0.0, 1.0], PERCENT_FLOOR, 0, 100)
+    high = shown_range([99.0, 100.0], PERCENT_FLOOR, 0, 100)
+    assert low is not None and (low.low, low.high) == (0, PERCENT_FLOOR)
+    assert high is not None and (high.low, high.high) == (100 - PERCENT_FLOOR, 100)
+    assert low.text("%", 0) == "0–1%"
+
+
+def test_gaps_and_missing_values_are_not_part_of_the_range() -> None:
+    shown = shown_range([GAP, 40.0, float("nan"), 60.0], PERCENT_FLOOR, 0, 100)
+    assert shown is not None and (shown.low, shown.high) == (40.0, 60.0)
+    assert shown_range([GAP, float("nan")], PERCENT_FLOOR) is None
+    assert shown_range([], PERCENT_FLOOR) is None

@@ -78,8 +78,16 @@ LAYERS = (
     Layer(
         "live screens",
         ("tui.live.screens",),
-        (*PURE, "tui.live.view_state", "tui.live.widgets", "tui.live.screens.base"),
+        (
+            *PURE,
+            "tui.live.view_state",
+            "tui.live.widgets",
+            "tui.live.screens.base",
+            "tui.live.key_list",
+        ),
     ),
+    # The keys as the help and the palette list them, from the views' bindings: Textual only.
+    Layer("key list", ("tui.live.key_list",), ()),
     Layer("terminal driver", ("tui.live.quiet_driver",), ()),
     # What both Textual apps share (stylesheet, driver, leaving on SIGHUP/SIGTERM).
     Layer("app base", ("tui.live.base",), ("tui.live.quiet_driver",)),

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Protocol
 
-from textual import work
+from textual import events, work
 from textual.binding import Binding
 
 from tui.fleet.model import Fleet
@@ -78,6 +78,7 @@ class FleetApp(FeedApp):
         self.opened: RowKey | None = None  # the host whose GPUs are shown
         self.host_view: ViewState | None = None
         self._fleet_screen = FleetScreen()
+        self._rows = 0  # the terminal's height, from the latest resize (0: none yet)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def get_default_screen(self) -> FleetScreen:
@@ -85,7 +86,7 @@ class FleetApp(FeedApp):
         return self._fleet_screen
 
     def on_mount(self) -> None:
-        self.leave_on_hangup()
+        self.follow_the_terminal()
         self._feed = self._consume()
 
     @work(group="feed", exclusive=True, exit_on_error=False)
@@ -116,6 +117,9 @@ class FleetApp(FeedApp):
         if self.opened is not None:
             self._show_host()
 
+    def show_view(self) -> None:
+        self._show()
+
     def _show_host(self) -> None:
         assert self.opened is not None
         host = self.fleet_state.host_of(self.opened)
@@ -126,7 +130,7 @@ class FleetApp(FeedApp):
                 view.status = replace(view.status, state=gone, state_kind="failed")
         else:
             view = open_host(view, host, self.fleet_state, self.clock)
-            view.rows = self.size.height
+            view.rows = self._rows or self.size.height
         self.host_view = view
         if view is not None:
             self._push_view(view)
@@ -228,6 +232,8 @@ class FleetApp(FeedApp):
         self.feed.wake()
         self._show()
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
+        # The event's size: App's own handler, which stores it in self.size, runs after this.
+        self._rows = event.size.height
         if self.opened is not None:
             self._show_host()

@@ -9,12 +9,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
-from textual import work
+from textual import events, work
 from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
 from tui.live.base import FeedApp, stylesheet
+from tui.live.key_list import KeySection, palette_commands
 from tui.live.screens.base import OpenGpuDetail, RequestLength, SelectGpu, ShowsState
 from tui.live.screens.overview import OverviewScreen
 from tui.live.view_state import ViewState, kv_facts, next_interval, status_facts
@@ -41,18 +42,59 @@ class KvtopApp(FeedApp):
     TITLE = "kvtop"
     CSS_PATH = stylesheet()
     ENABLE_COMMAND_PALETTE = True
+    # The description is the key bar's word and the palette's title; the tooltip, where
+    # there is one, the help's line (tui/live/key_list.py reads them for both).
     BINDINGS = [  # noqa: RUF012 - Textual's convention
-        Binding("q", "quit", "quit"),
-        Binding("question_mark,f1", "help", "help"),
-        Binding("f", "formula", "formula"),
-        Binding("e", "events('events')", "events"),
-        Binding("l", "events('log')", "log", show=False),
-        Binding("t", "processes", "processes"),
-        Binding("c", "toggle_compact", "compact"),
-        Binding("space", "toggle_pause", "pause"),
-        Binding("d", "dismiss_notes", "dismiss note", show=False),
-        Binding("plus,equals_sign", "interval(1)", "slower", show=False),
-        Binding("minus", "interval(-1)", "faster", show=False),
+        Binding("q", "quit", "quit", tooltip="quit (status 0)"),
+        Binding("question_mark,f1", "help", "help", tooltip="this help"),
+        Binding(
+            "f",
+            "formula",
+            "formula",
+            tooltip="the formula: SGLang's KV sizing with live numbers, what-if and reverse "
+            "questions",
+        ),
+        Binding(
+            "e",
+            "events('events')",
+            "events",
+            tooltip="the events pane: every event, newest first (scroll, search, filter, save)",
+        ),
+        Binding(
+            "l",
+            "events('log')",
+            "raw log",
+            show=False,
+            tooltip="the raw log: the latest lines as written, tracebacks included, literally",
+        ),
+        Binding(
+            "t",
+            "processes",
+            "processes",
+            tooltip="processes: every GPU process, whose (rank, foreign), host CPU, RSS, time",
+        ),
+        Binding(
+            "c",
+            "toggle_compact",
+            "compact",
+            tooltip="compact (one line per GPU, fewer panels) / full",
+        ),
+        Binding(
+            "space",
+            "toggle_pause",
+            "pause",
+            tooltip="pause the display (sources keep running, history keeps recording)",
+        ),
+        Binding(
+            "d",
+            "dismiss_notes",
+            "dismiss note",
+            show=False,
+            tooltip="dismiss the advisory note (ranks mapped by order): it stays listed here, "
+            "under notes",
+        ),
+        Binding("plus,equals_sign", "interval(1)", "slower", show=False, tooltip="slower refresh"),
+        Binding("minus", "interval(-1)", "faster", show=False, tooltip="faster refresh"),
     ]
 
     def __init__(
@@ -90,7 +132,7 @@ class KvtopApp(FeedApp):
         return self._with_state(OverviewScreen(self.raw_log_lines))
 
     def on_mount(self) -> None:
-        self.leave_on_hangup()
+        self.follow_the_terminal()
         self.state.rows = self.size.height
         self._feed = self._consume()
 
@@ -124,6 +166,15 @@ class KvtopApp(FeedApp):
         for screen in (self.screen, *self._under_modal()):
             if isinstance(screen, ShowsState):
                 screen.show_state(self.state)
+
+    def show_view(self) -> None:
+        self.show_state()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Nothing once leaving; the key bar offers an app key only where it does something."""
+        if not super().check_action(action, parameters):
+            return False
+        return action not in getattr(self.screen, "APP_ACTIONS_OFF", ())
 
     def _with_state(self, screen: _S) -> _S:
         if isinstance(screen, ShowsState):
@@ -171,14 +222,14 @@ class KvtopApp(FeedApp):
             self.notify("No GPU to show: kvtop has no GPU readings (see the NVML marker).")
             return
         self.state.selected_gpu = view.sample.index
-        self.push_screen(self._with_state(GpuDetailScreen()))
+        self._open(GpuDetailScreen())
 
     def action_formula(self) -> None:
         from tui.live.screens.formula import FormulaScreen
 
         if isinstance(self.screen, FormulaScreen):
             return
-        self.push_screen(self._with_state(FormulaScreen(self.state.selected_rank())))
+        self._open(FormulaScreen(self.state.selected_rank()))
 
     def action_processes(self) -> None:
         """t: every process on the GPUs, with the host's CPU, RAM and swap (t again: back)."""
@@ -187,7 +238,7 @@ class KvtopApp(FeedApp):
         if isinstance(self.screen, ProcessesScreen):
             self.screen.dismiss(None)
             return
-        self.push_screen(self._with_state(ProcessesScreen()))
+        self._open(ProcessesScreen())
 
     def action_process_order(self) -> None:
         """o in the processes view: the next order (GPU memory, CPU, RSS, time, GPU, pid, user)."""
@@ -200,7 +251,13 @@ class KvtopApp(FeedApp):
 
         if isinstance(self.screen, EventsScreen):
             return
-        screen = EventsScreen(mode, self.raw_log_lines, self.save_view)
+        self._open(EventsScreen(mode, self.raw_log_lines, self.save_view))
+
+    def _open(self, screen: Screen[Any]) -> None:
+        """A view the operator asked for, over the toasts of the one before: they are cleared,
+        so none covers the help or the formula (the sources' stop, the one lasting message,
+        stays in the status line and the help's notes)."""
+        self.clear_notifications()
         self.push_screen(self._with_state(screen))
 
     def save_view(self, kind: str, text: str) -> tuple[str | None, str]:
@@ -222,7 +279,29 @@ class KvtopApp(FeedApp):
 
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(self._with_state(HelpScreen()))
+        self._open(HelpScreen(self.key_sections()))
+
+    def key_sections(self) -> list[KeySection]:
+        """The help's key list: this app's bindings (every view), then each view's own."""
+        from tui.live.screens.events import EventsScreen
+        from tui.live.screens.formula import FormulaScreen
+        from tui.live.screens.gpu_detail import GpuDetailScreen
+        from tui.live.screens.help import CLICK, PALETTE
+        from tui.live.screens.processes import ProcessesScreen
+
+        everywhere = ((self.COMMAND_PALETTE_BINDING, PALETTE),) if self.use_command_palette else ()
+        scroll = ("↑ ↓ PgUp PgDn Home End", "scroll")
+        views = [
+            KeySection("overview", OverviewScreen, (CLICK,)),
+            KeySection("GPU detail", GpuDetailScreen, (scroll,)),
+            KeySection("processes", ProcessesScreen, (scroll,)),
+            KeySection("events pane and raw log", EventsScreen, (scroll,)),
+            KeySection("formula", FormulaScreen, (("Tab", "the next field"), scroll)),
+        ]
+        # The keys of the view the help was opened on first: what the operator can do there.
+        here = [v for v in views if isinstance(self.screen, v.view)]
+        rest = [v for v in views if v not in here]
+        return [*here, KeySection("every view", type(self), everywhere), *rest]
 
     def action_dismiss_notes(self) -> None:
         """Hide the advisory notes on screen (the rank-by-order mapping): the help lists them."""
@@ -273,8 +352,11 @@ class KvtopApp(FeedApp):
         self.feed.interval_s = new
         self.show_state()
 
-    def on_resize(self) -> None:
-        self.state.rows = self.size.height
+    def on_resize(self, event: events.Resize) -> None:
+        # The event's size, not self.size: this handler runs before App's own, which is what
+        # stores the new size, so self.size is still the old one here (the compact layout
+        # then followed every resize one late).
+        self.state.rows = event.size.height
         if self.state.compact is None:
             self.show_state()
 
@@ -293,50 +375,10 @@ class KvtopApp(FeedApp):
             self._screenshot_later,
         )
         yield SystemCommand("Keys", "kvtop's keys (the help view)", self.action_help)
-        yield SystemCommand(
-            "Sort GPUs", "Next order: index, free, used, temperature (o)", self.action_gpu_order
-        )
-        yield SystemCommand(
-            "Processes",
-            "Every process on the GPUs, host CPU and memory (t)",
-            self._processes_command,
-        )
-        yield SystemCommand(
-            "Sort processes",
-            "Next order: GPU memory, CPU, RSS, time, GPU, pid, user (o in processes)",
-            self.action_process_order,
-        )
-        yield SystemCommand("Quit", "Quit kvtop (q)", self.action_quit)
-        yield SystemCommand("GPU detail", "Drill into the selected GPU", self._detail_command)
-        yield SystemCommand("Formula", "SGLang's KV sizing with live numbers", self.action_formula)
-        yield SystemCommand("Help", "Keys, glyphs and sources", self.action_help)
-        yield SystemCommand(
-            "Pause / resume", "Freeze the display (sources keep running)", self.action_toggle_pause
-        )
-        yield SystemCommand(
-            "Compact / full", "One line per GPU, fewer panels", self.action_toggle_compact
-        )
-        yield SystemCommand(
-            "Dismiss note", "Hide the advisory note (d); help lists it", self.action_dismiss_notes
-        )
-        yield SystemCommand(
-            "Slower refresh", "Longer refresh interval (+)", lambda: self.action_interval(1)
-        )
-        yield SystemCommand(
-            "Faster refresh", "Shorter refresh interval (-)", lambda: self.action_interval(-1)
-        )
+        # Every action a key does in this view, by its name in the key bar: the view's own
+        # keys, then the app's that the view does not bind to something else.
+        yield from palette_commands(screen, self)
 
     def _screenshot_later(self) -> None:
         # After the palette has closed, so the picture is of kvtop's screen, not the palette.
         self.set_timer(0.1, self.action_save_screenshot)
-
-    def _processes_command(self) -> None:
-        from tui.live.screens.processes import ProcessesScreen
-
-        if not isinstance(self.screen, ProcessesScreen):
-            self.action_processes()
-
-    def _detail_command(self) -> None:
-        while len(self.screen_stack) > 1:
-            self.pop_screen()
-        self.open_detail()

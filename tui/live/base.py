@@ -13,6 +13,7 @@ from importlib import resources
 
 from rich.console import RenderableType
 from textual.app import App
+from textual.binding import Binding
 from textual.driver import Driver
 from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
@@ -36,6 +37,23 @@ def stylesheet() -> str:
 class FeedApp(App[int]):
     """An app that shows a feed: `_feed` is the worker consuming it (started in on_mount)."""
 
+    # The terminal's own keys, as in htop and nvitop. The terminal is in raw mode, so they
+    # arrive as keys, not signals: Ctrl-C quits as q does (status 0; Textual's default only
+    # says "press ctrl+q"), Ctrl-Z suspends to the shell (Textual leaves the alternate screen
+    # and shows the cursor; `fg` comes back through `repaint_after_resume`). Priority: an
+    # input field (the formula's) must not take Ctrl-C as "copy".
+    BINDINGS = [  # noqa: RUF012 - Textual's convention
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True, tooltip="quit (status 0)"),
+        Binding(
+            "ctrl+z",
+            "suspend_process",
+            "suspend",
+            show=False,
+            priority=True,
+            tooltip="suspend to the shell (fg comes back)",
+        ),
+    ]
+
     _feed: Worker[None] | None = None
     # Set once the app is asked to exit: a key typed together with q ("qe", "q?") must not
     # open a screen on an app that is closing (its widgets are gone: a traceback on exit).
@@ -58,6 +76,22 @@ class FeedApp(App[int]):
         from tui.live.quiet_driver import driver_class
 
         return driver_class(super().get_driver_class())
+
+    def follow_the_terminal(self) -> None:
+        """From on_mount: leave on hangup, repaint everything after Ctrl-Z and `fg`."""
+        self.leave_on_hangup()
+        self.app_resume_signal.subscribe(self, self.repaint_after_resume)
+
+    def repaint_after_resume(self, _app: object = None) -> None:
+        """Back from Ctrl-Z: the terminal's alternate screen starts blank and Textual repaints
+        only what changes (its resize to the same size is a no-op), so the whole screen is
+        marked for repainting, and the view is shown again from the state (the clock moved)."""
+        self.show_view()
+        self.screen.refresh()  # the whole screen dirty: a full update, not a partial one
+        self.refresh(layout=True)
+
+    def show_view(self) -> None:
+        """The app's state, shown again on the visible screens (each app says how)."""
 
     def leave_on_hangup(self) -> None:
         """SIGHUP (the SSH session went away) or SIGTERM (systemd stops us): leave, status 0."""

@@ -18,6 +18,7 @@ from tui.model.sizing.replay import (
     rank_sizing,
     sglang_version,
 )
+from tui.model.sizing.tuning import with_caveats
 from tui.model.status.insights import insights, minimum_viable_mfs, next_step
 from tui.sglang.control_chars import make_visible
 from tui.sglang.server_args import ServerArgs
@@ -71,7 +72,8 @@ def analyse(
         sizings = tuple(
             s for s in (rank_sizing(r, startup, cell.cell) for r in ranks) if s is not None
         )
-        explanation = explain(startup, cell, version, what_if_mfs, request_len)
+        explained = explain(startup, cell, version, what_if_mfs, request_len)
+        explanation = with_caveats(explained, request_len)
     except (ArithmeticError, ValueError) as exc:
         # Numbers no real server logs (absurd sizes, overflowing products): say so, keep the rest.
         sizings, explanation = (), None

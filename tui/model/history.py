@@ -21,6 +21,9 @@ from tui.model.status.alert_rule import queue_since
 from tui.model.status.freshness import STALE_INTERVALS
 
 POINTS = 600  # ten minutes at 1 Hz; at faster refresh it simply covers less time
+# The least range a sparkline is drawn over, per quantity (tui/model/history.shown_range).
+USED_FLOOR_GIB = 0.5
+PERCENT_FLOOR = 5.0
 # The break between two runs: never a value (every series is >= 0), drawn as a blank cell.
 GAP = float("-inf")
 
@@ -30,11 +33,59 @@ def is_gap(value: float) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class ShownRange:
+    """The range a sparkline is drawn over (`low`..`high`) and the range of its values, which
+    the label names: a line from 88.3 to 92.8 GiB fills the chart's height instead of being a
+    flat top on a 0 … 141 GiB scale."""
+
+    low: float
+    high: float
+    values_low: float
+    values_high: float
+
+    def text(self, unit: str, decimals: int = 1) -> str:
+        """`88.3–92.8 GiB`; `90.1 GiB` when the values do not change (`%` sticks to them)."""
+        sep = "" if unit == "%" else " "
+        low = f"{self.values_low:.{decimals}f}"
+        high = f"{self.values_high:.{decimals}f}"
+        return f"{low}{sep}{unit}" if low == high else f"{low}–{high}{sep}{unit}"
+
+
+def shown_range(
+    values: Iterable[float],
+    floor: float,
+    lowest: float = -math.inf,
+    highest: float = math.inf,
+) -> ShownRange | None:
+    """The values' min..max, widened to at least `floor` around their middle (a flat line stays
+    flat and in the middle; noise of a few MiB is not blown up to the full height), kept within
+    the quantity's limits (`lowest`, `highest`: 0 and 100 for a percentage). None: no values."""
+    finite = [v for v in values if math.isfinite(v)]  # GAP (-inf) and NaN are not values
+    if not finite:
+        return None
+    values_low, values_high = min(finite), max(finite)
+    low, high = values_low, values_high
+    if high - low < floor:
+        middle = (low + high) / 2
+        low, high = middle - floor / 2, middle + floor / 2
+        if low < lowest:
+            low, high = lowest, high + (lowest - low)
+        if high > highest:
+            low, high = max(lowest, low - (high - highest)), highest
+    return ShownRange(low, high, values_low, values_high)
+
+
+@dataclass(frozen=True, slots=True)
 class Series:
     """One buffer's values, oldest first, with the time span they cover (GAP between runs)."""
 
     values: tuple[float, ...]
     seconds: float
+
+    def shown_range(
+        self, floor: float, lowest: float = -math.inf, highest: float = math.inf
+    ) -> ShownRange | None:
+        return shown_range(self.values, floor, lowest, highest)
 
     @property
     def runs(self) -> int:

@@ -231,9 +231,16 @@ def _formula_json(report: Analysis) -> dict[str, object] | None:
         "reserve_spent_gib": [
             {"item": label, "gib": _r(value)} for label, value in explanation.reserve_spent
         ],
-        "what_if": [_what_if_json(w) for w in explanation.what_ifs],
+        "what_if": [
+            {**_what_if_json(w), "warning": warning}
+            for w, warning in zip(
+                explanation.what_ifs,
+                explanation.what_if_warnings or (None,) * len(explanation.what_ifs),
+                strict=True,
+            )
+        ],
         "reverse": [
-            {"question": s.label, "tokens": s.arithmetic, "answer": s.result}
+            {"question": s.label, "tokens": s.arithmetic, "answer": s.result, "warning": s.warning}
             for s in explanation.reverse
         ],
         "draft_rule": _draft_rule_json(explanation.draft_rule),

@@ -365,11 +365,17 @@ def _formula(report: Analysis) -> RenderableType:
                 fmt.ratio(w.requests_at_context),
             )
         parts.append(_titled("What if mem_fraction_static were…", table))
+        # The caveats the formula modal gives for the same values (the model words them).
+        warned = zip(e.what_ifs, e.what_if_warnings, strict=False)
+        parts += [
+            _text(f"⚠ {w.mem_fraction_static:.3f}: {warning}") for w, warning in warned if warning
+        ]
     if e.reverse:
         table = _table("requests", "tokens needed", "answer", transpose=False)
         for s in e.reverse:
-            table.add_row(s.label, s.arithmetic, s.result)
+            table.add_row(s.label, s.arithmetic, s.result + (" ⚠" if s.warning else ""))
         parts.append(_titled("mem_fraction_static needed for…", table))
+        parts += [_text(f"⚠ {s.label} ({s.result}): {s.warning}") for s in e.reverse if s.warning]
     if e.draft_rule is not None:
         parts.append(_text(f"draft model: {e.draft_rule.text}"))
     for note in e.notes:

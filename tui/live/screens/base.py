@@ -8,6 +8,8 @@ and shows it again. Screens never import the app or each other.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.message import Message
 
 from tui.live.view_state import ViewState
@@ -19,6 +21,9 @@ class ShowsState:
 
     view_state: ViewState | None = None
     _mounted_once = False
+    # The app's actions that do nothing on this view (compact on a view that has no compact
+    # layout): the key bar leaves their keys out (the app's check_action).
+    APP_ACTIONS_OFF: ClassVar[frozenset[str]] = frozenset()
 
     def show_state(self, state: ViewState) -> None:
         self.view_state = state

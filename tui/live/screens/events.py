@@ -35,26 +35,41 @@ from tui.model.event_view import (
 from tui.model.status.verdict import Seen
 from tui.model.timeline import Timeline, timeline
 
-KEYS_HINT = (
-    "e events  l log  / search  n/N next/prev  r rank  p phase  x failures  k kvtop saw  "
-    "s save  y copy  Esc back"
-)
+# The keys line under the title, per mode: only keys that do something there (the raw log's
+# lines have no phase, and what kvtop saw is an events list).
+KEYS_HINT = {
+    EVENTS: "l raw log  / search  n/N next/prev  r rank  p phase  x failures  k kvtop saw  "
+    "s save  y copy  Esc back",
+    LOG: "e events  / search  n/N next/prev  r rank  x failures  s save  y copy  Esc back",
+}
+
+
+MATCH = "the next / the previous match"
 
 
 class EventsScreen(ShowsState, Screen[None]):
+    APP_ACTIONS_OFF = frozenset({"toggle_compact", "events"})  # e and l are this view's own
     BINDINGS = [  # noqa: RUF012 - Textual's convention
-        Binding("escape", "close", "back"),
-        Binding("e", "mode('events')", "events"),
-        Binding("l", "mode('log')", "raw log"),
-        Binding("slash", "search", "search"),
-        Binding("n", "next_match(1)", "next", show=False),
-        Binding("N", "next_match(-1)", "previous", show=False),
-        Binding("r", "rank", "rank", show=False),
-        Binding("p", "phase", "phase", show=False),
-        Binding("x", "failures", "failures", show=False),
-        Binding("k", "seen", "kvtop saw", show=False),
-        Binding("s", "save", "save"),
-        Binding("y", "copy", "copy"),
+        Binding("escape", "close", "back", tooltip="back (closes the search field first)"),
+        Binding("e", "mode('events')", "events", tooltip="every event, newest first"),
+        Binding("l", "mode('log')", "raw log", tooltip="the raw log, oldest first, literally"),
+        Binding("slash", "search", "search", tooltip="search (Enter finds, Esc cancels)"),
+        Binding("n", "next_match(1)", "next match", show=False, tooltip=MATCH),
+        Binding("N", "next_match(-1)", "previous match", show=False, tooltip=MATCH),
+        Binding("r", "rank", "rank filter", show=False, tooltip="one rank's lines: the next rank"),
+        Binding(
+            "p", "phase", "phase filter", show=False, tooltip="one phase's events (events list)"
+        ),
+        Binding("x", "failures", "failures only", show=False, tooltip="failures only / all"),
+        Binding(
+            "k",
+            "seen",
+            "what kvtop saw",
+            show=False,
+            tooltip="only what kvtop saw: alerts, sources, GPUs, restarts (events list)",
+        ),
+        Binding("s", "save", "save", tooltip="save the lines shown to a new file"),
+        Binding("y", "copy", "copy", tooltip="copy the lines shown (OSC 52)"),
     ]
 
     def __init__(
@@ -75,6 +90,18 @@ class EventsScreen(ShowsState, Screen[None]):
         self.seen: tuple[Seen, ...] = ()  # what kvtop saw (the snapshot's timeline)
         self._shown_key: object = None
         self.saved_to: str | None = None
+        self.said: str | None = None  # why the last key did nothing, until the next key
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The key bar offers the other mode only (the one shown is already there)."""
+        if action == "mode":
+            return parameters[0] != self.mode
+        return True
+
+    def on_key(self) -> None:
+        if self.said is not None:
+            self.said = None
+            self._bar()
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status", second_line=True)
@@ -134,7 +161,8 @@ class EventsScreen(ShowsState, Screen[None]):
         if self.saved_to:
             words.append(f"saved to {self.saved_to}")
         bar = self.query_one("#events-bar", Static)
-        bar.update(" " + " · ".join(words) + "\n " + KEYS_HINT)
+        # Why the last key did nothing, in place of the keys line until the next key.
+        bar.update(" " + " · ".join(words) + "\n " + (self.said or KEYS_HINT[self.mode]))
 
     # -- actions --------------------------------------------------------------------------------
     def action_close(self) -> None:
@@ -147,6 +175,7 @@ class EventsScreen(ShowsState, Screen[None]):
 
     def action_mode(self, mode: str) -> None:
         if mode != self.mode:
+            self.refresh_bindings()  # the key bar offers the other mode now
             self.mode = mode
             f = self.filters
             self.filters = Filters(rank=f.rank, failures_only=f.failures_only)
@@ -173,6 +202,9 @@ class EventsScreen(ShowsState, Screen[None]):
         self._bar()
 
     def action_next_match(self, step: int) -> None:
+        if not self.query_text:
+            self._say("no search yet: / searches")
+            return
         self.current = next_match(matches(self.lines, self.query_text), self.current, step)
         self.query_one(LinesView).highlight(self.query_text, self.current)
         self._bar()
@@ -186,9 +218,19 @@ class EventsScreen(ShowsState, Screen[None]):
         self._filter(replace(self.filters, rank=rank, seen_only=False))
 
     def action_phase(self) -> None:
-        if self.mode == EVENTS:
-            phase = cycled(phases_of(self.events.rows), self.filters.phase)
-            self._filter(replace(self.filters, phase=phase, seen_only=False))
+        if self.mode != EVENTS:  # not offered in the raw log (KEYS_HINT); typed anyway
+            self._say("the raw log's lines have no phase: e shows the events list")
+            return
+        phase = cycled(phases_of(self.events.rows), self.filters.phase)
+        self._filter(replace(self.filters, phase=phase, seen_only=False))
+
+    def _say(self, sentence: str) -> None:
+        """Why a key did nothing, in the bar (until the next key)."""
+        self.call_after_refresh(self._show_said, sentence)
+
+    def _show_said(self, sentence: str) -> None:
+        self.said = sentence
+        self._bar()
 
     def action_failures(self) -> None:
         f = self.filters

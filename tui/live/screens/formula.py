@@ -18,7 +18,12 @@ from tui.live.screens.base import RequestLength, ShowsState
 from tui.live.view_state import ViewState
 from tui.model.analysis import Analysis
 from tui.model.sizing import tuning
-from tui.model.sizing.replay import OTHER_AFTER_POOL, OTHER_AFTER_POOL_WORDS, SizingExplanation
+from tui.model.sizing.replay import (
+    OTHER_AFTER_POOL,
+    OTHER_AFTER_POOL_WORDS,
+    SizingExplanation,
+    reserve_table,
+)
 
 WIDE_STEPS = 100  # below this width a step's arithmetic goes under its label and result
 
@@ -65,7 +70,11 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
             "It fills in as the server starts."
         )
     parts: list[RenderableType] = []
-    title = Text(f"SGLang's KV sizing with this log's numbers · {e.rank_words()}", style="bold")
+    # The selected GPU's rank, named in the headings (the model picks the rows and the title).
+    selected = next((r for r in analysis.ranks if r.rank == rank), None)
+    spent = reserve_table(e, selected, analysis.startup.finished)
+    words = e.rank_words(spent.rank)
+    title = Text(f"SGLang's KV sizing with this log's numbers · {words}", style="bold")
     parts.append(title)
     parts.append(Steps(e))
     sizing = next((s for s in analysis.sizings if s.rank == rank), None)
@@ -79,14 +88,14 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
                 + (f" ({sizing.actual_tokens:,} logged)" if sizing.actual_tokens else "")
             )
         )
-    if e.reserve_spent:
+    if spent.rows:
         table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-        table.add_column(e.spent_title, no_wrap=True)
+        table.add_column(spent.title, no_wrap=True)
         table.add_column("GiB", justify="right")
-        for name, value in e.reserve_spent:
+        for name, value in spent.rows:
             table.add_row(name, f"{value:.2f}")
         parts.extend([Text(""), table])
-        if any(name == OTHER_AFTER_POOL for name, _ in e.reserve_spent):
+        if any(name == OTHER_AFTER_POOL for name, _ in spent.rows):
             parts.append(Text(OTHER_AFTER_POOL_WORDS, style="dim"))
     if e.draft_rule is not None:
         parts.append(Text("\ndraft model: " + e.draft_rule.text))
@@ -109,13 +118,17 @@ def _say(widget: Static, text: str | Text, warn: bool = False) -> None:
     widget.set_class(warn, "-warn")
 
 
+NUDGE = "mem_fraction_static of the what-if +0.01 / −0.01"
+SCROLL = "scroll the formula"
+
+
 class FormulaScreen(ShowsState, ModalScreen[None]):
     BINDINGS = [  # noqa: RUF012
-        Binding("escape", "close", "close"),
-        Binding("up", "nudge(1)", "+0.01", show=False),
-        Binding("down", "nudge(-1)", "−0.01", show=False),
-        Binding("pageup", "scroll(-1)", show=False),
-        Binding("pagedown", "scroll(1)", show=False),
+        Binding("escape", "close", "close", tooltip="close the formula"),
+        Binding("up", "nudge(1)", show=False, tooltip=NUDGE),
+        Binding("down", "nudge(-1)", show=False, tooltip=NUDGE),
+        Binding("pageup", "scroll(-1)", show=False, tooltip=SCROLL),
+        Binding("pagedown", "scroll(1)", show=False, tooltip=SCROLL),
     ]
 
     def __init__(self, rank: str | None = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Group, JustifyMethod
@@ -20,6 +21,7 @@ from tui.live.widgets.gpu_rows import GpuRow, MemoryLegend
 from tui.live.widgets.segments import MemoryWidget
 from tui.live.widgets.sparkline import sparkline
 from tui.live.widgets.status_line import StatusLine
+from tui.model.history import PERCENT_FLOOR, USED_FLOOR_GIB, ShownRange
 from tui.model.memory.gpu_detail import GpuDetail, gpu_detail
 from tui.model.status.gpu_alerts import GpuAlert, gpu_alerts
 
@@ -33,7 +35,7 @@ WATERFALL_MARGIN = 4  # kept clear at the right edge
 MIN_BAR = 10
 # The history lines: a label before the sparkline, the latest figure and a margin after it.
 HISTORY_LABEL = 10  # "used GiB  "
-HISTORY_AFTER = 20
+HISTORY_AFTER = 36  # " 88.4  (88.3–92.8 GiB)" and the padding
 MIN_HISTORY = 20
 
 
@@ -112,13 +114,17 @@ class Waterfall(MemoryWidget):
         return text
 
 
+OTHER = "the previous / the next GPU"
+
+
 class GpuDetailScreen(ShowsState, Screen[None]):
     """The selected GPU (ViewState.selected_gpu): j/k select the next or previous one."""
 
+    APP_ACTIONS_OFF = frozenset({"toggle_compact"})
     BINDINGS = [  # noqa: RUF012
-        Binding("escape", "back", "back"),
-        Binding("down,j", "other(1)", "next GPU", show=False),
-        Binding("up,k", "other(-1)", "previous GPU", show=False),
+        Binding("escape", "back", "back", tooltip="back to the overview"),
+        Binding("up,k", "other(-1)", "previous GPU", show=False, tooltip=OTHER),
+        Binding("down,j", "other(1)", "next GPU", show=False, tooltip=OTHER),
     ]
 
     def __init__(self) -> None:
@@ -254,9 +260,20 @@ class GpuDetailScreen(ShowsState, Screen[None]):
         text = Text(no_wrap=True)
         text.append("history", style="bold")
         text.append(f"  (last {len(used.values)} readings)\n")
+        total = detail.gpu.sample.total_gib
+        # Each line over the range it shows (not 0 … total), the range named after it.
         text.append("used GiB".ljust(HISTORY_LABEL))
-        text.append_text(sparkline(used.values, width, 0, detail.gpu.sample.total_gib))
-        text.append(f" {fmt.gib(detail.gpu.sample.used_gib)}\n" + "util %".ljust(HISTORY_LABEL))
-        text.append_text(sparkline(util.values, width, 0, 100))
+        shown = used.shown_range(USED_FLOOR_GIB, 0, total if total else math.inf)
+        text.append_text(_line(used.values, width, shown))
+        text.append(f" {fmt.gib(detail.gpu.sample.used_gib)}")
+        text.append(f"  ({shown.text('GiB')})" if shown else "", style="dim")
+        text.append("\n" + "util %".ljust(HISTORY_LABEL))
+        shown = util.shown_range(PERCENT_FLOOR, 0, 100)
+        text.append_text(_line(util.values, width, shown))
         text.append(f" {fmt.pct(detail.gpu.sample.utilization_pct)}")
+        text.append(f"  ({shown.text('%', 0)})" if shown else "", style="dim")
         return text
+
+
+def _line(values: tuple[float, ...], width: int, shown: ShownRange | None) -> Text:
+    return sparkline(values, width, shown.low, shown.high) if shown else Text(" " * width)

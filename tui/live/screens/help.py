@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -11,6 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tui.live.key_list import KeySection
 from tui.live.screens.base import ShowsState
 from tui.live.view_state import ViewState, header_words
 from tui.live.widgets.stacked_bar import GLYPHS, RESERVE_MARK
@@ -18,49 +21,9 @@ from tui.model.snapshot import SourceState
 from tui.model.status.identity import mismatch_text
 from tui.model.status.levels import Level
 
-KEYS = (
-    ("q / ctrl+q", "quit"),
-    ("? / F1", "this help"),
-    ("↑ ↓ / j k", "select a GPU (in GPU detail: the next or previous GPU)"),
-    ("PgUp PgDn Home End", "select 8 GPUs up / down, the first / the last GPU"),
-    ("o", "sort the GPUs: by index, free, used, temperature (the header marks it ▲ or ▼)"),
-    ("Enter", "GPU detail: phase waterfall, where each number comes from, processes, history"),
-    ("t", "processes: every GPU process, whose (rank, foreign), host CPU, RSS, time; o sorts"),
-    ("Esc", "back"),
-    ("f", "the formula: SGLang's KV sizing with live numbers, what-if and reverse questions"),
-    ("+ / = / -", "slower / slower / faster refresh"),
-    (
-        "e / l",
-        "events pane / raw log (tracebacks included, literally): ↑ ↓ PgUp PgDn Home End, "
-        "/ search (n N), r rank, p phase, x failures only, k what kvtop saw (alerts, sources, "
-        "GPUs, restarts), s save to a file, y copy (OSC 52)",
-    ),
-    ("space", "pause the display (sources keep running, history keeps recording)"),
-    ("c", "compact (one line per GPU, fewer panels) / full"),
-    ("d", "dismiss the advisory note (ranks mapped by order): it stays listed here, under notes"),
-    ("ctrl+p", "command palette: every action by name (Theme, Save theme to config, Screenshot)"),
-    ("click", "a GPU row selects it, a double click opens it; Shift+drag selects text to copy"),
-)
-# How the help writes Textual's key names (tests check that every binding is listed).
-KEY_LABELS = {
-    "question_mark": "?",
-    "f1": "F1",
-    "down": "↓",
-    "up": "↑",
-    "pagedown": "PgDn",
-    "pageup": "PgUp",
-    "home": "Home",
-    "end": "End",
-    "enter": "Enter",
-    "escape": "Esc",
-    "plus": "+",
-    "equals_sign": "=",
-    "minus": "-",
-}
-
-
-def key_label(key: str) -> str:
-    return KEY_LABELS.get(key, key)
+# Lines no binding makes; every binding's line comes from the views' BINDINGS (tui/live/key_list).
+CLICK = ("click", "a GPU row selects it, a double click opens it; Shift+drag selects text to copy")
+PALETTE = "command palette: every action by name (Theme, Save theme to config, Screenshot)"
 
 
 MEANINGS = {
@@ -90,8 +53,13 @@ def _has_segment(state: ViewState, name: str) -> bool:
 
 class HelpScreen(ShowsState, ModalScreen[None]):
     BINDINGS = [  # noqa: RUF012
-        Binding("escape,q,question_mark,f1", "close", "close"),
+        Binding("escape,q,question_mark,f1", "close", "close", tooltip="close the help"),
     ]
+
+    def __init__(self, sections: Sequence[KeySection] = ()) -> None:
+        """`sections`: the views whose keys to list (the app's first: keys of every view)."""
+        super().__init__()
+        self.sections = tuple(sections)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
@@ -112,6 +80,7 @@ class HelpScreen(ShowsState, ModalScreen[None]):
                 snapshot.kinded_notes,
                 snapshot.mismatches,
                 state.dismissed_notes,
+                state.problem,
             )
             if snapshot is not None
             else None
@@ -124,8 +93,12 @@ class HelpScreen(ShowsState, ModalScreen[None]):
         keys = Table(box=None, pad_edge=False, show_edge=False, show_header=False)
         keys.add_column(no_wrap=True, style="bold")
         keys.add_column()
-        for key, meaning in KEYS:
-            keys.add_row(key, meaning)
+        for number, section in enumerate(self.sections):
+            if number:
+                keys.add_row("", "")
+            keys.add_row(Text(section.title, style="bold underline"), "")
+            for key, meaning in section.lines():
+                keys.add_row(key, meaning)
         glyphs = Table(box=None, pad_edge=False, show_edge=False, show_header=False)
         glyphs.add_column(no_wrap=True)
         glyphs.add_column(no_wrap=True, style="bold")
@@ -158,7 +131,8 @@ class HelpScreen(ShowsState, ModalScreen[None]):
         snapshot = state.snapshot
         if snapshot is None:
             return []
-        lines = [(m, "mismatch") for m in mismatch_text(snapshot.mismatches)]
+        lines = [(state.problem, "problem")] if state.problem else []
+        lines += [(m, "mismatch") for m in mismatch_text(snapshot.mismatches)]
         for note in snapshot.kinded_notes:
             dismissed = note.advisory and note.kind in state.dismissed_notes
             lines.append((note.text, "advisory, dismissed" if dismissed else "note"))
@@ -175,7 +149,7 @@ class HelpScreen(ShowsState, ModalScreen[None]):
     def _top(keys: Table, glyphs: Table, sources: Table) -> tuple[Text | Table, ...]:
         warning, critical = Level.WARNING, Level.CRITICAL
         return (
-            Text("kvtop keys", style="bold"),
+            Text("kvtop keys (this view's first)", style="bold"),
             keys,
             Text("\nthe memory bar, left to right (GiB)", style="bold"),
             Text("every quantity's name, source and unit: docs/glossary.md", style="dim"),

@@ -24,18 +24,30 @@ from tui.model.status.notes import shown_notes
 from tui.model.timeline import recent_events
 
 LOG_TAIL_LINES = 60  # at most this many of the log's latest lines under the events
+SELECT = "select a GPU: the previous / the next"
+PAGE = "select 8 GPUs up / down, the first / the last GPU"
 
 
 class OverviewScreen(ShowsState, Screen[None]):
     BINDINGS = [  # noqa: RUF012 - Textual's convention
-        Binding("down,j", "move(1)", "down", show=False),
-        Binding("up,k", "move(-1)", "up", show=False),
-        Binding("pagedown", "move(8)", show=False),
-        Binding("pageup", "move(-8)", show=False),
-        Binding("home", "move(-100000)", show=False),
-        Binding("end", "move(100000)", show=False),
-        Binding("enter", "detail", "GPU detail"),
-        Binding("o", "app.gpu_order", "sort"),
+        Binding("up,k", "move(-1)", show=False, tooltip=SELECT),
+        Binding("down,j", "move(1)", show=False, tooltip=SELECT),
+        Binding("pageup", "move(-8)", show=False, tooltip=PAGE),
+        Binding("pagedown", "move(8)", show=False, tooltip=PAGE),
+        Binding("home", "move(-100000)", show=False, tooltip=PAGE),
+        Binding("end", "move(100000)", show=False, tooltip=PAGE),
+        Binding(
+            "enter",
+            "detail",
+            "GPU detail",
+            tooltip="GPU detail: phase waterfall, where each number comes from, processes, history",
+        ),
+        Binding(
+            "o",
+            "app.gpu_order",
+            "sort",
+            tooltip="sort the GPUs: by index, free, used, temperature (the header marks it ▲ or ▼)",
+        ),
     ]
 
     def __init__(self, raw_lines: Callable[[], Sequence[str]] = tuple) -> None:

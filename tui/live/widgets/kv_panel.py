@@ -13,7 +13,7 @@ from tui import fmt
 from tui.live.view_state import KvFacts
 from tui.live.widgets.segments import StyledWidget
 from tui.live.widgets.sparkline import sparkline
-from tui.model.history import Series
+from tui.model.history import PERCENT_FLOOR, Series
 from tui.model.kv_usage import KvUsage, load_line
 from tui.model.status.levels import Level
 from tui.model.status.server_status import duration_text
@@ -132,8 +132,13 @@ class KvPanel(StyledWidget):
             pieces.append(Text(fits))
         series: Series | None = facts.series
         if not self._compact and series is not None and series.values:
-            spark = sparkline(series.values, max(10, min(60, width // 3)), 0, 100)
-            spark.append(f" usage, last {duration_text(series.seconds)}", self._style("kv--dim"))
+            shown = series.shown_range(PERCENT_FLOOR, 0, 100)
+            low, high = (shown.low, shown.high) if shown is not None else (0, 100)
+            spark = sparkline(series.values, max(10, min(60, width // 3)), low, high)
+            span = f" {shown.text('%', 0)}" if shown is not None else ""
+            spark.append(
+                f" usage{span}, last {duration_text(series.seconds)}", self._style("kv--dim")
+            )
             pieces.append(spark)
         line_len = text.cell_len
         for piece in pieces:

@@ -70,6 +70,9 @@ class Step:
     label: str
     arithmetic: str
     result: str
+    # The caveat the formula modal adds to the same answer (tuning.what_if_at's warning): under
+    # the safe margin, or SGLang would not start. The one-shot report shows it too.
+    warning: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,16 +178,23 @@ class SizingExplanation:
     # reserve) does not hold, and the reserve finding is not shown.
     over_budget: OverBudget | None = None
     hybrid: HybridRule | None = None
+    # what_ifs' warnings, in their order (None: no caveat), worded as the formula modal's
+    # (tuning.with_caveats fills them and `reverse`).
+    what_if_warnings: tuple[str | None, ...] = ()
 
     @property
     def spent_title(self) -> str:
         """The reserve table's title: not "the reserve" when the pool ate into it."""
-        where = self.rank or "single GPU"
+        return self.spent_title_of(self.rank)
+
+    def spent_title_of(self, rank: str) -> str:
+        """The reserve table's title for `rank`'s lines (the selected GPU's on the formula)."""
+        where = rank or "single GPU"
         if self.over_budget is not None:
             return f"Where the memory after the KV cache went ({where}; not the reserve)"
         return f"Where the reserve went ({where})"
 
-    def rank_words(self) -> str:
+    def rank_words(self, reserve_rank: str | None = None) -> str:
         """Which rank each figure comes from, the same words on the formula screen and report.
 
         SGLang sizes the pool from the minimum free memory over ranks, so the budget steps use
@@ -194,10 +204,15 @@ class SizingExplanation:
         if not self.rank:
             return "the single GPU's numbers"
         own = f"logged tokens and where the reserve went: {self.rank}"
+        if reserve_rank and reserve_rank != self.rank:  # the formula on another selected GPU
+            own = (
+                f"logged tokens: {self.rank} · where the reserve went: {reserve_rank} "
+                "(selected GPU)"
+            )
         minimum = {self.pre_load_rank, self.post_load_rank} - {None}
         if not minimum:
             return own
-        if minimum == {self.rank}:
+        if minimum == {self.rank} and own.startswith("logged tokens and"):
             return f"all figures from {self.rank}, the rank with the minimum free memory"
         if len(minimum) == 1:
             budget = f"pre-/post-load free: the minimum over ranks, at {minimum.pop()}"
@@ -560,6 +575,36 @@ def _prediction_note(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ReserveTable:
+    """Where the reserve went on one rank: the table's title (naming the rank) and rows."""
+
+    title: str
+    rows: tuple[tuple[str, float], ...]
+    rank: str  # whose lines the rows are
+
+
+def reserve_table(
+    explanation: SizingExplanation, rank: RankStartup | None, finished: bool
+) -> ReserveTable:
+    """Where the reserve went on `rank` (the selected GPU's), titled with its name; the
+    explanation's own rank when none is selected or the selected one logged no KV pool."""
+    if rank is not None and rank.rank != explanation.rank:
+        spent, _ = _reserve_spent(rank)
+        if spent:
+            return ReserveTable(
+                explanation.spent_title_of(rank.rank), _so_far(spent, finished), rank.rank
+            )
+    return ReserveTable(explanation.spent_title, explanation.reserve_spent, explanation.rank)
+
+
+def _so_far(spent: tuple[tuple[str, float], ...], finished: bool) -> tuple[tuple[str, float], ...]:
+    """Before ready the latest reading is not "after startup"."""
+    if finished:
+        return spent
+    return tuple(("free so far" if k == "free after startup" else k, v) for k, v in spent)
+
+
 def _reserve_spent(rank: RankStartup) -> tuple[tuple[tuple[str, float], ...], float | None]:
     """Where the memory left after the target KV pool went, and what stayed free after startup."""
     after_pool = rank.target.avail_after_pool_gib
@@ -615,25 +660,6 @@ def _what_ifs(
         return ()
     values = what_if_values(inputs.mem_fraction_static, extra_mfs)
     return tuple(inputs.what_if(value) for value in values)
-
-
-def _requests_steps(inputs: SizingInputs | None, request_len: int | None) -> tuple[Step, ...]:
-    """The mem_fraction_static 1, 4 and 16 requests of the context length (and the user's) need."""
-    if inputs is None:
-        return ()
-    steps = []
-    for length in [n for n in (inputs.context_len, request_len) if n]:
-        for count in (1, 4, 16):
-            need = inputs.mfs_for_requests(count, length)
-            verdict = f"{need:.3f}" if need <= 1 else "impossible on these GPUs"
-            steps.append(
-                Step(
-                    f"{count} × {length:,}-token requests",
-                    f"needs {count * length:,} tokens",
-                    f"mem_fraction_static {verdict}",
-                )
-            )
-    return tuple(steps)
 
 
 def _headroom_note(headroom: float | None) -> str | None:
@@ -712,8 +738,8 @@ def explain(
             )
     steps.append(_host_pool_step(startup, rank, choice.cell, budget.page))
     spent, headroom = _reserve_spent(rank)
+    spent = _so_far(spent, startup.finished)
     if not startup.finished:  # before ready the latest reading is not "after startup"
-        spent = tuple(("free so far" if k == "free after startup" else k, v) for k, v in spent)
         headroom = None
     inputs = _hybrid_inputs(_sizing_inputs(startup, budget, cell, tokens, headroom), rule)
     if inputs is not None:
@@ -726,7 +752,7 @@ def explain(
         free_after_pool_gib=rank.target.avail_after_pool_gib,
         free_after_startup_gib=headroom,
         what_ifs=_what_ifs(inputs, what_if_mfs),
-        reverse=_requests_steps(inputs, request_len),
+        reverse=(),  # tuning.with_caveats: the questions answered as the formula modal does
         draft_rule=(
             formula.draft_budget_rule(version, startup.version) if startup.speculative else None
         ),

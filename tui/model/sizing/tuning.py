@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tui.model.sizing import formula
 from tui.model.sizing.plan import NOT_ENOUGH_MEMORY, OOM_RISK, verdict_kind
-from tui.model.sizing.replay import SAFE_HEADROOM_GIB, SizingInputs
+from tui.model.sizing.replay import SAFE_HEADROOM_GIB, SizingExplanation, SizingInputs, Step
 
 MFS_STEP = 0.01
 MFS_LOWEST, MFS_HIGHEST = 0.01, 0.99  # SGLang accepts (0, 1); both ends are never useful
@@ -32,6 +32,9 @@ class Answer:
     question: str
     mem_fraction_static: float | None
     sentence: str
+    # The answer's caveat, also inside the sentence: the value's (what_if_at's warning), or
+    # why no value fits. The one-shot report shows it beside the same answer.
+    warning: str | None = None
 
 
 def clamp_mfs(value: float) -> float:
@@ -138,17 +141,16 @@ def what_if_at(inputs: SizingInputs, mfs: float) -> WhatIfView:
 
 def _verdict(question: str, need: float, inputs: SizingInputs) -> Answer:
     if need >= 1:
-        return Answer(
-            question,
-            None,
+        never = (
             "no mem_fraction_static fits that on these GPUs: it needs more memory than the "
-            "weights leave free. Add GPUs (more TP) or shorten the requests.",
+            "weights leave free. Add GPUs (more TP) or shorten the requests."
         )
+        return Answer(question, None, never, never)
     view = what_if_at(inputs, need)
     sentence = f"mem_fraction_static {need:.3f} ({view.result.tokens:,} tokens)"
     if view.warning:
         sentence += f"; {view.warning}"
-    return Answer(question, need, sentence)
+    return Answer(question, need, sentence, view.warning)
 
 
 def mfs_for_tokens(inputs: SizingInputs, tokens: int) -> Answer:
@@ -167,3 +169,33 @@ def mfs_for_requests(inputs: SizingInputs, count: int, length: int) -> Answer:
     question = f"{count:,} concurrent requests of {length:,} tokens"
     need = inputs.mfs_for_requests(count, length)
     return _verdict(question, need, inputs)
+
+
+def with_caveats(
+    explanation: SizingExplanation | None, request_len: int | None
+) -> SizingExplanation | None:
+    """The explanation with the questions every view shows answered as the formula modal
+    answers them, caveats included: each what-if's warning, and the mem_fraction_static 1, 4
+    and 16 requests of the context length (and of `request_len`) need, with theirs. One
+    function for the one-shot report and the live view, so both give the same advice."""
+    if explanation is None or explanation.inputs is None:
+        return explanation
+    inputs = explanation.inputs
+    steps = []
+    for length in [n for n in (inputs.context_len, request_len) if n]:
+        for count in (1, 4, 16):
+            answer = mfs_for_requests(inputs, count, length)
+            need = answer.mem_fraction_static
+            verdict = f"{need:.3f}" if need is not None else "impossible on these GPUs"
+            steps.append(
+                Step(
+                    f"{count} × {length:,}-token requests",
+                    f"needs {count * length:,} tokens",
+                    f"mem_fraction_static {verdict}",
+                    answer.warning,
+                )
+            )
+    warnings = tuple(
+        what_if_at(inputs, w.mem_fraction_static).warning for w in explanation.what_ifs
+    )
+    return replace(explanation, reverse=tuple(steps), what_if_warnings=warnings)
