@@ -320,7 +320,7 @@ class Session:
             notes=notes,
             server=server,
             mismatches=find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info),
-            watch=self.watch if judged else None,
+            watch=self.watch,
             judged=judged,
             # This host's journal (not files copied from another host), or the demo's story.
             log_from_this_host=self.demo is not None

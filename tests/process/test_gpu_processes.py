@@ -12,15 +12,15 @@ import pytest
 
 from tests.support.tui_support import gpus_snapshot
 from tui.model.analysis import analyse
-from tui.model.memory.gpu_reading import GpuProcess, GpuSample
+from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
 from tui.sglang.story import fold_lines
 from tui.sources.gpu_processes import (
     info_of_pid,
-    pids_visible,
     rank_from_title,
     rank_of_pid,
     unit_from_cgroup,
 )
+from tui.sources.local_host import LocalHost
 
 
 def _start_titled(title: str) -> subprocess.Popen[bytes]:
@@ -76,12 +76,18 @@ def test_rank_from_title_variants() -> None:
     assert rank_from_title("python -m sglang.launch_server") is None
 
 
+def _visible(pids: list[int]) -> bool:
+    """Whether this host's process table shows every GPU process NVML lists (LocalHost)."""
+    reading = NvmlReading((_sample(0, pids),), available=True, problem=None, driver_version=None)
+    return LocalHost().processes(reading).visible
+
+
 def test_pids_visible(titled: dict[str, int]) -> None:
-    assert pids_visible(titled.values()) is True
-    assert pids_visible([]) is True
+    assert _visible(list(titled.values())) is True
+    assert _visible([]) is True
     gone = subprocess.Popen(["true"])
     gone.wait()
-    assert pids_visible([*titled.values(), gone.pid]) is False
+    assert _visible([*titled.values(), gone.pid]) is False
 
 
 def _sample(index: int, pids: list[int]) -> GpuSample:

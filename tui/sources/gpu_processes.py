@@ -7,7 +7,6 @@ SGLang names its scheduler processes with setproctitle, e.g. "sglang::scheduler_
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 import psutil
 
@@ -105,12 +104,3 @@ def unit_of_pid(pid: int) -> str | None:
             return unit_from_cgroup(f.read(8192))
     except OSError:
         return None
-
-
-def pids_visible(pids: Iterable[int]) -> bool:
-    """True when every PID exists in this PID namespace.
-
-    NVML reports host PIDs; inside a container without the host PID namespace they do not
-    exist here, so ranks cannot be read from process titles. True for no PIDs.
-    """
-    return all(psutil.pid_exists(pid) for pid in pids)

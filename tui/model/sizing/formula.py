@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from tui.sglang.version_hint import VersionRange
 
 GIB: int = 1 << 30
+# Below this much free memory after startup, prefill activations of a large chunk can OOM: one
+# margin for the report, the formula screen and `kvtop plan`.
+SAFE_HEADROOM_GIB = 4.0
 """SGLang's device "GB" (get_available_gpu_memory, KV Cache lines) is this many bytes."""
 
 DECIMAL_GB: int = 10**9

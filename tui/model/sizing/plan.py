@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from tui.model.sizing import formula
 from tui.model.sizing.formula import GIB
 
-SAFE_HEADROOM_GIB = 4.0  # the same margin as the formula screen (replay.SAFE_HEADROOM_GIB)
+SAFE_HEADROOM_GIB = formula.SAFE_HEADROOM_GIB
 FITS, NOT_ENOUGH_MEMORY, OOM_RISK = "fits", "not_enough_memory", "oom_risk"
 DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tui.model.memory.rank_memory import free_after_startup
-from tui.model.sizing import formula, plan
+from tui.model.sizing import formula
 from tui.model.sizing.hybrid import HybridRule, hybrid_rule
 from tui.model.sizing.model_config import (
     CellSize,
@@ -19,9 +19,7 @@ from tui.model.sizing.model_config import (
 from tui.sglang.server_args import ServerArgs
 from tui.sglang.start_state import RankStartup, Startup
 
-# Below this much free memory after startup, prefill activations of a large chunk can OOM
-# (one margin for the report, the formula screen and `kvtop plan`).
-SAFE_HEADROOM_GIB = plan.SAFE_HEADROOM_GIB
+SAFE_HEADROOM_GIB = formula.SAFE_HEADROOM_GIB  # the one margin (formula.py)
 
 # What startup allocated that no log line names (the report's memory table and the overview);
 # it is part of the overview bar's live "runtime" (docs/glossary.md).
