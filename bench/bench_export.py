@@ -32,7 +32,7 @@ from tests.support.export_tools import PROMETHEUS_ACCEPT, exporter, fake_nvml_en
 from tests.support.fake_nvml import build_fake_nvml, eight_gpus, write_state  # noqa: E402
 from tests.support.sglang_http import Deployment, FakeSGLang  # noqa: E402
 
-STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+STORY_LOG = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -108,10 +108,10 @@ def render_ms(tmp: Path) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 
+    from kvtop.export.collector import SnapshotCollector
+    from kvtop.session import Options, Session
     from tests.support.fake_nvml import STATE_ENV
     from tests.support.fault_host import preload_fake_nvml
-    from tui.export.collector import SnapshotCollector
-    from tui.session import Options, Session
 
     preload_fake_nvml(tmp / "lib-in-process")
     os.environ[STATE_ENV] = str(write_state(tmp / "in-process.state", eight_gpus(used_mib=135_700)))

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kvtop.sources.http_get import HttpGetter  # noqa: E402
 from tests.support.sglang_http import FakeSGLang  # noqa: E402
-from tui.sources.http_get import HttpGetter  # noqa: E402
 
 HEADERS = {"Accept": "text/plain, application/json"}
 

@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kvtop.fleet.reader import FleetReader, queries  # noqa: E402
 from tests.support.fleet_bodies import (  # noqa: E402
     GIB,
     KvtopHost,
@@ -36,7 +37,6 @@ from tests.support.fleet_bodies import (  # noqa: E402
     sglang_body,
 )
 from tests.support.prometheus_server import PrometheusServer, Target, reserve_ports  # noqa: E402
-from tui.fleet.reader import FleetReader, queries  # noqa: E402
 
 MODELS = ("moonshotai/Kimi-K2.5", "Qwen/Qwen3-235B-A22B", "deepseek-ai/DeepSeek-V3.2")
 JOBS = ("kvtop", "dcgm", "sglang", "node")
@@ -120,7 +120,7 @@ async def query_costs(reader: FleetReader) -> list[tuple[str, int, int, float]]:
     """Each refresh query alone: (name, series, JSON bytes, client CPU ms for GET + decode)."""
     import httpx
 
-    from tui.fleet.prometheus_api import parse_answer
+    from kvtop.fleet.prometheus_api import parse_answer
 
     out = []
     async with httpx.AsyncClient(timeout=10.0) as client:

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kvtop.sources.journal import JournalSource  # noqa: E402
 from tests.support.journal_tools import (  # noqa: E402
     BOOT_AT_US,
     JOURNAL_REMOTE,
@@ -36,7 +37,6 @@ from tests.support.journal_tools import (  # noqa: E402
     sglang_entries,
     write_journal,
 )
-from tui.sources.journal import JournalSource  # noqa: E402
 
 UNIT = "sglang-kimi.service"
 LATEST = 300

@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from kvtop.sglang.metrics import parse_exposition  # noqa: E402
 from tests.support.sglang_http import Deployment, build_exposition  # noqa: E402
-from tui.sglang.metrics import parse_exposition  # noqa: E402
 
 BUDGET_MS = 5.0
 

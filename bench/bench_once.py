@@ -3,10 +3,10 @@
 
     python bench/bench_once.py                       # build a temp log, time `kvtop` 3 times
     python bench/bench_once.py --out bench/out       # keep the log (bench/out/ is git-ignored)
-    python bench/bench_once.py --kvtop "python -m tui" --repeat 5
+    python bench/bench_once.py --kvtop "python -m kvtop" --repeat 5
     python bench/bench_once.py --build-only --out bench/out
 
-The log is the story's startup (tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log,
+The log is the story's startup (tui/kvtop/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log,
 up to and including "The server is fired up and ready to roll!") followed by generated TP0
 `Prefill batch, ...` / `Decode batch, ...` lines in the 0.5.8 format (trailing ", "), with
 deterministic pseudo-random values and increasing timestamps, up to --lines lines in all.
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STORY_LOG = REPO / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+STORY_LOG = REPO / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 READY = "The server is fired up and ready to roll!"
 KV_TOKENS = 159277  # max_total_num_tokens of the story
 MAX_RUNNING = 48
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         if not kvtop:
             print(
                 "kvtop is not installed here: run `pip install -e .` in the repository, "
-                "or pass --kvtop 'python -m tui'.",
+                "or pass --kvtop 'python -m kvtop'.",
                 file=sys.stderr,
             )
             return 2

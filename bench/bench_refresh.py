@@ -30,7 +30,7 @@ from tests.support.sglang_http import FakeSGLang  # noqa: E402
 
 CHILD = r"""
 import asyncio, json, resource, sys, time
-from tui.session import Options, Session
+from kvtop.session import Options, Session
 
 def cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -75,7 +75,7 @@ def main() -> None:
     counts = args.gpus or [8, 16, 64]
     work = Path(tempfile.mkdtemp(prefix="kvtop-bench-refresh-"))
     lib = build_fake_nvml(work / "lib")
-    log = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+    log = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
     print(
         f"machine: {os.cpu_count()} CPUs; {args.cycles} back-to-back cycles, then "
         f"{args.seconds:g} s live at a 1 s refresh"

@@ -30,13 +30,13 @@ from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import VerticalScroll  # noqa: E402
 from textual.widgets import DataTable, ListItem, ListView  # noqa: E402
 
+from kvtop import fmt  # noqa: E402
+from kvtop.live.app import KvtopApp  # noqa: E402
+from kvtop.live.widgets.gpu_rows import GpuRow, bar_segments, bar_width  # noqa: E402
+from kvtop.live.widgets.segments import MemoryWidget  # noqa: E402
+from kvtop.live.widgets.stacked_bar import render_bar  # noqa: E402
+from kvtop.model.snapshot import GpuView, Snapshot  # noqa: E402
 from tests.support.still import still_series  # noqa: E402
-from tui import fmt  # noqa: E402
-from tui.live.app import KvtopApp  # noqa: E402
-from tui.live.widgets.gpu_rows import GpuRow, bar_segments, bar_width  # noqa: E402
-from tui.live.widgets.segments import MemoryWidget  # noqa: E402
-from tui.live.widgets.stacked_bar import render_bar  # noqa: E402
-from tui.model.snapshot import GpuView, Snapshot  # noqa: E402
 
 SIZE = (120, 40)
 

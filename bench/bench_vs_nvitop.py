@@ -170,7 +170,7 @@ def micro_nvml(env: dict[str, str], polls: int = 50) -> str:
     """One NvmlSource.poll() on the fake (in a child: the library path is read at startup)."""
     code = f"""
 import json, statistics, time
-from tui.sources.nvml import NvmlSource
+from kvtop.sources.nvml import NvmlSource
 source = NvmlSource(process_interval_s=0)
 source.poll()
 walls, cpus = [], []
@@ -198,8 +198,8 @@ print(json.dumps([statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3]
 
 
 def micro_metrics(runs: int = 50) -> str:
+    from kvtop.sglang.metrics import parse_exposition
     from tests.support.sglang_http import Deployment, build_exposition
-    from tui.sglang.metrics import parse_exposition
 
     text = build_exposition(Deployment(version="0.5.12", tp_size=8))
     times = []
@@ -228,8 +228,8 @@ def micro_journal() -> str:
 def micro_render(frames: int = 40) -> str:
     """The overview with 8 GPUs under Textual's test driver: a new snapshot repainted (only
     what changed), and a full repaint of every widget."""
+    from kvtop.live.app import KvtopApp
     from tests.support.still import STILL_EPOCH, StillFeed, still_series
-    from tui.live.app import KvtopApp
 
     series = still_series(frames + 1)
 

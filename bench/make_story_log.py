@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the story's SGLang 0.5.8 log (or its sidecar) deterministically.
 
-    python bench/make_story_log.py         > tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log
+    python bench/make_story_log.py         > tui/kvtop/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log
     python bench/make_story_log.py --json  > tests/fixtures/kimi-k25-tp8-eagle3-hicache-0.5.8.json
     python bench/make_story_log.py --check   # exit 1 if the committed fixtures differ
 
@@ -1096,7 +1096,7 @@ def main(argv: list[str] | None = None) -> int:
         stem = "kimi-k25-tp8-eagle3-hicache-0.5.8"
         ok = True
         for path, text in (
-            (fixtures.parent.parent / "tui" / "data" / f"{stem}.log", log_text),
+            (fixtures.parent.parent / "tui" / "kvtop" / "data" / f"{stem}.log", log_text),
             (fixtures / f"{stem}.json", json_text),
         ):
             same = path.exists() and path.read_text(encoding="utf-8") == text

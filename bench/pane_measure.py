@@ -28,7 +28,7 @@ from tests.support.sglang_http import FakeSGLang  # noqa: E402
 from tests.support.tmux_tools import Tmux  # noqa: E402
 
 KVTOP = Path(sys.executable).with_name("kvtop")
-STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+STORY_LOG = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 # An overview row: `▶ 0   TP0  ▚███▓▓▒…   88.2/95.6    7.3  35%  45C  300W` (rank `—` if none).
 KVTOP_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+\S+\s.*?\d+\.\d/\d+\.\d")
 

@@ -61,7 +61,7 @@ def main() -> None:
             with host.gpus(8, procs) as env:
                 prof = host.work / "kvtop.prof"
                 argv = host.kvtop_argv()
-                argv = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "tui", *argv[1:]]
+                argv = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "kvtop", *argv[1:]]
                 launch(host.tmux, host.work, "procs", argv, env)
                 shown, screen = wait_first_frame(host.tmux, "procs", rows_seen(KVTOP_ROW, 8, 8))
                 if shown is None:

@@ -46,8 +46,8 @@ def where(frame: str) -> str:
             return key
     if "/asyncio/" in path or path.startswith("asyncio/"):
         return "asyncio"
-    if "/tui/" in path or path.startswith("tui/"):
-        return "tui." + path.split("tui/", 1)[-1].split(".py")[0].replace("/", ".")
+    if "/tui/" in path or path.startswith("tui/kvtop/"):
+        return "tui." + path.split("tui/kvtop/", 1)[-1].split(".py")[0].replace("/", ".")
     if "threading.py" in path or "selectors.py" in path:
         return "threading/selectors"
     return "other: " + path.split("/")[-1].split(":")[0]
@@ -72,7 +72,7 @@ def summarise(raw: Path, top: int) -> None:
         for frame in set(frames):
             total_by[frame] += count
         package[where(frames[-1])] += count
-        outermost_tui = next((f for f in frames if "/tui/" in f or "(tui/" in f), None)
+        outermost_tui = next((f for f in frames if "/tui/" in f or "(tui/kvtop/" in f), None)
         tui_entry[outermost_tui or "(no kvtop frame: Textual/asyncio/threads)"] += count
     if not samples:
         print("no samples (the process never ran while sampled?)")

@@ -45,14 +45,14 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kvtop.demo.scenario import POOL_TOKENS, DemoScenario  # noqa: E402
+from kvtop.demo.source import DemoSource  # noqa: E402
+from kvtop.live.app import KvtopApp  # noqa: E402
+from kvtop.model.history import POINTS  # noqa: E402
+from kvtop.model.memory.gpu_reading import NvmlReading  # noqa: E402
+from kvtop.model.snapshot import Snapshot  # noqa: E402
+from kvtop.session import Options, Session  # noqa: E402
 from tests.support.still import STILL_EPOCH  # noqa: E402
-from tui.demo.scenario import POOL_TOKENS, DemoScenario  # noqa: E402
-from tui.demo.source import DemoSource  # noqa: E402
-from tui.live.app import KvtopApp  # noqa: E402
-from tui.model.history import POINTS  # noqa: E402
-from tui.model.memory.gpu_reading import NvmlReading  # noqa: E402
-from tui.model.snapshot import Snapshot  # noqa: E402
-from tui.session import Options, Session  # noqa: E402
 
 WARM_UP_S = 120.0  # simulated seconds: the startup replay, the story's traffic, first paints
 REPORT_EVERY_S = 600.0

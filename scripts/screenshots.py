@@ -23,9 +23,9 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests/support/still.py: the demo's still
 
+from kvtop.live.app import KvtopApp  # noqa: E402
+from kvtop.report.text import print_snapshot  # noqa: E402
 from tests.support.still import STILL_EPOCH, StillFeed, still_series, still_snapshot  # noqa: E402
-from tui.live.app import KvtopApp  # noqa: E402
-from tui.report.text import print_snapshot  # noqa: E402
 
 OUT = ROOT / "screenshots"
 

@@ -1,1 +1,1 @@
-"""kvtop's Textual stylesheets, installed as the tui.styles package (see pyproject.toml)."""
+"""kvtop's Textual stylesheets, installed as the kvtop.styles package (see pyproject.toml)."""

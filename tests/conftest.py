@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.options import Deadline
 from tests.support.paths import STORY_LOG
-from tui.options import Deadline
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def story_log() -> Path:
 @pytest.fixture(autouse=True)
 def no_deadline_outlives_its_test(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """`main([... "--check" or "--once" ...])` called in this process starts the deadline's
-    watchdog (tui/options.py), which ends the process with os._exit once --deadline (60 s)
+    watchdog (tui/kvtop/options.py), which ends the process with os._exit once --deadline (60 s)
     has passed: in a real kvtop run the process has long exited by then, but here it would end
     the whole test session a minute after the test (seen under load, exit status 3 at 98 %).
     Each deadline a test starts is cancelled when the test ends."""

@@ -35,6 +35,14 @@ from pathlib import Path
 import pytest
 from prometheus_client.core import Metric
 
+from kvtop.export.collector import render
+from kvtop.live.app import KvtopApp
+from kvtop.live.view_state import SOURCE_NAMES, SOURCE_SHORT
+from kvtop.model.kv_usage import kv_usage
+from kvtop.model.memory.gpu_detail import gpu_detail
+from kvtop.model.memory.gpu_memory import reconcile
+from kvtop.model.snapshot import Snapshot
+from kvtop.model.status.levels import Level
 from tests.support.fake_nvml import gcc_path
 from tests.support.fault_host import (
     API_KEY,
@@ -59,19 +67,11 @@ from tests.support.journal_tools import (
     write_journal,
 )
 from tests.support.sglang_http import MODEL, Deployment, build_exposition, build_server_info
-from tui.export.collector import render
-from tui.live.app import KvtopApp
-from tui.live.view_state import SOURCE_NAMES, SOURCE_SHORT
-from tui.model.kv_usage import kv_usage
-from tui.model.memory.gpu_detail import gpu_detail
-from tui.model.memory.gpu_memory import reconcile
-from tui.model.snapshot import Snapshot
-from tui.model.status.levels import Level
 
 pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML")
 
 STORY_LINES = (
-    (Path(__file__).resolve().parents[2] / "tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log")
+    (Path(__file__).resolve().parents[2] / "tui/kvtop/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log")
     .read_text()
     .splitlines()
 )

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.live.app import KvtopApp
+from kvtop.live.screens.help import HelpScreen
 from tests.support.fake_nvml import LIB_NAME, STATE_ENV, gcc_path
 from tests.support.fault_host import (
     API_KEY,
@@ -53,13 +55,11 @@ from tests.support.tmux_tools import (
     is_grey,
     private_server,
 )
-from tui.live.app import KvtopApp
-from tui.live.screens.help import HelpScreen
 
 ROOT = Path(__file__).resolve().parents[2]
 TMUX = shutil.which("tmux")
 KVTOP = Path(sys.executable).with_name("kvtop")
-STORY = (ROOT / "tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log").read_text().splitlines()
+STORY = (ROOT / "tui/kvtop/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log").read_text().splitlines()
 GPU_ROW = re.compile(r"(?m)^\S?\s*\d+\s+TP\d+\s.*?\d+\.\d/\d+\.\d")
 GPU_ROW_NO_LOG = re.compile(r"(?m)^\S?\s*\d+\s+—\s.*?\d+\.\d/\d+\.\d")  # no rank known
 
@@ -154,10 +154,10 @@ def test_nvml_library_missing_then_installed(host: FaultHost, tmux: Tmux, fake_l
 AS_NOBODY = textwrap.dedent(
     """\
     import asyncio, json, os, re, select, sys
-    from tui.live.app import KvtopApp
-    from tui.session import Options, Session
+    from kvtop.live.app import KvtopApp
+    from kvtop.session import Options, Session
     from tests.support.tui_support import screen_text, make_app, demo_snapshot
-    import systemd.journal, tui.sources.journal
+    import systemd.journal, kvtop.sources.journal
 
     def say(what, text):
         print(json.dumps({"at": what, "screen": text}), flush=True)
@@ -481,7 +481,7 @@ def test_once_on_a_fifo_without_writer_ends_on_a_signal(
 
 def test_once_on_process_substitution(tmp_path: Path) -> None:
     """`--log-file <(cmd)`: a pipe at /dev/fd/N, read to its end like the file itself."""
-    story = ROOT / "tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+    story = ROOT / "tui/kvtop/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log"
     line = f"{shlex.quote(str(KVTOP))} --once --json --no-gpus --no-metrics --log-file"
     piped = subprocess.run(
         ["bash", "-c", f"{line} <(cat {shlex.quote(str(story))})"],
@@ -516,7 +516,7 @@ def test_api_key_file_that_never_ends_is_refused(device: str) -> None:
 def test_model_config_that_never_ends_is_refused() -> None:
     """A sibling of the endless log: `--model-config /dev/zero` read everything (memory grew
     until the kernel killed kvtop); now a note says the file is too big, from the log instead."""
-    story = ROOT / "tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+    story = ROOT / "tui/kvtop/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log"
     done = bare_once("--log-file", str(story), "--model-config", "/dev/zero")
     assert done.returncode == 0, done.stderr
     assert "model config /dev/zero is over 16 MiB: a config.json is a few KB" in flat(done.stdout)

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.fleet.model import Fleet
+from kvtop.fleet.reader import FleetReader
 from tests.support.export_tools import exporter, fake_nvml_env, kvtop_command
 from tests.support.fake_nvml import build_fake_nvml, eight_gpus, kvtop_once, write_state
 from tests.support.fault_host import STORY_LOG
 from tests.support.fleet_bodies import dcgm_body, gpu_uuids, node_body, serve_bodies, sglang_body
 from tests.support.tmux_tools import Tmux, descendants, private_server
-from tui.fleet.model import Fleet
-from tui.fleet.reader import FleetReader
 
 pytestmark = pytest.mark.slow  # the session's Prometheus and four kvtop processes
 
@@ -295,7 +295,7 @@ async def test_the_fleet_view_leaves_cleanly_on_sigterm(
     prometheus, fleet_of_exporters, tmux, tmp_path
 ) -> None:
     """systemd (or kill) sends SIGTERM: the fleet view leaves with status 0, as the live view
-    does (tui/live/base.py), not killed by the signal (143)."""
+    does (tui/kvtop/live/base.py), not killed by the signal (143)."""
     await read_until_complete(prometheus.url)
     pid_file, status = tmp_path / "pid", tmp_path / "status"
     argv = kvtop_command("--prometheus", prometheus.url, "--selector", SELECTOR)

@@ -1,4 +1,4 @@
-"""The whole contract, end to end: the real exporter's body (tui/export/collector.py over a real
+"""The whole contract, end to end: the real exporter's body (tui/kvtop/export/collector.py over a real
 Session's Snapshot: the story log, the fake libnvidia-ml through nvidia-ml-py, a loopback
 SGLang server) scraped by the session's real Prometheus, read back by FleetReader, equals what
 `--once --json` (snapshot_json) and `--check` (headroom_gib) say for the same Snapshot."""
@@ -11,6 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.export import families as ff
+from kvtop.export.collector import GIB
+from kvtop.fleet.reader import FleetReader
+from kvtop.report.check import headroom_gib
+from kvtop.report.json_report import snapshot_json
 from tests.process.test_export_collector import (
     HOST,
     JSON_ROUNDING_BYTES,
@@ -22,11 +27,6 @@ from tests.support.fake_nvml import STATE_ENV, eight_gpus, write_state
 from tests.support.fault_host import STORY_LOG, preload_fake_nvml
 from tests.support.fleet_bodies import serve_bodies
 from tests.support.sglang_http import Deployment, FakeSGLang, build_exposition
-from tui.export import families as ff
-from tui.export.collector import GIB
-from tui.fleet.reader import FleetReader
-from tui.report.check import headroom_gib
-from tui.report.json_report import snapshot_json
 
 pytestmark = pytest.mark.slow  # the session's Prometheus: ~6 s to its first scrape
 

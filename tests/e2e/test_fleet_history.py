@@ -15,10 +15,10 @@ import time
 
 import pytest
 
+from kvtop.fleet.feed import FleetFeed
+from kvtop.fleet.reader import FleetReader
+from kvtop.model.history import History, KvHistory, is_gap
 from tests.support.fleet_bodies import serve_bodies, sglang_body
-from tui.fleet.feed import FleetFeed
-from tui.fleet.reader import FleetReader
-from tui.model.history import History, KvHistory, is_gap
 
 pytestmark = pytest.mark.slow  # the session's Prometheus: ~6 s to its first scrape
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.fleet.reader import FleetReader
 from tests.support.hostile_prometheus import HostilePrometheus, as_json, vector
-from tui.fleet.reader import FleetReader
 
 KVTOP = Path(sys.executable).with_name("kvtop")
 RAW_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u200b]")

@@ -13,6 +13,8 @@ from dataclasses import replace
 
 import pytest
 
+from kvtop.fleet.model import Fleet, FleetHost
+from kvtop.fleet.reader import BearerFileError, FleetReader, read_bearer_token
 from tests.support.fleet_bodies import (
     DCGM_TOTAL_MIB,
     MIB,
@@ -25,8 +27,6 @@ from tests.support.fleet_bodies import (
     sglang_body,
 )
 from tests.support.prometheus_server import RecordingServer, free_ports
-from tui.fleet.model import Fleet, FleetHost
-from tui.fleet.reader import BearerFileError, FleetReader, read_bearer_token
 
 pytestmark = pytest.mark.slow  # the session's Prometheus: ~6 s to its first scrape
 
@@ -326,7 +326,7 @@ def test_an_endless_bearer_file_is_refused() -> None:
 
 
 def test_a_bearer_file_others_may_read_is_warned_about(tmp_path) -> None:
-    from tui.fleet.reader import bearer_file_warning
+    from kvtop.fleet.reader import bearer_file_warning
 
     path = tmp_path / "token"
     path.write_text("t0ken\n")

@@ -27,7 +27,7 @@ START_US = 1_772_183_000_000_000  # 2026-02-27, after the test boot
 
 def kvtop(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui", "--once", "--json", "--no-gpus", "--no-metrics", *args],
+        [sys.executable, "-m", "kvtop", "--once", "--json", "--no-gpus", "--no-metrics", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

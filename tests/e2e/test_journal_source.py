@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.sources.journal import JournalLine, JournalSource, normalize_unit
 from tests.support.journal_tools import (
     BOOT_AT_US,
     READ_BACK,
@@ -30,7 +31,6 @@ from tests.support.journal_tools import (
     write_journal,
 )
 from tests.support.stream_collector import Collector
-from tui.sources.journal import JournalLine, JournalSource, normalize_unit
 
 pytestmark = pytest.mark.skipif(
     journal_remote_missing() is not None, reason=journal_remote_missing() or ""
@@ -274,7 +274,7 @@ async def test_missing_directory_is_a_sentence(tmp_path: Path) -> None:
 AS_NOBODY = textwrap.dedent(
     """\
     import asyncio, json, os, sys
-    from tui.sources.journal import JournalSource
+    from kvtop.sources.journal import JournalSource
     import systemd.journal
 
     os.setgroups([])
@@ -424,7 +424,7 @@ async def test_damaged_file_is_named(tmp_path: Path, backend: str) -> None:
 
 
 def test_damage_kinds(tmp_path: Path) -> None:
-    from tui.sources.journal_files import damage, damaged_files, damaged_sentence
+    from kvtop.sources.journal_files import damage, damaged_files, damaged_sentence
 
     write_journal(tmp_path, sglang_entries(KIMI, invocation(2), RUN2, T0), "whole.journal")
     head = write_journal(tmp_path, sglang_entries(KIMI, invocation(2), RUN2, T0), "head.journal")

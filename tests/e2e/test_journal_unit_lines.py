@@ -15,6 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.sglang.raw_lines import RawLines
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sources.journal import JournalSource
+from kvtop.sources.log_reader import LogReader
+from kvtop.sources.pacing import Pacer
 from tests.support.journal_tools import (
     invocation,
     journal_remote_missing,
@@ -24,11 +29,6 @@ from tests.support.journal_tools import (
 )
 from tests.support.offline import offline
 from tests.support.paths import STORY_LOG
-from tui.sglang.raw_lines import RawLines
-from tui.sglang.startup import StartupTracker
-from tui.sources.journal import JournalSource
-from tui.sources.log_reader import LogReader
-from tui.sources.pacing import Pacer
 
 pytestmark = pytest.mark.skipif(
     journal_remote_missing() is not None, reason=str(journal_remote_missing())
@@ -147,7 +147,7 @@ async def test_following_an_oom_kill(
     tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The live reader follows run 2 (ready); the OOM killer's lines arrive: failed."""
-    import tui.sources.journal as journal
+    import kvtop.sources.journal as journal
 
     original = journal.JournalSource.__init__
 

@@ -18,6 +18,17 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.model.analysis import analyse
+from kvtop.model.snapshot import Snapshot
+from kvtop.model.status.alert_rule import evaluate
+from kvtop.model.status.levels import Level
+from kvtop.model.status.server_status import header_state, server_status
+from kvtop.report.json_report import to_json
+from kvtop.report.text import render_snapshot
+from kvtop.sglang.lifecycle import crash_loop, phase_in_progress
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sglang.story import fold_lines
+from kvtop.sources.journal import JournalSource
 from tests.support.journal_tools import (
     invocation,
     journal_remote_missing,
@@ -26,17 +37,6 @@ from tests.support.journal_tools import (
 )
 from tests.support.paths import REAL_LOGS, ROOT, STORY_LOG
 from tests.support.tui_support import analysis_snapshot
-from tui.model.analysis import analyse
-from tui.model.snapshot import Snapshot
-from tui.model.status.alert_rule import evaluate
-from tui.model.status.levels import Level
-from tui.model.status.server_status import header_state, server_status
-from tui.report.json_report import to_json
-from tui.report.text import render_snapshot
-from tui.sglang.lifecycle import crash_loop, phase_in_progress
-from tui.sglang.startup import StartupTracker
-from tui.sglang.story import fold_lines
-from tui.sources.journal import JournalSource
 
 STORY = STORY_LOG.read_text().splitlines()
 READY_LINE = next(i for i, line in enumerate(STORY) if "fired up and ready" in line)
@@ -49,7 +49,7 @@ def fold(lines: list[str]) -> StartupTracker:
 
 def kvtop(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui", "--no-gpus", "--no-metrics", *args],
+        [sys.executable, "-m", "kvtop", "--no-gpus", "--no-metrics", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -310,7 +310,7 @@ def test_check_says_server_stopped(tmp_path: Path) -> None:
     log = tmp_path / "stopped.log"
     log.write_text("\n".join([*STORY, f"[2026-02-27 11:20:35] {SIGTERM}"]) + "\n")
     result = subprocess.run(
-        [sys.executable, "-m", "tui", "--check", "--no-gpus", "--no-metrics", "--log", str(log)],
+        [sys.executable, "-m", "kvtop", "--check", "--no-gpus", "--no-metrics", "--log", str(log)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -395,10 +395,10 @@ async def test_read_earlier_groups_the_runs(tmp_path: Path, backend: str) -> Non
 async def test_live_header_turns_stopped_in_the_error_colour(tmp_path: Path) -> None:
     """The real app on the real session following a real log file: the story (ready), then the
     SIGTERM line appended: the header says stopped, drawn in the critical colour."""
+    from kvtop.live.app import KvtopApp
+    from kvtop.live.widgets.status_line import StatusLine
+    from kvtop.session import Options, Session
     from tests.support.tui_support import screen_text, until, utc
-    from tui.live.app import KvtopApp
-    from tui.live.widgets.status_line import StatusLine
-    from tui.session import Options, Session
 
     def header(app: KvtopApp) -> str:
         return screen_text(app).splitlines()[0]

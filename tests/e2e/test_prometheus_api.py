@@ -1,4 +1,4 @@
-"""tui/fleet/prometheus_api.py against the real Prometheus of the session (Debian's 2.42) and
+"""tui/kvtop/fleet/prometheus_api.py against the real Prometheus of the session (Debian's 2.42) and
 against loopback servers that misbehave the ways a Prometheus URL can: nothing there, a name
 that does not resolve, a stuck server, a proxy's HTML page, a non-JSON answer, 401/403.
 Every failure is one PrometheusError whose text is a sentence with a next step."""
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
+from kvtop.fleet.prometheus_api import PrometheusApi, PrometheusError, parse_answer
 from tests.support.prometheus_server import RecordingServer, free_ports
-from tui.fleet.prometheus_api import PrometheusApi, PrometheusError, parse_answer
 
 # Tests on the session's Prometheus are `slow`: it takes ~6 s to its first scrape.
 

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.export import families as ff
+from kvtop.sglang.raw_lines import RawLines
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sglang.story import fold_lines
+from kvtop.sources.log_follow import LogFollower
 from tests.support import export_tools as et
 from tests.support.offline import offline
 from tests.support.paths import STORY_LOG
-from tui.export import families as ff
-from tui.sglang.raw_lines import RawLines
-from tui.sglang.startup import StartupTracker
-from tui.sglang.story import fold_lines
-from tui.sources.log_follow import LogFollower
 
 BATCH = (
     "[2026-02-27 09:10:{sec:02d} TP0] Decode batch, #running-req: 12, #token: {tokens}, "

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.live.app import KvtopApp
+from kvtop.model.snapshot import Snapshot
 from tests.support.fake_nvml import eight_gpus, gcc_path
 from tests.support.fault_host import API_KEY, FaultHost, wait_screen
 from tests.support.sglang_http import Deployment
-from tui.live.app import KvtopApp
-from tui.model.snapshot import Snapshot
 
 pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML")
 

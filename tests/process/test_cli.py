@@ -1,4 +1,4 @@
-"""The installed command, run for real: `python -m tui` and the `kvtop` console script.
+"""The installed command, run for real: `python -m kvtop` and the `kvtop` console script.
 
 Every test starts a subprocess with stdout and stderr as pipes (never a terminal), so these are
 exactly what a shell pipeline or a CI job sees.
@@ -28,15 +28,15 @@ TIMEOUT = 60
 
 
 def story_log() -> Path:
-    """The 8-rank Kimi story log: shipped in tui/data (older trees: tests/fixtures)."""
-    for place in (ROOT / "tui" / "data", ROOT / "tests" / "fixtures"):
+    """The 8-rank Kimi story log: shipped in tui/kvtop/data (older trees: tests/fixtures)."""
+    for place in (ROOT / "tui" / "kvtop" / "data", ROOT / "tests" / "fixtures"):
         if (place / STORY_NAME).is_file():
             return place / STORY_NAME
-    pytest.fail(f"{STORY_NAME} is in neither tui/data nor tests/fixtures")
+    pytest.fail(f"{STORY_NAME} is in neither tui/kvtop/data nor tests/fixtures")
 
 
 ENTRY_POINTS = {
-    "python -m tui": [sys.executable, "-m", "tui"],
+    "python -m kvtop": [sys.executable, "-m", "kvtop"],
     "kvtop": [str(KVTOP_SCRIPT)],
 }
 
@@ -61,7 +61,7 @@ def kvtop(
     stdin: bytes | None = None,
 ) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [*(command or ENTRY_POINTS["python -m tui"]), *map(str, args)],
+        [*(command or ENTRY_POINTS["python -m kvtop"]), *map(str, args)],
         input=stdin,
         capture_output=True,
         timeout=TIMEOUT,
@@ -329,7 +329,7 @@ def test_error_messages_only_name_real_options(tmp_path: Path) -> None:
 # rights and runs it on the file under test.
 AS_NOBODY = """
 import contextlib, io, os, sys
-from tui.cli import main
+from kvtop.cli import main
 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
     assert main(["--once", "--no-gpus", "--no-metrics", "--log-file", sys.argv[1]]) == 0
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
@@ -541,7 +541,7 @@ def test_huge_request_len_is_refused_or_answered(digits: int) -> None:
 
 def _closed_pipe(args: list[str], read_first_line: bool) -> tuple[int, str, bytes]:
     proc = subprocess.Popen(
-        [*ENTRY_POINTS["python -m tui"], *args],
+        [*ENTRY_POINTS["python -m kvtop"], *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=_env(),

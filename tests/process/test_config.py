@@ -1,4 +1,4 @@
-"""The config file (tui/config.py): read, checked, one sentence with the key and the line when
+"""The config file (tui/kvtop/config.py): read, checked, one sentence with the key and the line when
 it is bad; its settings under the command line's flags; the theme applied by the live app."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.cli import _apply_config, build_parser
+from kvtop.config import ConfigError, default_path, line_of, load_config, parse_config
+from kvtop.live.app import KvtopApp
+from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 from tests.support.paths import ROOT, STORY_LOG
 from tests.support.sglang_http import FakeSGLang
 from tests.support.still import StillFeed, still_snapshot
 from tests.support.tui_support import fixed_clock, make_app, until
-from tui.cli import _apply_config, build_parser
-from tui.config import ConfigError, default_path, line_of, load_config, parse_config
-from tui.live.app import KvtopApp
-from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 
 GOOD = """\
 # kvtop's config
@@ -193,7 +193,7 @@ def test_no_file_no_flag_is_the_defaults(tmp_path: Path, monkeypatch: pytest.Mon
 def kvtop(*args: str | os.PathLike[str], home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_CONFIG_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "tui", *map(str, args)],
+        [sys.executable, "-m", "kvtop", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=60,

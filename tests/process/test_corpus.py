@@ -23,18 +23,18 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from kvtop.model.analysis import Analysis, analyse
+from kvtop.model.build_snapshot import build_snapshot
+from kvtop.report.json_report import snapshot_json, to_json
+from kvtop.report.text import print_snapshot
+from kvtop.session import Options, Session
+from kvtop.sglang.log_line import parse_line
+from kvtop.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
+from kvtop.sglang.start_state import READY, STARTING
+from kvtop.sglang.story import fold_lines
 from tests.support.parser_checks import check_event
 from tests.support.paths import ROOT
 from tests.support.tui_support import analysis_snapshot
-from tui.model.analysis import Analysis, analyse
-from tui.model.build_snapshot import build_snapshot
-from tui.report.json_report import snapshot_json, to_json
-from tui.report.text import print_snapshot
-from tui.session import Options, Session
-from tui.sglang.log_line import parse_line
-from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
-from tui.sglang.start_state import READY, STARTING
-from tui.sglang.story import fold_lines
 
 CORPUS = ROOT / "tests" / "corpus"
 BODIES = CORPUS / "bodies"
@@ -386,7 +386,7 @@ def test_startup_that_never_finishes(tmp_path: Path) -> None:
 def test_real_fixture_logs_refuse_nothing() -> None:
     """No false alarms: every real SGLang log in the fixtures parses without a refused value."""
     real = sorted((ROOT / "tests" / "fixtures" / "sglang-logs").glob("*.log"))
-    for log in [*real, ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"]:
+    for log in [*real, ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"]:
         with log.open(encoding="utf-8", errors="replace") as handle:
             tracker = fold_lines(handle)
         for startup in (tracker.current, tracker.previous):
@@ -402,10 +402,10 @@ _MEASURE = textwrap.dedent(
     """
     import asyncio, json, sys, tracemalloc
     mode, path = sys.argv[1], sys.argv[2]
-    from tui.sglang.startup import StartupTracker
-    from tui.sglang.story import fold_lines
-    from tui.sources.log_follow import LogFollower
-    from tui.sources.log_text import log_lines
+    from kvtop.sglang.startup import StartupTracker
+    from kvtop.sglang.story import fold_lines
+    from kvtop.sources.log_follow import LogFollower
+    from kvtop.sources.log_text import log_lines
     tracker = StartupTracker()
     tracemalloc.start()
     if mode == "file":

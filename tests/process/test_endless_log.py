@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from tui.sources.log_follow import LogFollower
+from kvtop.sources.log_follow import LogFollower
 
 
 async def _collect(follower: LogFollower, into: list[str]) -> None:

@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from kvtop.export import families as ff
+from kvtop.export.collector import FAMILIES, GIB, SnapshotCollector, headroom_by_gpu, render
+from kvtop.model.snapshot import Snapshot
+from kvtop.model.status.identity import FIELDS, compared_fields
+from kvtop.report.check import headroom_gib
+from kvtop.report.json_report import snapshot_json
+from kvtop.session import Options, Session
 from tests.process.test_identity_live import another_server
 from tests.support.export_tools import of, one, promtool_check, samples
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, write_state
 from tests.support.fault_host import STORY_LOG, preload_fake_nvml
 from tests.support.sglang_http import Deployment, FakeSGLang
-from tui.export import families as ff
-from tui.export.collector import FAMILIES, GIB, SnapshotCollector, headroom_by_gpu, render
-from tui.model.snapshot import Snapshot
-from tui.model.status.identity import FIELDS, compared_fields
-from tui.report.check import headroom_gib
-from tui.report.json_report import snapshot_json
-from tui.session import Options, Session
 
 USED_MIB = 135_700  # what the story's ranks leave in use on an H200 (NVML agrees with the log)
 HOST = "gpu-node-07"

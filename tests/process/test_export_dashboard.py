@@ -1,9 +1,9 @@
 """dashboards/kvtop.json, the Grafana dashboard on `kvtop --export`'s families: valid JSON, every
 PromQL expression parsed by the real promtool (`check rules`), naming only families the exporter
 emits (its collector's FAMILIES and the process' own process_*/python_info, read from the real
-registry), SGLang's families that kvtop's own /metrics reader parses (tui/sglang/metrics.py: each
+registry), SGLang's families that kvtop's own /metrics reader parses (tui/kvtop/sglang/metrics.py: each
 one is in SGLang's source for the versions kvtop reads) or the DCGM and node exporter names of
-tui/export/families.py, and a panel for each view an operator looks for (KV usage, queue,
+tui/kvtop/export/families.py, and a panel for each view an operator looks for (KV usage, queue,
 headroom, pool, phases, state, restarts, sources, GPUs, temperature, power, utilisation)."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.export import families as ff
+from kvtop.export.collector import FAMILIES, SnapshotCollector
+from kvtop.export.server import exporter_registry
+from kvtop.model.status.levels import DEFAULT_THRESHOLDS
+from kvtop.sglang.metrics import _WANTED as SGLANG_READ  # the families kvtop reads from SGLang
 from tests.support.export_tools import PROMTOOL, ROOT
-from tui.export import families as ff
-from tui.export.collector import FAMILIES, SnapshotCollector
-from tui.export.server import exporter_registry
-from tui.model.status.levels import DEFAULT_THRESHOLDS
-from tui.sglang.metrics import _WANTED as SGLANG_READ  # the families kvtop reads from SGLang
 
 DASHBOARD = ROOT / "dashboards" / "kvtop.json"
 KEYWORDS = {

@@ -9,9 +9,9 @@ import re
 import subprocess
 from pathlib import Path
 
+from kvtop.export import families as ff
+from kvtop.export.collector import FAMILIES
 from tests.support.export_tools import PROMTOOL, ROOT
-from tui.export import families as ff
-from tui.export.collector import FAMILIES
 
 DOC = (ROOT / "docs" / "exporter.md").read_text(encoding="utf-8")
 README = (ROOT / "README.md").read_text(encoding="utf-8")

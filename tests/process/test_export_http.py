@@ -1,4 +1,4 @@
-"""The exporter's HTTP server (tui/export/http.py) on real loopback sockets: the deadline for a
+"""The exporter's HTTP server (tui/kvtop/export/http.py) on real loopback sockets: the deadline for a
 request, the cap on handlers, the listen backlog, the paths and methods it serves."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 
-from tui.export.http import BACKLOG, MetricsHttpServer
+from kvtop.export.http import BACKLOG, MetricsHttpServer
 
 
 class Gate:

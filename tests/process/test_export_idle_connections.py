@@ -75,7 +75,7 @@ def test_idle_connections_do_not_stop_the_exporter() -> None:
 
 EXHAUST = """
 import os, resource
-from tui.sources.local_host import LocalHost
+from kvtop.sources.local_host import LocalHost
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 held = []
 try:

@@ -24,6 +24,8 @@ from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 
+from kvtop.export import families as ff
+from kvtop.export.collector import FAMILIES, GIB
 from tests.support.export_tools import (
     PROMETHEUS_ACCEPT,
     exporter,
@@ -37,14 +39,12 @@ from tests.support.export_tools import (
 from tests.support.fake_nvml import build_fake_nvml, eight_gpus, write_state
 from tests.support.paths import STORY_LOG
 from tests.support.sglang_http import Deployment, FakeSGLang
-from tui.export import families as ff
-from tui.export.collector import FAMILIES, GIB
 
 USED_MIB = 135_700
 # Checks the process' own modules after it ran: the exporter must never load a terminal UI.
 UI_MODULES_PROBE = (
     "import sys\n"
-    "from tui.cli import main\n"
+    "from kvtop.cli import main\n"
     "rc = main(sys.argv[1:])\n"
     "ui = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich'))\n"
     "print('UI modules loaded:', ', '.join(ui) or 'none', file=sys.stderr)\n"

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.model.analysis import Analysis, analyse
+from kvtop.model.status.server_status import server_status
+from kvtop.model.timeline import recent_events
+from kvtop.report.json_report import to_json
+from kvtop.report.text import render_snapshot
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sglang.story import fold_lines
 from tests.support.paths import REAL_LOGS, ROOT
 from tests.support.tui_support import analysis_snapshot
-from tui.model.analysis import Analysis, analyse
-from tui.model.status.server_status import server_status
-from tui.model.timeline import recent_events
-from tui.report.json_report import to_json
-from tui.report.text import render_snapshot
-from tui.sglang.startup import StartupTracker
-from tui.sglang.story import fold_lines
 
 FAILURE_LOGS = sorted(REAL_LOGS.glob("3[0-9]-*.log"))
 
@@ -506,7 +506,7 @@ def _once_json(log: Path) -> dict[str, object]:
         [
             sys.executable,
             "-m",
-            "tui",
+            "kvtop",
             "--once",
             "--json",
             "--no-gpus",

@@ -28,13 +28,13 @@ pytestmark = pytest.mark.skipif(
 
 SCENARIO = """
 import asyncio, json, sys
-import tui.session
-from tui.model.status.verdict import UNJUDGED
-from tui.session import Options, Session
+import kvtop.session
+from kvtop.model.status.verdict import UNJUDGED
+from kvtop.session import Options, Session
 
 # A loaded machine must not turn NVML's answer into a missed first frame: the wait is long here
 # (and /metrics later still), so what the test sees depends on order alone.
-tui.session.FIRST_READING_WAIT_S = 3.0
+kvtop.session.FIRST_READING_WAIT_S = 3.0
 
 async def main():
     session = Session(Options(log_file=sys.argv[1], url=sys.argv[2], interval_s=1.0))

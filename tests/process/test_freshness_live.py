@@ -21,16 +21,16 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.live.app import KvtopApp
+from kvtop.live.widgets.status_line import StatusLine
+from kvtop.model.snapshot import Snapshot
+from kvtop.model.status.levels import Level
+from kvtop.report.json_report import snapshot_json
+from kvtop.session import Options, Session
 from tests.support.fake_nvml.build import STATE_ENV, build_fake_nvml, eight_gpus, write_state
 from tests.support.paths import ROOT, STORY_LOG
 from tests.support.sglang_http import Deployment, FakeSGLang
 from tests.support.tui_support import screen_text, until, utc
-from tui.live.app import KvtopApp
-from tui.live.widgets.status_line import StatusLine
-from tui.model.snapshot import Snapshot
-from tui.model.status.levels import Level
-from tui.report.json_report import snapshot_json
-from tui.session import Options, Session
 
 # The story log's server got ready at 09:06:31 (local time, pinned to UTC here): the app's
 # clock two hours later says "ready 2h00m".
@@ -211,7 +211,7 @@ def _closed_port() -> int:
 
 def _once_json(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
     result = subprocess.run(
-        [sys.executable, "-m", "tui", "--once", "--json", *args],
+        [sys.executable, "-m", "kvtop", "--once", "--json", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

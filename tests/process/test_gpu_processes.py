@@ -10,17 +10,17 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from tests.support.tui_support import gpus_snapshot
-from tui.model.analysis import analyse
-from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
-from tui.sglang.story import fold_lines
-from tui.sources.gpu_processes import (
+from kvtop.model.analysis import analyse
+from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
+from kvtop.sglang.story import fold_lines
+from kvtop.sources.gpu_processes import (
     info_of_pid,
     rank_from_title,
     rank_of_pid,
     unit_from_cgroup,
 )
-from tui.sources.local_host import LocalHost
+from kvtop.sources.local_host import LocalHost
+from tests.support.tui_support import gpus_snapshot
 
 
 def _start_titled(title: str) -> subprocess.Popen[bytes]:

@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from tui.sources.host_processes import HostProcesses
+from kvtop.sources.host_processes import HostProcesses
 
 
 def _absent_pid() -> int:

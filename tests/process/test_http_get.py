@@ -1,4 +1,4 @@
-"""tui/sources/http_get.py (httpx with kvtop's policy) against real sockets on loopback: a
+"""tui/kvtop/sources/http_get.py (httpx with kvtop's policy) against real sockets on loopback: a
 scripted asyncio server answers each request with exact bytes, so keep-alive, framing,
 compression, redirects, proxies and the failure paths are what a real server or proxy would
 send (the SGLang-shaped cases run against FakeSGLang in test_metrics_source.py)."""
@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from tui.sources.http_get import ConnectFailed, FetchFailed, HttpGetter, TimedOut, TooLarge
+from kvtop.sources.http_get import ConnectFailed, FetchFailed, HttpGetter, TimedOut, TooLarge
 
 Answer = Callable[[bytes], bytes | None]  # request head -> response bytes, None: close silently
 

@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 from rich.console import Console, RenderableType
 
+from kvtop.live.screens.formula import explanation_text
+from kvtop.model.analysis import Analysis, analyse
+from kvtop.model.memory.gpu_memory import reconcile
+from kvtop.model.status.insights import insights
+from kvtop.report.json_report import to_json
+from kvtop.report.text import render_snapshot
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sglang.story import fold_lines
 from tests.process.test_cli import _json, kvtop
 from tests.support.paths import REAL_LOGS
 from tests.support.tui_support import analysis_snapshot
-from tui.live.screens.formula import explanation_text
-from tui.model.analysis import Analysis, analyse
-from tui.model.memory.gpu_memory import reconcile
-from tui.model.status.insights import insights
-from tui.report.json_report import to_json
-from tui.report.text import render_snapshot
-from tui.sglang.startup import StartupTracker
-from tui.sglang.story import fold_lines
 
 GRANITE = REAL_LOGS / "50-pr18040-granite-4h-micro-mamba-single-gpu.log"
 MIMO_15464 = REAL_LOGS / "51-pr15464-mimo-v2-flash-swa-tp4.log"

@@ -11,6 +11,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from kvtop.live.app import KvtopApp
+from kvtop.live.widgets.kv_panel import KvPanel
+from kvtop.model.kv_usage import kv_usage
+from kvtop.session import Options, Session
 from tests.support.paths import ROOT, STORY_LOG
 from tests.support.sglang_http import (
     MODEL,
@@ -20,10 +24,6 @@ from tests.support.sglang_http import (
     build_server_info,
 )
 from tests.support.tui_support import screen_text, until
-from tui.live.app import KvtopApp
-from tui.live.widgets.kv_panel import KvPanel
-from tui.model.kv_usage import kv_usage
-from tui.session import Options, Session
 
 OTHER_MODEL = "glm-5.3-flash"
 
@@ -51,7 +51,7 @@ def the_logs_server() -> FakeSGLang:
 
 def run_kvtop(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "tui", "--once", "--no-gpus", "--log-file", str(STORY_LOG), *args],
+        [sys.executable, "-m", "kvtop", "--once", "--no-gpus", "--log-file", str(STORY_LOG), *args],
         capture_output=True,
         text=True,
         env=dict(os.environ, **(env or {})),

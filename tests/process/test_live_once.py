@@ -63,7 +63,7 @@ def state_for(path: Path, pids: list[int]) -> Path:
 def kvtop_json(lib_dir: Path, state: Path, *args: str) -> dict[str, object]:
     env = dict(os.environ, LD_LIBRARY_PATH=str(lib_dir), **{STATE_ENV: str(state)})
     result = subprocess.run(
-        [sys.executable, "-m", "tui", "--once", "--json", *args],
+        [sys.executable, "-m", "kvtop", "--once", "--json", *args],
         capture_output=True,
         text=True,
         env=env,

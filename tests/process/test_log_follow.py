@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.sources.log_follow import LogFollower
+from kvtop.sources.log_stream import LineSplitter
 from tests.support.stream_collector import Collector
-from tui.sources.log_follow import LogFollower
-from tui.sources.log_stream import LineSplitter
 
 POLL = 0.02
 WAIT = 5.0
@@ -186,7 +186,7 @@ async def test_missing_at_start_then_created(tmp_path: Path, follow) -> None:
 
 async def test_permission_denied_then_fixed(tmp_path: Path, monkeypatch, follow) -> None:
     # Tests often run as root, which chmod cannot lock out, so the denial is simulated.
-    monkeypatch.setattr("tui.sources.log_follow.PERMISSION_RETRY_S", POLL)
+    monkeypatch.setattr("kvtop.sources.log_follow.PERMISSION_RETRY_S", POLL)
     denied = [True]
     real_open = os.open
 
@@ -195,7 +195,7 @@ async def test_permission_denied_then_fixed(tmp_path: Path, monkeypatch, follow)
             raise PermissionError(13, "Permission denied", path)
         return real_open(path, flags, *args)
 
-    monkeypatch.setattr("tui.sources.log_follow.os.open", fake_open)
+    monkeypatch.setattr("kvtop.sources.log_follow.os.open", fake_open)
     log = tmp_path / "a.log"
     log.write_bytes(b"secret\n")
     reader = follow(log)
@@ -236,7 +236,7 @@ def test_stdin_until_eof() -> None:
     child = textwrap.dedent(
         """
         import asyncio
-        from tui.sources.log_follow import LogFollower
+        from kvtop.sources.log_follow import LogFollower
 
         async def main():
             follower = LogFollower("-")
@@ -270,7 +270,7 @@ async def test_on_the_beat_reads_once_per_tick_and_idles_without_threads(
     """With a lane the follower reads at each tick only; a file that has not grown costs no hop
     to a worker thread (counted by wrapping the real asyncio.to_thread), and growth and
     truncation are still read."""
-    from tui.sources.pacing import Pacer
+    from kvtop.sources.pacing import Pacer
 
     hops = 0
     real_to_thread = asyncio.to_thread
@@ -410,7 +410,7 @@ async def test_process_substitution_reads_to_the_end(tmp_path: Path) -> None:
     child = textwrap.dedent(
         """
         import asyncio, sys
-        from tui.sources.log_follow import LogFollower
+        from kvtop.sources.log_follow import LogFollower
 
         async def main():
             follower = LogFollower(sys.argv[1], poll_interval_s=0.02)

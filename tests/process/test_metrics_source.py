@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.sources.metrics import ApiKeyError, MetricsSource, load_api_key
 from tests.support.sglang_http import Deployment, FakeSGLang
-from tui.sources.metrics import ApiKeyError, MetricsSource, load_api_key
 
 SECRET = "sk-kvtop-test-7f3a9c"
 

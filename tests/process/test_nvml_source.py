@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(
 PRELUDE = """
 import asyncio, dataclasses, json, os, time
 from tests.support.fake_nvml import eight_gpus, write_state
-from tui.sources.nvml import NvmlSource
+from kvtop.sources.nvml import NvmlSource
 STATE = os.environ["KVTOP_FAKE_NVML_STATE"]
 out = []
 def emit(reading):
@@ -539,7 +539,7 @@ def kvtop_once(lib_dir: Path, state: Path, *args: str) -> tuple[dict[str, object
     out = []
     for fmt in (["--json"], []):
         result = subprocess.run(
-            [sys.executable, "-m", "tui", "--once", *fmt, "--no-metrics", *args],
+            [sys.executable, "-m", "kvtop", "--once", *fmt, "--no-metrics", *args],
             capture_output=True,
             text=True,
             env=env,

@@ -7,7 +7,7 @@ Offline and quick: the build runs without isolation (setuptools and build come w
 extra), pip installs with --no-index and --no-deps, and the fresh venv reaches the test venv's
 site-packages through a .pth line for the dependencies (a path added that way has its
 distributions but not its .pth files: the checkout's editable `tui` stays out, as the assertion
-on `tui.__file__` checks). `pip check` then says the installed metadata's requirements are met.
+on `kvtop.__file__` checks). `pip check` then says the installed metadata's requirements are met.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tui import __version__
+from kvtop import __version__
 
 pytestmark = pytest.mark.slow  # a build and two installs: ~10 s
 
@@ -100,10 +100,10 @@ def test_the_artifacts_carry_the_name_the_version_and_the_package_data(
         entry = wheel.read(f"kvtop_sglang-{__version__}.dist-info/entry_points.txt").decode()
     # What kvtop loads at run time: the stylesheet (the live view), the story log (--demo) and
     # the typing marker.
-    assert {"tui/styles/kvtop.tcss", "tui/py.typed"} <= names
-    assert any(re.fullmatch(r"tui/data/[^/]+\.log", n) for n in names)
-    assert not any(n.startswith(("tests/", "bench/", "scripts/")) for n in names)
-    assert "kvtop = tui.cli:main" in entry
+    assert {"kvtop/styles/kvtop.tcss", "kvtop/py.typed"} <= names
+    assert any(re.fullmatch(r"kvtop/data/[^/]+\.log", n) for n in names)
+    assert not any(n.startswith(("tui/", "tests/", "bench/", "scripts/")) for n in names)
+    assert "kvtop = kvtop.cli:main" in entry
     headers = dict(
         line.split(": ", 1) for line in meta.split("\n\n", 1)[0].splitlines() if ": " in line
     )
@@ -139,7 +139,7 @@ def test_installed_in_a_fresh_venv_kvtop_runs(
     run(*pip, "check", cwd=tmp_path)  # every requirement of the installed metadata is met
     kvtop = tmp_path / "venv" / "bin" / "kvtop"
 
-    where = run(python, "-c", "import tui; print(tui.__file__)", cwd=tmp_path).stdout
+    where = run(python, "-c", "import kvtop; print(kvtop.__file__)", cwd=tmp_path).stdout
     assert Path(where.strip()).is_relative_to(tmp_path / "venv"), where
     assert run(kvtop, "--version", cwd=tmp_path).stdout.strip() == f"kvtop {__version__}"
     report = run(kvtop, "--demo", "--once", cwd=tmp_path).stdout
@@ -148,7 +148,7 @@ def test_installed_in_a_fresh_venv_kvtop_runs(
     parse = (
         "from textual.app import App\n"
         "from textual.css.stylesheet import Stylesheet\n"
-        "from tui.live.base import stylesheet\n"
+        "from kvtop.live.base import stylesheet\n"
         "sheet = Stylesheet(variables=App().get_css_variables())\n"
         "sheet.read(stylesheet()); sheet.parse()\n"
         "print(stylesheet(), len(sheet.rules))\n"

@@ -23,7 +23,7 @@ MODELS = FIXTURES / "models"
 def plan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "tui", "plan", *args],
+        [sys.executable, "-m", "kvtop", "plan", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -177,6 +177,6 @@ def test_a_config_lacking_fields_is_named(tmp_path: Path) -> None:
 
 def test_kvtop_help_mentions_plan() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "tui", "--help"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "kvtop", "--help"], capture_output=True, text=True, timeout=60
     )
     assert "kvtop plan" in done.stdout

@@ -20,7 +20,7 @@ from tests.support.fake_nvml import build_fake_nvml, eight_gpus, gcc_path, kvtop
 from tests.support.sglang_procs import start_server, stop_server
 
 ROOT = Path(__file__).resolve().parents[2]
-STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+STORY_LOG = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 KVTOP = Path(sys.executable).with_name("kvtop")
 TRAINER = "python3 train.py"
 

@@ -1,11 +1,11 @@
 """kvtop only reads: no signals, no writes to the server, no shell, no files; the API key stays secret.
 
-The command runs for real (`python -m tui`, the `kvtop` script, the live view in a pseudo
+The command runs for real (`python -m kvtop`, the `kvtop` script, the live view in a pseudo
 terminal) against FakeSGLang on loopback and the story log, under a Python audit hook that a
 `sitecustomize.py` on PYTHONPATH installs in the child before kvtop is imported. The hook records
 every process start, signal sent, file opened for writing, file removed, renamed or created,
 and socket connection; the tests assert none happened except the loopback scrapes. A static scan
-of tui/ backs this up for paths the runs do not reach.
+of tui/kvtop/ backs this up for paths the runs do not reach.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.sources.metrics import MetricsSource
 from tests.support.ports import refused_url
 from tests.support.sglang_http import FakeSGLang
-from tui.sources.metrics import MetricsSource
 
 ROOT = Path(__file__).resolve().parents[2]
-STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+STORY_LOG = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 KVTOP_SCRIPT = Path(sys.executable).with_name("kvtop")
 TIMEOUT = 60
 
@@ -182,14 +182,14 @@ open(os.devnull, "w").close()
 
 @pytest.mark.parametrize(
     ("entry", "fmt"),
-    [("python -m tui", "json"), ("kvtop", "text")],
+    [("python -m kvtop", "json"), ("kvtop", "text")],
 )
 def test_report_only_reads(
     entry: str, fmt: str, audit_site: Path, tmp_path: Path, story_log: Path
 ) -> None:
     if entry == "kvtop" and not KVTOP_SCRIPT.exists():
         pytest.skip(f"no kvtop console script next to {sys.executable}")
-    command = [sys.executable, "-m", "tui"] if entry != "kvtop" else [str(KVTOP_SCRIPT)]
+    command = [sys.executable, "-m", "kvtop"] if entry != "kvtop" else [str(KVTOP_SCRIPT)]
     key_file = tmp_path / "key"
     key_file.write_text("sk-audit-key\n")
     record = tmp_path / "audit.json"
@@ -302,7 +302,7 @@ def test_live_view_only_reads(audit_site: Path, tmp_path: Path, story_log: Path)
             [
                 sys.executable,
                 "-m",
-                "tui",
+                "kvtop",
                 "--log-file",
                 str(log),
                 "--url",
@@ -371,7 +371,7 @@ def test_report_with_a_read_only_home(tmp_path: Path, story_log: Path) -> None:
                     [
                         sys.executable,
                         "-m",
-                        "tui",
+                        "kvtop",
                         "--once",
                         "--no-gpus",
                         *extra,
@@ -396,7 +396,7 @@ def test_report_with_a_read_only_home(tmp_path: Path, story_log: Path) -> None:
     assert not any(tmpdir.iterdir())
 
 
-# --------------------------------------------------------------------------- static scan of tui/
+# --------------------------------------------------------------------------- static scan of tui/kvtop/
 
 # (module, function) calls that signal, spawn, or change files; any shutil/subprocess/tempfile.
 _FORBIDDEN = {
@@ -421,14 +421,14 @@ _WRITE_METHODS = {
 _SIGNAL_METHODS = {"kill", "terminate", "send_signal"}
 # The one place that starts a process: the journal source runs `journalctl` (fixed options, an
 # argv list, no shell) when the systemd module is missing, and ends that child of its own.
-_SPAWNS = {"tui/sources/journal.py"}
+_SPAWNS = {"tui/kvtop/sources/journal.py"}
 # A byte into the process's own pipe, to wake its input thread when the app leaves; the
 # exporter's own listening socket and the pair that wakes its reading thread (it answers GET and
 # HEAD only, tests/process/test_export_http.py).
 _OWN_PIPE = {
-    ("tui/live/quiet_driver.py", "os", "write"),
-    ("tui/export/http.py", "socket", "socket"),
-    ("tui/export/http.py", "socket", "socketpair"),
+    ("tui/kvtop/live/quiet_driver.py", "os", "write"),
+    ("tui/kvtop/export/http.py", "socket", "socket"),
+    ("tui/kvtop/export/http.py", "socket", "socketpair"),
 }
 _HTTP_VERBS = {"POST", "PUT", "PATCH", "DELETE", "CONNECT", "TRACE"}
 
@@ -512,11 +512,11 @@ def scan(source: str, rel: str) -> list[str]:
 
 # The one module that writes files, each on the operator's request in the live view (the
 # palette's Screenshot and Save theme to config); docs/reliability.md says which.
-_ASKED_WRITES = "tui/saved_files.py"
+_ASKED_WRITES = "tui/kvtop/saved_files.py"
 
 
 def test_static_scan_of_the_sources() -> None:
-    files = sorted((ROOT / "tui").rglob("*.py"))
+    files = sorted((ROOT / "tui" / "kvtop").rglob("*.py"))
     assert len(files) > 30
     found = []
     for path in files:
@@ -557,7 +557,7 @@ def test_static_scan_catches_each_kind() -> None:
         "import shutil\nshutil.rmtree('x')": "shutil.rmtree()",
     }
     for source, needle in planted.items():
-        found = scan(source, "tui/planted.py")
+        found = scan(source, "tui/kvtop/planted.py")
         assert any(needle in f for f in found), (source, found)
     assert scan("import shutil\nshutil.which('journalctl')\nopen(p, encoding='utf-8')", "x") == []
     assert scan("client.stream('GET', url)\nq.put(1)\ns.replace('a', 'b')", "x") == []
@@ -620,7 +620,7 @@ def test_api_key_never_shown(fault: str, tmp_path: Path, story_log: Path) -> Non
     assert n == 1 and m == 1
     story_log = tmp_path / "sglang.log"
     story_log.write_text(text, encoding="utf-8")
-    base = [sys.executable, "-m", "tui", "--once", "--no-gpus", "--log-file", str(story_log)]
+    base = [sys.executable, "-m", "kvtop", "--once", "--no-gpus", "--log-file", str(story_log)]
     with FakeSGLang() as server, refused_url() as refused:
         url = _faulty(server, fault, refused)
         runs = [
@@ -674,7 +674,7 @@ def test_key_a_header_cannot_carry_is_refused_without_quoting_it(
     key_file = tmp_path / "key"
     key_file.write_text(key + "\n", encoding="utf-8")
     with FakeSGLang() as server:
-        args = [sys.executable, "-m", "tui", "--once", "--json", "--no-gpus", "--url", server.url]
+        args = [sys.executable, "-m", "kvtop", "--once", "--json", "--no-gpus", "--url", server.url]
         if where == "file":
             args += ["--api-key-file", str(key_file)]
         result = subprocess.run(
@@ -696,7 +696,7 @@ def test_key_a_header_cannot_carry_is_refused_without_quoting_it(
 def test_url_with_credentials_is_refused_without_echoing_them(tmp_path: Path) -> None:
     password = "pw-" + secrets.token_hex(8)
     result = subprocess.run(
-        [sys.executable, "-m", "tui", "--once", "--url", f"http://admin:{password}@127.0.0.1:9"],
+        [sys.executable, "-m", "kvtop", "--once", "--url", f"http://admin:{password}@127.0.0.1:9"],
         capture_output=True,
         timeout=TIMEOUT,
         env=_env(),

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from kvtop import fmt
 from tests.support.paths import REAL_LOGS, ROOT, STORY_SIDECAR
-from tui import fmt
 
-STORY = Path("tui/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log")  # relative: no word wider than 80
+STORY = Path(
+    "tui/kvtop/data/kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+)  # relative: no word wider than 80
 TIMEOUT = 60
 # A number cut by the layout: a digit next to "…" (Rich's mark for a cut cell).
 CUT = re.compile(r"\d…|…\d|\d\.…")
@@ -52,7 +54,7 @@ def _env(columns: int | None) -> dict[str, str]:
 def kvtop(*args: str | Path, columns: int | None = None) -> subprocess.CompletedProcess[str]:
     """The real command with stdout and stderr as pipes (what `| tee` and CI see)."""
     result = subprocess.run(
-        [sys.executable, "-m", "tui", *map(str, args)],
+        [sys.executable, "-m", "kvtop", *map(str, args)],
         capture_output=True,
         timeout=TIMEOUT,
         env=_env(columns),

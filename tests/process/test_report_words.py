@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from kvtop.live.screens.formula import explanation_text
+from kvtop.model.analysis import Analysis, analyse
+from kvtop.model.sizing.replay import HOST_KV, OTHER_AFTER_POOL, OTHER_STARTUP
+from kvtop.report.json_report import to_json
+from kvtop.report.text import render_snapshot
+from kvtop.sglang.story import fold_lines
 from tests.support.paths import REAL_LOGS, ROOT, STORY_LOG
 from tests.support.tui_support import analysis_snapshot
-from tui.live.screens.formula import explanation_text
-from tui.model.analysis import Analysis, analyse
-from tui.model.sizing.replay import HOST_KV, OTHER_AFTER_POOL, OTHER_STARTUP
-from tui.report.json_report import to_json
-from tui.report.text import render_snapshot
-from tui.sglang.story import fold_lines
 
 LOGS = [STORY_LOG, *sorted(REAL_LOGS.glob("*.log"))]
 
@@ -35,13 +35,13 @@ RETIRED = {
     "hierarchical KV pools": f"{HOST_KV} (HiCache)",
     "usage 0.": "KV usage NN%",
 }
-SPACED_PERCENT = re.compile(r"\d %")  # "17.9 %": percentages come from tui.fmt ("17.9%")
+SPACED_PERCENT = re.compile(r"\d %")  # "17.9 %": percentages come from kvtop.fmt ("17.9%")
 
 
 def _retired(text: str) -> dict[str, str]:
     used = {old: new for old, new in RETIRED.items() if old in text}
     if SPACED_PERCENT.search(text):
-        used["NN %"] = "NN% (tui.fmt.pct)"
+        used["NN %"] = "NN% (kvtop.fmt.pct)"
     return used
 
 
@@ -143,7 +143,7 @@ def test_demo_once_names_each_source() -> None:
     """metrics and the log's batch line both give a KV usage and an accept length: each line
     says where its figures come from, in the same words."""
     result = subprocess.run(
-        [sys.executable, "-m", "tui", "--demo", "--once"],
+        [sys.executable, "-m", "kvtop", "--demo", "--once"],
         capture_output=True,
         timeout=120,
         cwd=ROOT,

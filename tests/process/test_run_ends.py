@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from kvtop.model.analysis import analyse
+from kvtop.report.json_report import to_json
+from kvtop.sglang.story import fold_lines
 from tests.support.paths import STORY_LOG
-from tui.model.analysis import analyse
-from tui.report.json_report import to_json
-from tui.sglang.story import fold_lines
 
 STORY = STORY_LOG.read_text().splitlines()
 # The story up to its first `Load weight end`: every rank is loading its weights.

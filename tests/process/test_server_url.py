@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
+from kvtop.report.json_report import snapshot_json
+from kvtop.server_url import is_loopback, url_problem
+from kvtop.session import Options, Session
 from tests.support.sglang_http import Deployment, FakeSGLang
-from tui.model.server_target import FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
-from tui.report.json_report import snapshot_json
-from tui.server_url import is_loopback, url_problem
-from tui.session import Options, Session
 
 ROOT = Path(__file__).resolve().parents[2]
-STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+STORY_LOG = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 
 
 @pytest.mark.parametrize(
@@ -98,7 +98,7 @@ def _kvtop(*args: str, api_key: str | None = None) -> subprocess.CompletedProces
     if api_key is not None:
         env["SGLANG_API_KEY"] = api_key
     return subprocess.run(
-        [sys.executable, "-m", "tui", *args],
+        [sys.executable, "-m", "kvtop", *args],
         capture_output=True,
         text=True,
         timeout=60,

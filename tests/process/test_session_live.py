@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from kvtop.model.snapshot import Snapshot
+from kvtop.session import Options, Session
 from tests.support.paths import STORY_LOG
 from tests.support.sglang_http import Deployment, FakeSGLang
-from tui.model.snapshot import Snapshot
-from tui.session import Options, Session
 
 
 async def next_matching(stream, predicate, timeout_s: float = 5.0) -> Snapshot:  # type: ignore[no-untyped-def]

@@ -30,20 +30,20 @@ from pathlib import Path
 
 from rich.console import Console
 
+from kvtop.live.app import KvtopApp
+from kvtop.model.snapshot import Snapshot
+from kvtop.model.status.levels import DEFAULT_THRESHOLDS
+from kvtop.report.check import CheckResult, check
+from kvtop.report.json_report import snapshot_json
+from kvtop.report.text import render_snapshot
+from kvtop.session import Options, Session
+from kvtop.sources.log_text import LogUnreadable
 from tests.support.fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, write_state
 from tests.support.sglang_http import Deployment, FakeSGLang
 from tests.support.tui_support import screen_text
-from tui.live.app import KvtopApp
-from tui.model.snapshot import Snapshot
-from tui.model.status.levels import DEFAULT_THRESHOLDS
-from tui.report.check import CheckResult, check
-from tui.report.json_report import snapshot_json
-from tui.report.text import render_snapshot
-from tui.session import Options, Session
-from tui.sources.log_text import LogUnreadable
 
 ROOT = Path(__file__).resolve().parents[2]
-STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+STORY_LOG = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 # The key the server wants; no output of any fault may contain it.
 API_KEY = "sk-kvtop-fault-matrix-7f3a9c2e51d04b8e"
 BATCH_LINE = (

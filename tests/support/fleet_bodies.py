@@ -10,7 +10,7 @@ port, answering HTTP/1.1 keep-alive GETs of /metrics with that port's body; Prom
   and labels: model_name, engine_type, tp_rank, pp_rank, moe_ep_rank, dp_rank) for the model
   asked;
 - node exporter: node_memory_*_bytes and node_uname_info, rendered with prometheus_client;
-- kvtop: the exporter's contract (tui/export/families.py constants, prometheus_client
+- kvtop: the exporter's contract (tui/kvtop/export/families.py constants, prometheus_client
   families). The real `kvtop --export` replaces these where a test runs it.
 """
 
@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
+from kvtop.export import families as ff
 from tests.support.paths import FIXTURES
 from tests.support.sglang_http import MODEL as _SGLANG_FAKE_MODEL
 from tests.support.sglang_http import Deployment, build_exposition
-from tui.export import families as ff
 
 DCGM_FIXTURE = FIXTURES / "prometheus" / "dcgm-exporter-8gpu.prom"
 GIB = 1024**3

@@ -1,6 +1,6 @@
-"""Fleets built directly from tui/fleet/model.py, for the fleet view's tests.
+"""Fleets built directly from tui/kvtop/fleet/model.py, for the fleet view's tests.
 
-Why built and not read: the Prometheus reader (tui/fleet/reader.py) has its own tests against
+Why built and not read: the Prometheus reader (tui/kvtop/fleet/reader.py) has its own tests against
 a real Prometheus, and one end-to-end test runs every part together. These fleets hold exactly
 what that reader hands the view, so the view, the reports and --check are tested on known
 numbers, without a Prometheus to start.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from tui.fleet.model import (
+from kvtop.fleet.model import (
     DCGM,
     KVTOP,
     NODE,
@@ -26,7 +26,7 @@ from tui.fleet.model import (
     FleetKv,
     TargetState,
 )
-from tui.fleet.prometheus_api import Series
+from kvtop.fleet.prometheus_api import Series
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -197,7 +197,7 @@ def down_fleet() -> Fleet:
 
 
 class QueueReader:
-    """Stands in for tui.fleet.reader.FleetReader (same read/aclose interface): it
+    """Stands in for kvtop.fleet.reader.FleetReader (same read/aclose interface): it
     answers each read() with the next fleet pushed, waiting for one when none is queued, and
     history() with `history_answer`. The real reader against a real Prometheus is tested in
     tests/e2e/test_fleet_reader.py, test_fleet_history.py and end to end; here the fleet view gets
@@ -245,8 +245,8 @@ def kv_usage_series(
 
 def make_fleet_app(*fleets: Fleet, interval_s: float = 0.25):  # type: ignore[no-untyped-def]
     """The real FleetApp on the real FleetFeed, its reader a QueueReader."""
-    from tui.fleet.app import FleetApp
-    from tui.fleet.feed import FleetFeed
+    from kvtop.fleet.app import FleetApp
+    from kvtop.fleet.feed import FleetFeed
 
     reader = QueueReader(*fleets)
     feed = FleetFeed(reader, interval_s)

@@ -244,7 +244,7 @@ class PrivateJournald:
 READ_BACK = textwrap.dedent(
     """\
     import asyncio, json, sys
-    from tui.sources.journal import JournalSource
+    from kvtop.sources.journal import JournalSource
 
     async def main(unit, want, ready):
         source = JournalSource(unit)

@@ -13,8 +13,8 @@ import dataclasses
 import math
 import re
 
-from tui.sglang import events as ev
-from tui.sglang.server_args import ServerArgs
+from kvtop.sglang import events as ev
+from kvtop.sglang.server_args import ServerArgs
 
 RAW_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 

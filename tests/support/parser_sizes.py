@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kvtop.sglang.log_line import parse_line
+from kvtop.sglang.story import fold_lines
+from kvtop.sources.log_stream import LineSplitter
+from kvtop.sources.metrics import parse_metrics_body, parse_server_info_body
 from tests.support.sglang_http import Deployment, build_exposition, build_server_info
-from tui.sglang.log_line import parse_line
-from tui.sglang.story import fold_lines
-from tui.sources.log_stream import LineSplitter
-from tui.sources.metrics import parse_metrics_body, parse_server_info_body
 
 PREFIX = "[2026-01-10 10:00:00 TP0] "
 BATCH = (

@@ -11,11 +11,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 
-from tui.demo.scenario import DemoScenario
-from tui.demo.source import DemoSource
-from tui.model.snapshot import Snapshot
-from tui.session import Options, Session
-from tui.sglang.raw_lines import RawLines
+from kvtop.demo.scenario import DemoScenario
+from kvtop.demo.source import DemoSource
+from kvtop.model.snapshot import Snapshot
+from kvtop.session import Options, Session
+from kvtop.sglang.raw_lines import RawLines
 
 # 2026-11-30 10:00:00 UTC: the demo's clock in stills (its log times, uptimes, NVML times).
 STILL_EPOCH = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc).timestamp()

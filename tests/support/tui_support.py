@@ -14,15 +14,15 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from kvtop.live.app import KvtopApp
+from kvtop.model.analysis import Analysis
+from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.memory.gpu_reading import GpuSample, NvmlReading
+from kvtop.model.snapshot import Snapshot, SourceHealth, SourceState
+from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
+from kvtop.model.status.watch import Watch
+from kvtop.session import Options, Session
 from tests.support.still import STILL_EPOCH, StillFeed, still_snapshot
-from tui.live.app import KvtopApp
-from tui.model.analysis import Analysis
-from tui.model.build_snapshot import build_snapshot
-from tui.model.memory.gpu_reading import GpuSample, NvmlReading
-from tui.model.snapshot import Snapshot, SourceHealth, SourceState
-from tui.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
-from tui.model.status.watch import Watch
-from tui.session import Options, Session
 
 FIXED_EPOCH = STILL_EPOCH
 
@@ -149,10 +149,10 @@ def processes_snapshot() -> Snapshot:
     """The demo's still with two more GPU processes, joined by the real model: a foreign
     `python3 train.py` holding 4 GiB on GPU 2 (bob's, readable) and a process on GPU 5 that
     this host cannot read (another PID namespace)."""
+    from kvtop.model.memory.gpu_reading import GpuProcess
+    from kvtop.model.memory.process_owner import ProcessInfo
+    from kvtop.model.snapshot import ProcessUsage
     from tests.support.still import still_session
-    from tui.model.memory.gpu_reading import GpuProcess
-    from tui.model.memory.process_owner import ProcessInfo
-    from tui.model.snapshot import ProcessUsage
 
     session = still_session()
     reading = session.latest_nvml

@@ -1,6 +1,6 @@
 """The fleet view under Pilot at terminal sizes from 80x24 to 200x60: the real FleetApp on the
 real FleetFeed, whose reader is tests/support/fleet_examples.QueueReader. Why a stand-in reader: the
-Prometheus reader (tui/fleet/reader.py) has its own tests against a real Prometheus, and the
+Prometheus reader (tui/kvtop/fleet/reader.py) has its own tests against a real Prometheus, and the
 end-to-end test runs it with everything else. QueueReader has the reader's interface and hands
 the view exactly the fleets a test pushes, so each test waits for what it then asserts."""
 
@@ -12,6 +12,10 @@ from dataclasses import replace
 
 import pytest
 
+from kvtop.fleet.feed import FleetFeed
+from kvtop.fleet.model import FleetKv
+from kvtop.fleet.screen import FleetScreen
+from kvtop.live.screens.overview import OverviewScreen
 from tests.support.fleet_examples import (
     QueueReader,
     down_fleet,
@@ -23,10 +27,6 @@ from tests.support.fleet_examples import (
     story_fleet,
 )
 from tests.support.tui_support import screen_text, until, utc
-from tui.fleet.feed import FleetFeed
-from tui.fleet.model import FleetKv
-from tui.fleet.screen import FleetScreen
-from tui.live.screens.overview import OverviewScreen
 
 pytestmark = pytest.mark.asyncio
 
@@ -229,7 +229,7 @@ async def test_opening_a_host_draws_its_last_ten_minutes_from_prometheus(
 async def test_no_history_is_no_error_and_node_1_asks_nothing() -> None:
     """Prometheus failing the history query: the sparkline starts with the live point only,
     nothing on screen says so; node 1 (no SGLang metrics) is not asked for."""
-    from tui.fleet.prometheus_api import PrometheusError
+    from kvtop.fleet.prometheus_api import PrometheusError
 
     app, reader = make_fleet_app(story_fleet())
     reader.history_answer = PrometheusError(

@@ -12,6 +12,14 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
+from kvtop.live.app import KvtopApp
+from kvtop.live.widgets.kv_panel import KvPanel
+from kvtop.live.widgets.status_line import StatusLine
+from kvtop.model.snapshot import Snapshot
+from kvtop.model.status.identity import Mismatch
+from kvtop.model.status.levels import Level, Thresholds
+from kvtop.model.status.watch import judged
+from kvtop.sglang.metrics import parse_exposition
 from tests.support.paths import STORY_LOG
 from tests.support.sglang_http import Deployment, build_exposition
 from tests.support.still import StillFeed
@@ -24,14 +32,6 @@ from tests.support.tui_support import (
     until,
     utc,
 )
-from tui.live.app import KvtopApp
-from tui.live.widgets.kv_panel import KvPanel
-from tui.live.widgets.status_line import StatusLine
-from tui.model.snapshot import Snapshot
-from tui.model.status.identity import Mismatch
-from tui.model.status.levels import Level, Thresholds
-from tui.model.status.watch import judged
-from tui.sglang.metrics import parse_exposition
 
 pytestmark = pytest.mark.asyncio
 

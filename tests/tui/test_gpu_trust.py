@@ -19,23 +19,23 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from kvtop.export.collector import render
+from kvtop.live.screens.gpu_detail import GpuDetailScreen
+from kvtop.live.screens.help import HelpScreen
+from kvtop.live.widgets.gpu_rows import GpuRow
+from kvtop.live.widgets.text_panels import NoticesPanel
+from kvtop.model.memory.gpu_detail import gpu_detail
+from kvtop.model.memory.gpu_memory import reconcile
+from kvtop.model.snapshot import Snapshot
+from kvtop.model.status.identity import Mismatch
+from kvtop.model.status.watch import judged
+from kvtop.report.json_report import snapshot_json
+from kvtop.report.text import render_snapshot
+from kvtop.session import Options, Session
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 from tests.support.fault_host import STORY_LOG, preload_fake_nvml
 from tests.support.sglang_procs import Child, start_server, stop_server
 from tests.support.tui_support import help_text, make_app, screen_text, until, utc
-from tui.export.collector import render
-from tui.live.screens.gpu_detail import GpuDetailScreen
-from tui.live.screens.help import HelpScreen
-from tui.live.widgets.gpu_rows import GpuRow
-from tui.live.widgets.text_panels import NoticesPanel
-from tui.model.memory.gpu_detail import gpu_detail
-from tui.model.memory.gpu_memory import reconcile
-from tui.model.snapshot import Snapshot
-from tui.model.status.identity import Mismatch
-from tui.model.status.watch import judged
-from tui.report.json_report import snapshot_json
-from tui.report.text import render_snapshot
-from tui.session import Options, Session
 
 pytestmark = [
     pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML"),
@@ -491,8 +491,8 @@ async def test_alert_colours_readable_in_every_theme() -> None:
     says it in words and glyphs, and the alert colours keep a contrast of at least 3:1 (WCAG's
     floor for bold text) against the row's background. The ansi-* themes are left to the
     terminal's own palette (their colours are the terminal's, not the theme's)."""
+    from kvtop.model.memory.gpu_memory import lost_memory
     from tests.support.still import still_snapshot
-    from tui.model.memory.gpu_memory import lost_memory
 
     snapshot = still_snapshot()
     gpus = list(snapshot.gpus)

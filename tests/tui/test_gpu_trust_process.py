@@ -28,7 +28,7 @@ from tests.support.sglang_procs import start_server, stop_server
 from tests.support.tmux_tools import SGR, Tmux, foreground_colours, is_grey, private_server
 
 ROOT = Path(__file__).resolve().parents[2]
-STORY_LOG = ROOT / "tui" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
+STORY_LOG = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 KVTOP = Path(sys.executable).with_name("kvtop")
 TMUX = shutil.which("tmux")
 USED_MIB = 135_700

@@ -17,6 +17,19 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from kvtop.live.app import KvtopApp
+from kvtop.live.screens.events import EventsScreen
+from kvtop.live.screens.help import HelpScreen
+from kvtop.live.view_file import save_dir
+from kvtop.live.view_state import StatusFacts, header_layout
+from kvtop.live.widgets.lines_view import LinesView
+from kvtop.live.widgets.stacked_bar import wrap_items
+from kvtop.model.event_view import Filters, event_lines, log_lines, matches
+from kvtop.model.status.server_status import short_model
+from kvtop.model.timeline import timeline
+from kvtop.session import Options, Session
+from kvtop.sglang.raw_lines import RawLines
+from kvtop.sglang.story import fold_lines
 from tests.support.paths import STORY_LOG
 from tests.support.still import StillFeed
 from tests.support.tui_support import (
@@ -28,19 +41,6 @@ from tests.support.tui_support import (
     until,
     utc,
 )
-from tui.live.app import KvtopApp
-from tui.live.screens.events import EventsScreen
-from tui.live.screens.help import HelpScreen
-from tui.live.view_file import save_dir
-from tui.live.view_state import StatusFacts, header_layout
-from tui.live.widgets.lines_view import LinesView
-from tui.live.widgets.stacked_bar import wrap_items
-from tui.model.event_view import Filters, event_lines, log_lines, matches
-from tui.model.status.server_status import short_model
-from tui.model.timeline import timeline
-from tui.session import Options, Session
-from tui.sglang.raw_lines import RawLines
-from tui.sglang.story import fold_lines
 
 SIZES = [(80, 24), (100, 30), (120, 40), (200, 60)]
 # What must survive on the first line at every size: state and uptime, model, TP, mfs, the
@@ -102,7 +102,7 @@ def _facts(**changes: object) -> StatusFacts:
 
 
 def test_header_layout_drops_by_priority_and_shortens() -> None:
-    from tui.model.status.server_status import EXTRA, MUST, HeaderItem
+    from kvtop.model.status.server_status import EXTRA, MUST, HeaderItem
 
     model = "Meta-Llama-3.1-405B-Instruct-FP8"
     items = (
@@ -374,7 +374,7 @@ async def test_overview_uses_spare_rows_for_the_log_tail(tmp_path: Path) -> None
 
 
 def test_a_long_state_is_cut_before_the_facts_after_it() -> None:
-    from tui.model.status.server_status import MUST, HeaderItem
+    from kvtop.model.status.server_status import MUST, HeaderItem
 
     items = tuple(
         HeaderItem(t, s, MUST)
@@ -403,8 +403,8 @@ async def test_what_kvtop_saw_in_the_events_pane_and_the_saved_file(
     too), and `k` keeps only what kvtop saw."""
     from dataclasses import replace
 
+    from kvtop.model.memory.gpu_memory import lost_memory
     from tests.support.still import still_snapshot
-    from tui.model.memory.gpu_memory import lost_memory
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     base = still_snapshot()

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.live.screens.help import HelpScreen
+from kvtop.live.widgets.gpu_rows import GpuRow, MemoryLegend
+from kvtop.live.widgets.stacked_bar import GLYPHS
+from kvtop.model.snapshot import Snapshot
+from kvtop.session import Options, Session
 from tests.process.test_hybrid_memory import MAMBA_058
 from tests.support.fake_nvml import STATE_ENV, gcc_path, write_state
 from tests.support.fault_host import preload_fake_nvml
 from tests.support.tui_support import help_text, make_app, screen_text, until, utc
-from tui.live.screens.help import HelpScreen
-from tui.live.widgets.gpu_rows import GpuRow, MemoryLegend
-from tui.live.widgets.stacked_bar import GLYPHS
-from tui.model.snapshot import Snapshot
-from tui.session import Options, Session
 
 pytestmark = [
     pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML"),

@@ -7,6 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from kvtop.live.screens.overview import OverviewScreen
+from kvtop.live.screens.processes import ProcessesScreen
+from kvtop.live.widgets.lines_view import LinesView
 from tests.support.tui_support import (
     FOREIGN_PID,
     HIDDEN_PID,
@@ -17,9 +20,6 @@ from tests.support.tui_support import (
     until,
     utc,
 )
-from tui.live.screens.overview import OverviewScreen
-from tui.live.screens.processes import ProcessesScreen
-from tui.live.widgets.lines_view import LinesView
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ from textual.app import App
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
 
-from tui.live.quiet_driver import driver_class
+from kvtop.live.quiet_driver import driver_class
 
 
 @pytest.fixture(autouse=True)

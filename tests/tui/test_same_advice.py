@@ -1,7 +1,7 @@
 """The one-shot report carries every caveat the live view gives for the same numbers: each
 warning `kvtop --once` prints for a what-if or a "needed for" answer is, word for word, what the
 formula modal answers when the operator asks the same question there. Both come from one model
-function (tui/model/sizing/tuning.py); this test holds the two views to it. `--once` runs as the
+function (tui/kvtop/model/sizing/tuning.py); this test holds the two views to it. `--once` runs as the
 installed program on the story's log; the live view is the real app on the same log's snapshot."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import re
 import pytest
 from textual.widgets import Input
 
+from kvtop.live.screens.formula import FormulaScreen
 from tests.support.offline import offline
 from tests.support.paths import STORY_LOG
 from tests.support.tui_support import log_snapshot, make_app, until, utc
-from tui.live.screens.formula import FormulaScreen
 
 pytestmark = pytest.mark.asyncio
 

@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 from textual.command import CommandPalette
 
+from kvtop.live.screens.formula import FormulaScreen
+from kvtop.live.screens.gpu_detail import GpuDetailScreen
+from kvtop.live.screens.help import HelpScreen
+from kvtop.live.screens.overview import OverviewScreen
+from kvtop.live.widgets.gpu_rows import GpuRow
 from tests.support.paths import FIXTURES
 from tests.support.tui_support import (
     Feed,
@@ -20,11 +25,6 @@ from tests.support.tui_support import (
     until,
     utc,
 )
-from tui.live.screens.formula import FormulaScreen
-from tui.live.screens.gpu_detail import GpuDetailScreen
-from tui.live.screens.help import HelpScreen
-from tui.live.screens.overview import OverviewScreen
-from tui.live.widgets.gpu_rows import GpuRow
 
 pytestmark = pytest.mark.asyncio
 

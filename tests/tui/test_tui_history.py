@@ -8,10 +8,10 @@ import re
 
 import pytest
 
+from kvtop.live.screens.gpu_detail import GpuDetailScreen
+from kvtop.live.widgets.sparkline import TICKS
 from tests.support.still import still_series
 from tests.support.tui_support import make_app, screen_text, until, utc
-from tui.live.screens.gpu_detail import GpuDetailScreen
-from tui.live.widgets.sparkline import TICKS
 
 pytestmark = pytest.mark.asyncio
 

@@ -13,6 +13,17 @@ from textual.app import App
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Input
 
+from kvtop.config import parse_config
+from kvtop.live.app import KvtopApp
+from kvtop.live.key_list import bindings_of, key_entries, key_label
+from kvtop.live.screens.events import EventsScreen
+from kvtop.live.screens.formula import FormulaScreen
+from kvtop.live.screens.gpu_detail import GpuDetailScreen
+from kvtop.live.screens.help import HelpScreen
+from kvtop.live.screens.overview import OverviewScreen
+from kvtop.live.screens.processes import ProcessesScreen
+from kvtop.live.widgets.gpu_rows import GpuHeader, GpuRow
+from kvtop.model.sizing import tuning
 from tests.support.tui_support import (
     demo_snapshot,
     help_text,
@@ -21,17 +32,6 @@ from tests.support.tui_support import (
     until,
     utc,
 )
-from tui.config import parse_config
-from tui.live.app import KvtopApp
-from tui.live.key_list import bindings_of, key_entries, key_label
-from tui.live.screens.events import EventsScreen
-from tui.live.screens.formula import FormulaScreen
-from tui.live.screens.gpu_detail import GpuDetailScreen
-from tui.live.screens.help import HelpScreen
-from tui.live.screens.overview import OverviewScreen
-from tui.live.screens.processes import ProcessesScreen
-from tui.live.widgets.gpu_rows import GpuHeader, GpuRow
-from tui.model.sizing import tuning
 
 pytestmark = pytest.mark.asyncio
 

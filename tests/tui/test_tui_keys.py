@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from textual.widgets._toast import Toast
 
+from kvtop.live.app import KvtopApp
+from kvtop.live.screens.events import KEYS_HINT, EventsScreen
+from kvtop.live.screens.formula import FormulaScreen
+from kvtop.live.screens.gpu_detail import GpuDetailScreen
+from kvtop.live.screens.overview import OverviewScreen
 from tests.support.tui_support import demo_snapshot, make_app, screen_text, until, utc
-from tui.live.app import KvtopApp
-from tui.live.screens.events import KEYS_HINT, EventsScreen
-from tui.live.screens.formula import FormulaScreen
-from tui.live.screens.gpu_detail import GpuDetailScreen
-from tui.live.screens.overview import OverviewScreen
 
 pytestmark = pytest.mark.asyncio
 

@@ -9,12 +9,12 @@ import re
 
 import pytest
 
+from kvtop import fmt
+from kvtop.live.screens.formula import FormulaScreen
+from kvtop.live.screens.gpu_detail import GpuDetailScreen
+from kvtop.model.kv_usage import kv_usage
+from kvtop.model.memory.gpu_detail import gpu_detail
 from tests.support.tui_support import demo_snapshot, make_app, screen_text, until, utc
-from tui import fmt
-from tui.live.screens.formula import FormulaScreen
-from tui.live.screens.gpu_detail import GpuDetailScreen
-from tui.model.kv_usage import kv_usage
-from tui.model.memory.gpu_detail import gpu_detail
 
 pytestmark = pytest.mark.asyncio
 

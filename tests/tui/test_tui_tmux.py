@@ -314,7 +314,7 @@ def _input_wakes_in_2s(tmux: Tmux, name: str, command: str, pid_file: Path) -> t
 
 @pytest.mark.slow  # watches the input thread for 2 s
 def test_input_thread_sleeps_while_nobody_types(tmux: Tmux, tmp_path: Path) -> None:
-    """Textual's stock input thread wakes 10 times a second; kvtop's (tui/live/quiet_driver.py)
+    """Textual's stock input thread wakes 10 times a second; kvtop's (tui/kvtop/live/quiet_driver.py)
     blocks until a key comes, and keys, a lone Escape and quitting still work."""
     pid_file = tmp_path / "pid"
     command = kvtop_command(*DEMO, pid_file=pid_file)

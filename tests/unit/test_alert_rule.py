@@ -1,4 +1,4 @@
-"""The alert rule (tui/model/status/alert_rule.py) on real snapshots: the demo's still (a ready TP8
+"""The alert rule (tui/kvtop/model/status/alert_rule.py) on real snapshots: the demo's still (a ready TP8
 server with GPUs and metrics) and fixture logs through the real parser, each changed in the one
 way a test is about with dataclasses.replace."""
 
@@ -8,23 +8,23 @@ from dataclasses import replace
 
 import pytest
 
-from tests.support.paths import REAL_LOGS
-from tests.support.still import still_snapshot
-from tests.support.tui_support import log_snapshot
-from tui.model.snapshot import Snapshot, SourceHealth, SourceState
-from tui.model.status.alert_rule import (
+from kvtop.model.snapshot import Snapshot, SourceHealth, SourceState
+from kvtop.model.status.alert_rule import (
     anything_read,
     asked_off,
     evaluate,
     pct_1,
     queue_since,
 )
-from tui.model.status.gpu_alerts import gpu_alerts
-from tui.model.status.identity import Mismatch
-from tui.model.status.levels import DEFAULT_THRESHOLDS, Level, Thresholds, glyph
-from tui.model.status.watch import judged
-from tui.report.check import check
-from tui.session import Options, Session
+from kvtop.model.status.gpu_alerts import gpu_alerts
+from kvtop.model.status.identity import Mismatch
+from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Level, Thresholds, glyph
+from kvtop.model.status.watch import judged
+from kvtop.report.check import check
+from kvtop.session import Options, Session
+from tests.support.paths import REAL_LOGS
+from tests.support.still import still_snapshot
+from tests.support.tui_support import log_snapshot
 
 FAILED_LOG = REAL_LOGS / "17-inferencex2128-dsv4-pro-h200-tp8-mfs-valueerror.log"
 STARTING_LOG = REAL_LOGS / "02-pr17392-dp4-tp4-ep4-qwen3moe-a.log"
@@ -267,7 +267,7 @@ def test_critical_comes_first(ready: Snapshot) -> None:
     [(99.97, "99.97%"), (84.99, "84.99%"), (95.0, "95.0%"), (0.04, "0.04%"), (87.897, "87.9%")],
 )
 def test_percentages_never_read_as_an_edge_they_are_not_on(value: float, shown: str) -> None:
-    """tui.fmt's rule, as on every screen: never 100% below 100, never 0% above 0, and never
+    """kvtop.fmt's rule, as on every screen: never 100% below 100, never 0% above 0, and never
     the threshold (85, 95) a value under it is compared with."""
     assert pct_1(value, 85, 95) == shown
 

@@ -1,7 +1,7 @@
-"""docs/architecture.md names every module of tui/ at its place, and only modules that exist.
+"""docs/architecture.md names every module of tui/kvtop/ at its place, and only modules that exist.
 
-Each module has one line of its own in its wing's section (`- `tui/path/module.py` — what it is
-for`); each package is named by its folder (`tui/model/sizing/`). A module added without its
+Each module has one line of its own in its wing's section (`- `tui/kvtop/path/module.py` — what it is
+for`); each package is named by its folder (`tui/kvtop/model/sizing/`). A module added without its
 line, or a line left behind by a module that moved or went, fails here, so the map a newcomer
 reads is the package as it is.
 """
@@ -21,14 +21,14 @@ def _root() -> Path:
 
 
 ROOT = _root()
-TUI = ROOT / "tui"
+TUI = ROOT / "tui" / "kvtop"
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 
 # A module's own line: a list item that starts with its path in backticks and a dash.
-MODULE_LINE = re.compile(r"^- `(tui/[\w/]+\.py)` — \S", re.MULTILINE)
-# Any path into tui/ the text names: a module (`tui/live/app.py`) or a folder (`tui/fleet/`).
-NAMED_MODULE = re.compile(r"(?<![\w/.])tui/(?:\w+/)*\w+\.py\b")
-NAMED_FOLDER = re.compile(r"(?<![\w/.])tui/(?:\w+/)+(?![\w.<])")
+MODULE_LINE = re.compile(r"^- `(tui/kvtop/[\w/]+\.py)` — \S", re.MULTILINE)
+# Any path into tui/kvtop/ the text names: a module (`tui/kvtop/live/app.py`) or a folder (`tui/kvtop/fleet/`).
+NAMED_MODULE = re.compile(r"(?<![\w/.])tui/kvtop/(?:\w+/)*\w+\.py\b")
+NAMED_FOLDER = re.compile(r"(?<![\w/.])tui/kvtop/(?:\w+/)+(?![\w.<])")
 
 
 def _repo_path(path: Path) -> str:
@@ -41,7 +41,7 @@ def modules() -> list[str]:
 
 
 def packages() -> list[str]:
-    """Every package under tui/, as its folder (`tui/model/sizing/`)."""
+    """Every package under tui/kvtop/, as its folder (`tui/kvtop/model/sizing/`)."""
     return sorted(_repo_path(p.parent) + "/" for p in TUI.rglob("__init__.py") if p.parent != TUI)
 
 
@@ -66,14 +66,14 @@ def test_every_path_the_doc_names_exists() -> None:
 def test_the_checks_see_what_they_must_refuse() -> None:
     """The patterns find a module's line, a named module and a named folder, and nothing else."""
     text = (
-        "- `tui/live/app.py` — the app\n"
-        "see `tui/fleet/` and tui/model/sizing/formula.py, not `tui/sources/<name>.py`\n"
-        "  - `tui/fmt.py` — indented: not a line of its own\n"
+        "- `tui/kvtop/live/app.py` — the app\n"
+        "see `tui/kvtop/fleet/` and tui/kvtop/model/sizing/formula.py, not `tui/kvtop/sources/<name>.py`\n"
+        "  - `tui/kvtop/fmt.py` — indented: not a line of its own\n"
     )
-    assert MODULE_LINE.findall(text) == ["tui/live/app.py"]
+    assert MODULE_LINE.findall(text) == ["tui/kvtop/live/app.py"]
     assert NAMED_MODULE.findall(text) == [
-        "tui/live/app.py",
-        "tui/model/sizing/formula.py",
-        "tui/fmt.py",
+        "tui/kvtop/live/app.py",
+        "tui/kvtop/model/sizing/formula.py",
+        "tui/kvtop/fmt.py",
     ]
-    assert NAMED_FOLDER.findall(text) == ["tui/fleet/"]
+    assert NAMED_FOLDER.findall(text) == ["tui/kvtop/fleet/"]

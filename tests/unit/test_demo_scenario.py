@@ -8,13 +8,13 @@ from datetime import datetime
 
 import pytest
 
+from kvtop.demo.scenario import STARTUP_S, DemoScenario
+from kvtop.sglang.events import BatchStats
+from kvtop.sglang.log_line import parse_line
+from kvtop.sglang.metrics import parse_exposition
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sglang.story import fold_lines
 from tests.support.paths import STORY_LOG
-from tui.demo.scenario import STARTUP_S, DemoScenario
-from tui.sglang.events import BatchStats
-from tui.sglang.log_line import parse_line
-from tui.sglang.metrics import parse_exposition
-from tui.sglang.startup import StartupTracker
-from tui.sglang.story import fold_lines
 
 T0 = 1_780_000_000.0
 STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")

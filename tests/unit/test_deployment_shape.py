@@ -17,21 +17,21 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from kvtop.live.view_state import ViewState, status_facts
+from kvtop.model.analysis import analyse
+from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.deployment_shape import deployment_shape
+from kvtop.model.memory.gpu_reading import GpuSample, NvmlReading
+from kvtop.model.status.server_status import deployment_items
+from kvtop.report.json_report import snapshot_json, to_json
+from kvtop.report.text import print_snapshot
+from kvtop.sglang.events import NO_PREFIX
+from kvtop.sglang.prefix import split_prefix
+from kvtop.sglang.server_args import parse_server_args, server_args_from_mapping
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sglang.story import fold_lines
 from tests.support.paths import REAL_LOGS, STORY_LOG
 from tests.support.tui_support import analysis_snapshot
-from tui.live.view_state import ViewState, status_facts
-from tui.model.analysis import analyse
-from tui.model.build_snapshot import build_snapshot
-from tui.model.deployment_shape import deployment_shape
-from tui.model.memory.gpu_reading import GpuSample, NvmlReading
-from tui.model.status.server_status import deployment_items
-from tui.report.json_report import snapshot_json, to_json
-from tui.report.text import print_snapshot
-from tui.sglang.events import NO_PREFIX
-from tui.sglang.prefix import split_prefix
-from tui.sglang.server_args import parse_server_args, server_args_from_mapping
-from tui.sglang.startup import StartupTracker
-from tui.sglang.story import fold_lines
 
 NODE1_DP_ATTENTION = REAL_LOGS / "60-issue6017-1p1d-two-node-dp-attention-node1.log"
 NODE0_TP16 = REAL_LOGS / "61-issue4978-tp16-two-node-node0.log"

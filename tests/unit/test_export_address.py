@@ -1,11 +1,11 @@
-"""ADDR of `kvtop --export [ADDR]` (tui/export/address.py): what is accepted, and the one
+"""ADDR of `kvtop --export [ADDR]` (tui/kvtop/export/address.py): what is accepted, and the one
 sentence for what is not (the command line turns it into exit 2)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tui.export.address import AddressError, ListenAddress, parse_address
+from kvtop.export.address import AddressError, ListenAddress, parse_address
 
 
 @pytest.mark.parametrize(

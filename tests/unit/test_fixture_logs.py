@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.sglang.start_state import ModelMemory
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sglang.story import fold_lines
 from tests.support.paths import REAL_LOGS, STORY_LOG, STORY_SIDECAR
-from tui.sglang.start_state import ModelMemory
-from tui.sglang.startup import StartupTracker
-from tui.sglang.story import fold_lines
 
 # sidecar key -> attribute of ModelMemory
 FIELDS = {
@@ -142,8 +142,8 @@ ENDINGS = sorted(p for p in REAL_LOGS.glob("7[0-9]-*.log"))
 @pytest.mark.parametrize("log", ENDINGS, ids=[p.stem[:2] for p in ENDINGS])
 def test_how_the_run_ended(log: Path) -> None:
     """70-79: the state, kind, phase and cause a careful reader takes from how the run ended."""
-    from tui.model.analysis import analyse
-    from tui.report.json_report import to_json
+    from kvtop.model.analysis import analyse
+    from kvtop.report.json_report import to_json
 
     expected = json.loads(log.with_suffix(".json").read_text())["ending"]
     startup = to_json(analyse(fold(log), log.name))["startup"]

@@ -1,4 +1,4 @@
-"""The fleet's alerts (tui/fleet/alerts.py): the thresholds, kinds and levels of the
+"""The fleet's alerts (tui/kvtop/fleet/alerts.py): the thresholds, kinds and levels of the
 single-host rule (docs/alerts.md), judged on a fleet as Prometheus gives it. Fleets are built
 directly (tests/support/fleet_examples.py: known numbers, no Prometheus to start)."""
 
@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kvtop.fleet.alerts import deployment_alerts, fleet_alerts, host_alerts
+from kvtop.fleet.model import DCGM, KVTOP, SGLANG, FleetKv, TargetState
+from kvtop.model.status.levels import Level, Thresholds
 from tests.support.fleet_examples import (
     kimi_deployment,
     kimi_gpu,
@@ -13,9 +16,6 @@ from tests.support.fleet_examples import (
     qwen_host,
     story_fleet,
 )
-from tui.fleet.alerts import deployment_alerts, fleet_alerts, host_alerts
-from tui.fleet.model import DCGM, KVTOP, SGLANG, FleetKv, TargetState
-from tui.model.status.levels import Level, Thresholds
 
 
 def kinds(found) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]

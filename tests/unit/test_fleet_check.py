@@ -1,8 +1,8 @@
 """`kvtop --prometheus URL --check`: the fleet judged as a monitoring plugin says it, with the
-output contract of tui/report/check.py (docs/alerts.md): one line, exit 0/1/2/3, performance
+output contract of tui/kvtop/report/check.py (docs/alerts.md): one line, exit 0/1/2/3, performance
 data after `|`. The judgement runs on fleets built directly (tests/support/fleet_examples.py: known
 numbers, no Prometheus to start); the command line's own failures run through the real `kvtop`
-entry point (tui.cli.main)."""
+entry point (kvtop.cli.main)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from dataclasses import replace
 
 import pytest
 
+from kvtop.cli import main
+from kvtop.fleet.check import fleet_check
+from kvtop.fleet.model import FleetKv
+from kvtop.model.status.levels import Thresholds
 from tests.support.fleet_examples import (
     down_fleet,
     kimi_deployment,
@@ -19,10 +23,6 @@ from tests.support.fleet_examples import (
     qwen_deployment,
     story_fleet,
 )
-from tui.cli import main
-from tui.fleet.check import fleet_check
-from tui.fleet.model import FleetKv
-from tui.model.status.levels import Thresholds
 
 LINE = re.compile(r"^KVTOP (OK|WARNING|CRITICAL|UNKNOWN) - [^|\n]+( \| [^\n]+)?$")
 PERF_ITEM = re.compile(r"^('[^']+'|[a-z_]+)=-?[0-9.]+(%|GB)?;[0-9.:]*;[0-9.]*;[0-9.]*;[0-9.]*$")

@@ -1,5 +1,5 @@
-"""`kvtop --prometheus URL` on the command line (tui/fleet/cli.py): usage errors exit 2 with
-argparse's usage line and a sentence, as every other flag of tui/cli.py; nothing is read before
+"""`kvtop --prometheus URL` on the command line (tui/kvtop/fleet/cli.py): usage errors exit 2 with
+argparse's usage line and a sentence, as every other flag of tui/kvtop/cli.py; nothing is read before
 the options are known to be right. Reading Prometheus itself is the reader's, tested against
 a real Prometheus and end to end."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tui.cli import main
-from tui.fleet.cli import prometheus_url_problem
+from kvtop.cli import main
+from kvtop.fleet.cli import prometheus_url_problem
 
 URL = "http://127.0.0.1:9"  # nothing is ever sent: every case below stops before reading
 

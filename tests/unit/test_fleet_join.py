@@ -1,4 +1,4 @@
-"""tui/fleet/join.py: Prometheus' answers (as the rows FleetReader hands over) → the fleet.
+"""tui/kvtop/fleet/join.py: Prometheus' answers (as the rows FleetReader hands over) → the fleet.
 Pure and quick; tests/e2e/test_fleet_reader.py checks the same against a real Prometheus."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from tui.export import families as ff
-from tui.fleet.join import WHAT, Readings, host_of, instance_host, join
+from kvtop.export import families as ff
+from kvtop.fleet.join import WHAT, Readings, host_of, instance_host, join
 
 MIB = 1024**2
 GIB = 1024**3

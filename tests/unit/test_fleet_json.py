@@ -1,4 +1,4 @@
-"""`--once --json` for the fleet (schema kvtop-fleet/1, tui/fleet/json_report.py): every field
+"""`--once --json` for the fleet (schema kvtop-fleet/1, tui/kvtop/fleet/json_report.py): every field
 of docs/fleet.md, GiB to 4 digits, null never 0 for what Prometheus did not give. Fleets are
 built directly (tests/support/fleet_examples.py: known numbers, no Prometheus to start)."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from kvtop.fleet.json_report import fleet_json
+from kvtop.fleet.model import FleetKv
+from kvtop.report.json_report import snapshot_json
 from tests.support.fleet_examples import URL, down_fleet, kimi_deployment, kimi_host, story_fleet
 from tests.support.tui_support import demo_snapshot
-from tui.fleet.json_report import fleet_json
-from tui.fleet.model import FleetKv
-from tui.report.json_report import snapshot_json
 
 TOP = {"schema", "taken_at", "prometheus", "level", "deployments"}
 PROMETHEUS = {"url", "version", "selector", "problem", "warnings"}

@@ -1,4 +1,4 @@
-"""One fleet host as the single-host overview's Snapshot (tui/fleet/host_snapshot.py): what
+"""One fleet host as the single-host overview's Snapshot (tui/kvtop/fleet/host_snapshot.py): what
 each number becomes, and what stays unknown. Fleets built directly
 (tests/support/fleet_examples.py)."""
 
@@ -8,13 +8,13 @@ from dataclasses import replace
 
 import pytest
 
+from kvtop.fleet.host_snapshot import fleet_snapshot
+from kvtop.fleet.model import FleetGpu, FleetKv
+from kvtop.live.widgets.gpu_rows import bar_segments
+from kvtop.model.kv_usage import kv_now
+from kvtop.model.snapshot import SourceState
+from kvtop.model.status.gpu_alerts import gpu_alerts
 from tests.support.fleet_examples import KIMI_SEGMENTS_GIB, TAKEN_AT, kimi_gpu, kimi_host, qwen_host
-from tui.fleet.host_snapshot import fleet_snapshot
-from tui.fleet.model import FleetGpu, FleetKv
-from tui.live.widgets.gpu_rows import bar_segments
-from tui.model.kv_usage import kv_now
-from tui.model.snapshot import SourceState
-from tui.model.status.gpu_alerts import gpu_alerts
 
 
 def test_kvtop_segments_become_the_bar() -> None:

@@ -1,4 +1,4 @@
-"""`kvtop --prometheus URL --once`: the fleet as text (tui/fleet/text_report.py) at every width
+"""`kvtop --prometheus URL --once`: the fleet as text (tui/kvtop/fleet/text_report.py) at every width
 from 40 to 200 columns: nothing wider than the width, every number whole, problems as
 sentences. Fleets built directly (tests/support/fleet_examples.py: known numbers)."""
 
@@ -10,6 +10,8 @@ import re
 import pytest
 from rich.console import Console
 
+from kvtop.fleet.model import Fleet
+from kvtop.fleet.text_report import print_fleet
 from tests.support.fleet_examples import (
     down_fleet,
     kimi_deployment,
@@ -17,8 +19,6 @@ from tests.support.fleet_examples import (
     kimi_host,
     story_fleet,
 )
-from tui.fleet.model import Fleet
-from tui.fleet.text_report import print_fleet
 
 WIDTHS = (40, 80, 100, 120, 200)
 NUMBERS = ("30.3%", "51.2%", "7.40", "705.5/764.7", "176.4/191.2", "gpu-node-01", "gpu-node-02")

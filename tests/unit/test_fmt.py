@@ -1,4 +1,4 @@
-"""tui/fmt: one rounding rule for every percentage and ratio on screen and in the report."""
+"""tui/kvtop/fmt: one rounding rule for every percentage and ratio on screen and in the report."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tui import fmt
+from kvtop import fmt
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ _OWN_PERCENT = re.compile(r"\{[^{}]*:[^{}]*%\}|\{[^{}]*:[+]?[.0-9]*f\} ?%")
 
 
 def test_no_percentage_is_formatted_outside_fmt() -> None:
-    root = Path(__file__).resolve().parents[2] / "tui"
+    root = Path(__file__).resolve().parents[2] / "tui" / "kvtop"
     found = [
         f"{path.relative_to(root)}:{number}: {line.strip()}"
         for path in sorted(root.rglob("*.py"))
@@ -97,7 +97,7 @@ def test_no_percentage_is_formatted_outside_fmt() -> None:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if _OWN_PERCENT.search(line)
     ]
-    assert found == [], "format percentages with tui.fmt.pct / fraction_pct / change_pct"
+    assert found == [], "format percentages with kvtop.fmt.pct / fraction_pct / change_pct"
 
 
 def test_pct_never_reads_as_a_threshold_it_is_under() -> None:

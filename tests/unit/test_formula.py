@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tui.model.sizing.formula import (
+from kvtop.model.sizing.formula import (
     GIB,
     DraftBudgetRule,
     HostKvPool,
@@ -33,8 +33,8 @@ from tui.model.sizing.formula import (
     version_text,
     what_if,
 )
-from tui.model.sizing.replay import SizingExplanation
-from tui.sglang.version_hint import VersionRange
+from kvtop.model.sizing.replay import SizingExplanation
+from kvtop.sglang.version_hint import VersionRange
 
 # The Kimi-K2.5 story: TP8, MLA 512 + 64, 61 layers, bf16 KV, page 1, mfs 0.88.
 KIMI_CELL = 70_272

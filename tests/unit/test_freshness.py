@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.live.view_state import ViewState, kv_facts, status_facts
+from kvtop.model.kv_usage import BATCH_CURRENT_S, kv_usage, source_text
+from kvtop.model.snapshot import Snapshot, SourceHealth, SourceState
+from kvtop.model.status.freshness import is_fresh, stale_after_s, stale_age_s
+from kvtop.model.status.identity import Mismatch
+from kvtop.model.status.levels import Alert, Level, Thresholds
+from kvtop.model.status.server_status import ServerStatus, header_state
+from kvtop.model.status.verdict import Verdict
+from kvtop.model.status.watch import Watch, judged
+from kvtop.report.json_report import snapshot_json
+from kvtop.sglang.metrics import parse_exposition
 from tests.support.paths import STORY_LOG
 from tests.support.sglang_http import Deployment, build_exposition
 from tests.support.tui_support import demo_snapshot, log_snapshot, utc
-from tui.live.view_state import ViewState, kv_facts, status_facts
-from tui.model.kv_usage import BATCH_CURRENT_S, kv_usage, source_text
-from tui.model.snapshot import Snapshot, SourceHealth, SourceState
-from tui.model.status.freshness import is_fresh, stale_after_s, stale_age_s
-from tui.model.status.identity import Mismatch
-from tui.model.status.levels import Alert, Level, Thresholds
-from tui.model.status.server_status import ServerStatus, header_state
-from tui.model.status.verdict import Verdict
-from tui.model.status.watch import Watch, judged
-from tui.report.json_report import snapshot_json
-from tui.sglang.metrics import parse_exposition
 
 READY = ServerStatus("ready", "ready 2h14m", 0, 8040.0)
 STARTING = ServerStatus("starting", "starting: load weights (5/8 ranks)", 0, None)
@@ -268,7 +268,7 @@ def test_json_sources_carry_their_age_rounded_or_null() -> None:
 def test_text_report_says_each_sources_age_and_where_kv_comes_from(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from tui.report.text import render_snapshot
+    from kvtop.report.text import render_snapshot
 
     def text(snapshot: Snapshot) -> str:
         console = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115

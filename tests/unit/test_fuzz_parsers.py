@@ -13,9 +13,9 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvtop.sglang.log_line import parse_line
+from kvtop.sglang.metrics import parse_exposition, parse_server_info
 from tests.support.parser_checks import check_event, check_server_args, check_text
-from tui.sglang.log_line import parse_line
-from tui.sglang.metrics import parse_exposition, parse_server_info
 
 FUZZ = settings(
     max_examples=300,

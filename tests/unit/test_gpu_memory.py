@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tui.model.memory.gpu_memory import (
+from kvtop.model.memory.gpu_memory import (
     choose_rank_mapping,
     parse_visible_devices,
     ranks_by_order,
     reconcile,
 )
-from tui.model.memory.rank_memory import MemoryBreakdown
+from kvtop.model.memory.rank_memory import MemoryBreakdown
 
 TP0 = MemoryBreakdown(
     rank="TP0",

@@ -7,26 +7,26 @@ from dataclasses import replace
 
 import pytest
 
-from tests.support.paths import STORY_LOG
-from tests.support.still import still_snapshot
-from tests.support.tui_support import gpus_snapshot
-from tests.unit.test_gpu_memory import TP0  # the story log's TP0
-from tui.model.analysis import analyse
-from tui.model.memory.gpu_memory import lost_memory, reconcile
-from tui.model.memory.gpu_reading import GpuProcess, GpuSample
-from tui.model.memory.process_owner import (
+from kvtop.model.analysis import analyse
+from kvtop.model.memory.gpu_memory import lost_memory, reconcile
+from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample
+from kvtop.model.memory.process_owner import (
     ProcessInfo,
     is_servers,
     other_pids,
     other_processes_gib,
     server_identity,
 )
-from tui.model.snapshot import Snapshot
-from tui.model.status.gpu_alerts import GpuAlert, gpu_alerts
-from tui.model.status.levels import Level, Thresholds
-from tui.model.status.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
-from tui.model.status.watch import judged
-from tui.sglang.story import fold_lines
+from kvtop.model.snapshot import Snapshot
+from kvtop.model.status.gpu_alerts import GpuAlert, gpu_alerts
+from kvtop.model.status.levels import Level, Thresholds
+from kvtop.model.status.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
+from kvtop.model.status.watch import judged
+from kvtop.sglang.story import fold_lines
+from tests.support.paths import STORY_LOG
+from tests.support.still import still_snapshot
+from tests.support.tui_support import gpus_snapshot
+from tests.unit.test_gpu_memory import TP0  # the story log's TP0
 
 
 def test_gpu_span_runs_and_gaps() -> None:

@@ -10,11 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from tests.support.sglang_http import Deployment, build_exposition
-from tests.support.still import still_series
-from tests.support.tui_support import demo_snapshot
-from tui.live.widgets.sparkline import sparkline
-from tui.model.history import (
+from kvtop.live.widgets.sparkline import sparkline
+from kvtop.model.history import (
     GAP,
     PERCENT_FLOOR,
     USED_FLOOR_GIB,
@@ -23,8 +20,11 @@ from tui.model.history import (
     is_gap,
     shown_range,
 )
-from tui.model.snapshot import Snapshot
-from tui.sglang.metrics import parse_exposition
+from kvtop.model.snapshot import Snapshot
+from kvtop.sglang.metrics import parse_exposition
+from tests.support.sglang_http import Deployment, build_exposition
+from tests.support.still import still_series
+from tests.support.tui_support import demo_snapshot
 
 STEP_S = 5.0  # still_series' spacing: the refresh interval of these histories
 

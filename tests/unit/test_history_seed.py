@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from kvtop.fleet.model import DCGM, FleetKv, TargetState
+from kvtop.fleet.view_state import wants_kv_history
+from kvtop.model.history import History, KvHistory, is_gap
+from kvtop.model.kv_usage import kv_now
 from tests.support.fleet_examples import kimi_host, qwen_host
 from tests.support.tui_support import demo_snapshot
-from tui.fleet.model import DCGM, FleetKv, TargetState
-from tui.fleet.view_state import wants_kv_history
-from tui.model.history import History, KvHistory, is_gap
-from tui.model.kv_usage import kv_now
 
 STEP_S = 15.0  # FleetReader.history's step over 10 minutes
 

@@ -16,15 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from kvtop.model.analysis import analyse
+from kvtop.report.json_report import to_json
+from kvtop.report.text import print_snapshot
+from kvtop.sglang import events as ev
+from kvtop.sglang.log_line import MAX_LINE_CHARS, parse_line
+from kvtop.sglang.metrics import parse_exposition
+from kvtop.sglang.story import fold_lines
 from tests.support.parser_checks import check_event
 from tests.support.tui_support import analysis_snapshot
-from tui.model.analysis import analyse
-from tui.report.json_report import to_json
-from tui.report.text import print_snapshot
-from tui.sglang import events as ev
-from tui.sglang.log_line import MAX_LINE_CHARS, parse_line
-from tui.sglang.metrics import parse_exposition
-from tui.sglang.story import fold_lines
 
 HOSTILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 STORIES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,4 +1,4 @@
-"""Is every source about the same server? The comparison rules of tui/model/status/identity.py, on
+"""Is every source about the same server? The comparison rules of tui/kvtop/model/status/identity.py, on
 real parsers: log lines through the StartupTracker, expositions from a real prometheus_client
 registry (tests/support/sglang_http.py) through parse_exposition, /server_info bodies through
 parse_server_info."""
@@ -9,9 +9,7 @@ import json
 
 import pytest
 
-from tests.support.paths import STORY_LOG
-from tests.support.sglang_http import MODEL, Deployment, build_exposition, build_server_info
-from tui.model.status.identity import (
+from kvtop.model.status.identity import (
     CONTEXT_LENGTH,
     DP_SIZE,
     MAX_TOTAL_NUM_TOKENS,
@@ -25,13 +23,15 @@ from tui.model.status.identity import (
     mismatch_text,
     server_info_mismatches,
 )
-from tui.model.status.identity import (
+from kvtop.model.status.identity import (
     MODEL as MODEL_FIELD,
 )
-from tui.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
-from tui.sglang.start_state import Startup
-from tui.sglang.startup import StartupTracker
-from tui.sglang.story import fold_lines
+from kvtop.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
+from kvtop.sglang.start_state import Startup
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sglang.story import fold_lines
+from tests.support.paths import STORY_LOG
+from tests.support.sglang_http import MODEL, Deployment, build_exposition, build_server_info
 
 SUMMARY = (
     "[2026-02-27 09:06:12 TP0] max_total_num_tokens={tokens}, chunked_prefill_size=8192, "

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.config import ConfigError, parse_config, save_theme, with_theme
+from kvtop.live.view_state import ViewState, step_selection
+from kvtop.model.memory.gpu_order import ORDER_KEYS, next_order, sorted_gpus
+from kvtop.model.sizing import tuning
+from kvtop.model.sizing.replay import SizingInputs
 from tests.support.tui_support import demo_snapshot
-from tui.config import ConfigError, parse_config, save_theme, with_theme
-from tui.live.view_state import ViewState, step_selection
-from tui.model.memory.gpu_order import ORDER_KEYS, next_order, sorted_gpus
-from tui.model.sizing import tuning
-from tui.model.sizing.replay import SizingInputs
 
 # pre-load free 100 GiB, post-load free 22.97 GiB: SGLang's minimum viable value is 0.7703.
 INPUTS = SizingInputs(0.88, 100.0, 22.97, 70_272.0, 159_277, 1, None, 6.0, 262_144)

@@ -1,4 +1,4 @@
-"""The one-way streets of docs/architecture.md, read from the source: every import in tui/
+"""The one-way streets of docs/architecture.md, read from the source: every import in tui/kvtop/
 (also those inside functions and `if TYPE_CHECKING:`) must be one its layer allows.
 
 Data flows sources → model → views. A module that is in no layer fails the test: a new module
@@ -13,21 +13,21 @@ from pathlib import Path
 
 import pytest
 
-TUI = Path(__file__).resolve().parents[2] / "tui"
+TUI = Path(__file__).resolve().parents[2] / "tui" / "kvtop"
 
-# What every layer may import from tui/ (prefixes) and which outside packages it must not.
+# What every layer may import from tui/kvtop/ (prefixes) and which outside packages it must not.
 # SGLang's formats, the model and the number formats: no I/O, no terminal; anyone may use them.
-PURE = ("tui.sglang", "tui.model", "tui.fmt")
+PURE = ("kvtop.sglang", "kvtop.model", "kvtop.fmt")
 NO_UI = ("textual", "rich")
 NO_TEXTUAL = ("textual",)
 # The fleet's pure part: Prometheus' answers joined into the fleet, its alerts and numbers.
 FLEET_PURE = (
-    "tui.fleet.model",
-    "tui.fleet.alerts",
-    "tui.fleet.join",
-    "tui.fleet.rows",
-    "tui.fleet.summary",
-    "tui.fleet.host_snapshot",
+    "kvtop.fleet.model",
+    "kvtop.fleet.alerts",
+    "kvtop.fleet.join",
+    "kvtop.fleet.rows",
+    "kvtop.fleet.summary",
+    "kvtop.fleet.host_snapshot",
 )
 
 
@@ -35,126 +35,137 @@ FLEET_PURE = (
 class Layer:
     name: str
     modules: tuple[str, ...]  # the modules (prefixes) that form the layer
-    may_import: tuple[str, ...]  # tui modules (prefixes) it may import
+    may_import: tuple[str, ...]  # kvtop modules (prefixes) it may import
     never: tuple[str, ...] = ()  # outside packages it must not import
     exact: bool = False  # `modules` are whole names, not prefixes
 
 
 LAYERS = (
     # -- what every wing stands on ------------------------------------------------------------
-    Layer("number formats", ("tui.fmt",), (), NO_UI),
-    Layer("sglang", ("tui.sglang",), ("tui.sglang",), NO_UI),
-    Layer("model", ("tui.model",), PURE, NO_UI),
-    Layer("server URL", ("tui.server_url",), (), NO_UI),
+    Layer("number formats", ("kvtop.fmt",), (), NO_UI),
+    Layer("sglang", ("kvtop.sglang",), ("kvtop.sglang",), NO_UI),
+    Layer("model", ("kvtop.model",), PURE, NO_UI),
+    Layer("server URL", ("kvtop.server_url",), (), NO_UI),
     # The only module that writes files, when the operator asks (tests/process/test_read_only.py).
-    Layer("saved files", ("tui.saved_files",), (), NO_UI),
+    Layer("saved files", ("kvtop.saved_files",), (), NO_UI),
     # The names the exporter publishes and the fleet reads back: the contract, importing nothing.
-    Layer("exported names", ("tui.export.families",), (), NO_UI, exact=True),
+    Layer("exported names", ("kvtop.export.families",), (), NO_UI, exact=True),
     # -- the single host: sources → session → report -----------------------------------------
-    Layer("sources", ("tui.sources",), (*PURE, "tui.sources"), NO_UI),
-    Layer("demo", ("tui.demo",), (*PURE, "tui.demo", "tui.sources"), NO_UI),
+    Layer("sources", ("kvtop.sources",), (*PURE, "kvtop.sources"), NO_UI),
+    Layer("demo", ("kvtop.demo",), (*PURE, "kvtop.demo", "kvtop.sources"), NO_UI),
     Layer(
         "session",
-        ("tui.session",),
-        (*PURE, "tui.sources", "tui.demo", "tui.server_url"),
+        ("kvtop.session",),
+        (*PURE, "kvtop.sources", "kvtop.demo", "kvtop.server_url"),
         NO_UI,
     ),
-    Layer("report", ("tui.report",), (*PURE, "tui.report"), NO_TEXTUAL),
+    Layer("report", ("kvtop.report",), (*PURE, "kvtop.report"), NO_TEXTUAL),
     # The config file: pure reading; Textual only to check a theme's name.
-    Layer("config file", ("tui.config",), (*PURE, "tui.server_url", "tui.saved_files"), ("rich",)),
+    Layer(
+        "config file",
+        ("kvtop.config",),
+        (*PURE, "kvtop.server_url", "kvtop.saved_files"),
+        ("rich",),
+    ),
     # -- the exporter wing: the session headless and prometheus_client; never a terminal -------
     Layer(
         "exporter",
-        ("tui.export",),
-        (*PURE, "tui.session", "tui.sources", "tui.report", "tui.export", "tui.options"),
+        ("kvtop.export",),
+        (*PURE, "kvtop.session", "kvtop.sources", "kvtop.report", "kvtop.export", "kvtop.options"),
         NO_UI,
     ),
     # -- the live wing: the app runs on any SnapshotFeed, knowing neither session nor sources ---
-    Layer("live view state", ("tui.live.view_state",), PURE, NO_UI),
+    Layer("live view state", ("kvtop.live.view_state",), PURE, NO_UI),
     Layer(
-        "live widgets", ("tui.live.widgets",), (*PURE, "tui.live.view_state", "tui.live.widgets")
+        "live widgets",
+        ("kvtop.live.widgets",),
+        (*PURE, "kvtop.live.view_state", "kvtop.live.widgets"),
     ),
     # Screens import the interface to the app (screens.base), never the app or each other.
     Layer(
         "live screens",
-        ("tui.live.screens",),
+        ("kvtop.live.screens",),
         (
             *PURE,
-            "tui.live.view_state",
-            "tui.live.widgets",
-            "tui.live.screens.base",
-            "tui.live.key_list",
+            "kvtop.live.view_state",
+            "kvtop.live.widgets",
+            "kvtop.live.screens.base",
+            "kvtop.live.key_list",
         ),
     ),
     # The keys as the help and the palette list them, from the views' bindings: Textual only.
-    Layer("key list", ("tui.live.key_list",), ()),
-    Layer("terminal driver", ("tui.live.quiet_driver",), ()),
+    Layer("key list", ("kvtop.live.key_list",), ()),
+    Layer("terminal driver", ("kvtop.live.quiet_driver",), ()),
     # What both Textual apps share (stylesheet, driver, leaving on SIGHUP/SIGTERM).
-    Layer("app base", ("tui.live.base",), ("tui.live.quiet_driver",)),
-    # The palette's Screenshot and the events pane's saved view, written by tui.saved_files.
-    Layer("screenshot file", ("tui.live.screenshot",), ("tui.saved_files",), NO_UI),
-    Layer("saved view", ("tui.live.view_file",), (*PURE, "tui.saved_files"), NO_UI),
+    Layer("app base", ("kvtop.live.base",), ("kvtop.live.quiet_driver",)),
+    # The palette's Screenshot and the events pane's saved view, written by kvtop.saved_files.
+    Layer("screenshot file", ("kvtop.live.screenshot",), ("kvtop.saved_files",), NO_UI),
+    Layer("saved view", ("kvtop.live.view_file",), (*PURE, "kvtop.saved_files"), NO_UI),
     Layer(
         "live app",
-        ("tui.live.app",),
-        (*PURE, "tui.live", "tui.config"),  # config: the palette's Save theme to config
+        ("kvtop.live.app",),
+        (*PURE, "kvtop.live", "kvtop.config"),  # config: the palette's Save theme to config
     ),
-    Layer("live package", ("tui.live",), (), NO_UI, exact=True),
+    Layer("live package", ("kvtop.live",), (), NO_UI, exact=True),
     # -- the fleet wing: Prometheus → the fleet → its reports and its app ----------------------
-    Layer("fleet package", ("tui.fleet",), (), NO_UI, exact=True),
-    Layer("fleet model", FLEET_PURE, (*PURE, *FLEET_PURE, "tui.export.families"), NO_UI),
-    Layer("prometheus API", ("tui.fleet.prometheus_api",), ("tui.sglang.control_chars",), NO_UI),
+    Layer("fleet package", ("kvtop.fleet",), (), NO_UI, exact=True),
+    Layer("fleet model", FLEET_PURE, (*PURE, *FLEET_PURE, "kvtop.export.families"), NO_UI),
+    Layer(
+        "prometheus API", ("kvtop.fleet.prometheus_api",), ("kvtop.sglang.control_chars",), NO_UI
+    ),
     Layer(
         "fleet reader",
-        ("tui.fleet.reader",),
-        (*PURE, *FLEET_PURE, "tui.fleet.prometheus_api", "tui.export.families"),
+        ("kvtop.fleet.reader",),
+        (*PURE, *FLEET_PURE, "kvtop.fleet.prometheus_api", "kvtop.export.families"),
         NO_UI,
     ),
     # Its refresh loop: a session on the fleet's source.
     Layer(
         "fleet feed",
-        ("tui.fleet.feed",),
-        (*PURE, *FLEET_PURE, "tui.fleet.reader", "tui.fleet.prometheus_api"),
+        ("kvtop.fleet.feed",),
+        (*PURE, *FLEET_PURE, "kvtop.fleet.reader", "kvtop.fleet.prometheus_api"),
         NO_UI,
     ),
     Layer(
         "fleet reports",
-        ("tui.fleet.check", "tui.fleet.json_report", "tui.fleet.text_report"),
-        (*PURE, *FLEET_PURE, "tui.report", "tui.export.families"),
+        ("kvtop.fleet.check", "kvtop.fleet.json_report", "kvtop.fleet.text_report"),
+        (*PURE, *FLEET_PURE, "kvtop.report", "kvtop.export.families"),
         NO_TEXTUAL,
     ),
     Layer(
         "fleet view state",
-        ("tui.fleet.view_state",),
-        (*PURE, *FLEET_PURE, "tui.live.view_state"),
+        ("kvtop.fleet.view_state",),
+        (*PURE, *FLEET_PURE, "kvtop.live.view_state"),
         NO_UI,
     ),
     Layer(
         "fleet widgets",
-        ("tui.fleet.table", "tui.fleet.screen"),
-        (*PURE, *FLEET_PURE, "tui.fleet.view_state", "tui.fleet.table", "tui.live.widgets"),
+        ("kvtop.fleet.table", "kvtop.fleet.screen"),
+        (*PURE, *FLEET_PURE, "kvtop.fleet.view_state", "kvtop.fleet.table", "kvtop.live.widgets"),
     ),
     # The fleet's app: like the live app, on any fleet feed; it knows neither reader nor Prometheus.
     Layer(
         "fleet app",
-        ("tui.fleet.app",),
+        ("kvtop.fleet.app",),
         (
             *PURE,
             *FLEET_PURE,
-            "tui.fleet.view_state",
-            "tui.fleet.screen",
-            "tui.live.base",
-            "tui.live.view_state",
-            "tui.live.screens.base",
-            "tui.live.screens.overview",
+            "kvtop.fleet.view_state",
+            "kvtop.fleet.screen",
+            "kvtop.live.base",
+            "kvtop.live.view_state",
+            "kvtop.live.screens.base",
+            "kvtop.live.screens.overview",
         ),
     ),
     # `kvtop plan`: reads through the sources, computes in the model, prints no terminal UI.
-    Layer("plan", ("tui.plan",), (*PURE, "tui.plan", "tui.sources", "tui.options"), NO_UI),
+    Layer("plan", ("kvtop.plan",), (*PURE, "kvtop.plan", "kvtop.sources", "kvtop.options"), NO_UI),
     # -- the command lines: the only modules that see every wing ------------------------------
-    Layer("option rules", ("tui.options",), ("tui.report.width", "tui.report.unexpected"), NO_UI),
-    Layer("command line", ("tui.cli", "tui.__main__", "tui.fleet.cli"), ("tui",)),
-    Layer("package", ("tui", "tui.data"), (), NO_UI, exact=True),
+    Layer(
+        "option rules", ("kvtop.options",), ("kvtop.report.width", "kvtop.report.unexpected"), NO_UI
+    ),
+    Layer("command line", ("kvtop.cli", "kvtop.__main__", "kvtop.fleet.cli"), ("kvtop",)),
+    Layer("package", ("kvtop", "kvtop.data"), (), NO_UI, exact=True),
 )
 
 
@@ -203,9 +214,9 @@ def violations(module: str, imported: set[str]) -> list[str]:
         return [f"{module} is in no layer (add it to tests/unit/test_layers.py and the docs)"]
     found = []
     for name in sorted(imported):
-        if name == "tui":
+        if name == "kvtop":
             continue  # the package root: its __version__, nothing else
-        if name.startswith("tui."):
+        if name.startswith("kvtop."):
             own = _within(name, layer.modules) and layer.name != "live screens"
             if not own and not _within(name, layer.may_import):
                 found.append(f"{module} ({layer.name}) imports {name}")
@@ -224,32 +235,32 @@ def test_imports_follow_the_layers(path: Path) -> None:
 
 def test_the_scan_sees_the_imports_it_must_refuse() -> None:
     """The rules catch what they are for (the scan reads nested imports too)."""
-    assert violations("tui.model.build_snapshot", {"tui.sources.nvml"})
-    assert violations("tui.model.history", {"textual.widget"})
-    assert violations("tui.sources.nvml", {"textual.app"})
-    assert violations("tui.sources.metrics", {"tui.live.widgets.kv_panel"})
-    assert violations("tui.live.widgets.gpu_rows", {"tui.live.app"})
-    assert violations("tui.live.widgets.gpu_rows", {"tui.live.screens.overview"})
-    assert violations("tui.live.screens.overview", {"tui.live.app"})
-    assert violations("tui.live.screens.overview", {"tui.live.screens.gpu_detail"})
-    assert violations("tui.live.app", {"tui.sources.nvml"})
-    assert violations("tui.live.view_state", {"textual.message"})
-    assert violations("tui.fleet.app", {"tui.fleet.feed"})
-    assert violations("tui.fleet.app", {"tui.fleet.reader"})
-    assert violations("tui.fleet.feed", {"textual.app"})
-    assert violations("tui.fleet.alerts", {"tui.fleet.view_state"})
-    assert violations("tui.brand_new", set())  # unplaced
+    assert violations("kvtop.model.build_snapshot", {"kvtop.sources.nvml"})
+    assert violations("kvtop.model.history", {"textual.widget"})
+    assert violations("kvtop.sources.nvml", {"textual.app"})
+    assert violations("kvtop.sources.metrics", {"kvtop.live.widgets.kv_panel"})
+    assert violations("kvtop.live.widgets.gpu_rows", {"kvtop.live.app"})
+    assert violations("kvtop.live.widgets.gpu_rows", {"kvtop.live.screens.overview"})
+    assert violations("kvtop.live.screens.overview", {"kvtop.live.app"})
+    assert violations("kvtop.live.screens.overview", {"kvtop.live.screens.gpu_detail"})
+    assert violations("kvtop.live.app", {"kvtop.sources.nvml"})
+    assert violations("kvtop.live.view_state", {"textual.message"})
+    assert violations("kvtop.fleet.app", {"kvtop.fleet.feed"})
+    assert violations("kvtop.fleet.app", {"kvtop.fleet.reader"})
+    assert violations("kvtop.fleet.feed", {"textual.app"})
+    assert violations("kvtop.fleet.alerts", {"kvtop.fleet.view_state"})
+    assert violations("kvtop.brand_new", set())  # unplaced
     assert not violations(
-        "tui.live.screens.overview", {"tui.live.screens.base", "tui.live.view_state"}
+        "kvtop.live.screens.overview", {"kvtop.live.screens.base", "kvtop.live.view_state"}
     )
-    assert not violations("tui.sources.nvml", {"tui.model.memory.gpu_reading"})
-    assert violations("tui.fleet.model", {"tui.fleet.reader"})
-    assert violations("tui.fleet.text_report", {"textual.widgets"})
-    assert violations("tui.model.status.levels", {"tui.fleet.model"})
-    assert violations("tui.export.families", {"tui.model.build_snapshot"})
+    assert not violations("kvtop.sources.nvml", {"kvtop.model.memory.gpu_reading"})
+    assert violations("kvtop.fleet.model", {"kvtop.fleet.reader"})
+    assert violations("kvtop.fleet.text_report", {"textual.widgets"})
+    assert violations("kvtop.model.status.levels", {"kvtop.fleet.model"})
+    assert violations("kvtop.export.families", {"kvtop.model.build_snapshot"})
     nested = imports_of(TUI / "live" / "app.py")
-    assert "tui.live.screens.gpu_detail" in nested  # imported inside a method
-    assert "tui.live.quiet_driver" in imports_of(TUI / "live" / "base.py")  # inside a method too
+    assert "kvtop.live.screens.gpu_detail" in nested  # imported inside a method
+    assert "kvtop.live.quiet_driver" in imports_of(TUI / "live" / "base.py")  # inside a method too
 
 
 def test_the_demo_still_is_not_in_the_package() -> None:
@@ -260,11 +271,11 @@ def test_the_demo_still_is_not_in_the_package() -> None:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Every tui module and the tui modules it imports (also inside functions and
+    """Every kvtop module and the kvtop modules it imports (also inside functions and
     `if TYPE_CHECKING:`: a circle held apart by either is still a circle)."""
     graph = {_module_name(path): imports_of(path) for path in MODULES}
     return {
-        module: {name for name in imported if name in graph and name not in ("tui", module)}
+        module: {name for name in imported if name in graph and name not in ("kvtop", module)}
         for module, imported in graph.items()
     }
 
@@ -321,15 +332,15 @@ def test_the_circle_finder_finds_circles() -> None:
     # The circle that startup, failures and lifecycle once formed, held apart by TYPE_CHECKING.
     assert circles(
         {
-            "tui.sglang.startup": {"tui.sglang.failures", "tui.sglang.lifecycle"},
-            "tui.sglang.failures": {"tui.sglang.startup"},
-            "tui.sglang.lifecycle": {"tui.sglang.startup"},
+            "kvtop.sglang.startup": {"kvtop.sglang.failures", "kvtop.sglang.lifecycle"},
+            "kvtop.sglang.failures": {"kvtop.sglang.startup"},
+            "kvtop.sglang.lifecycle": {"kvtop.sglang.startup"},
         }
-    ) == [["tui.sglang.failures", "tui.sglang.lifecycle", "tui.sglang.startup"]]
+    ) == [["kvtop.sglang.failures", "kvtop.sglang.lifecycle", "kvtop.sglang.startup"]]
 
 
 # The model is pure: files and the environment are read by sources and handed in (the model's
-# config.json by tui/sources/model_config_file.py, off the event loop).
+# config.json by tui/kvtop/sources/model_config_file.py, off the event loop).
 READ_CALLS = {"open", "getenv"}
 READ_ATTRIBUTES = {
     *READ_CALLS,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tui.sglang import events as ev
-from tui.sglang.log_line import parse_line
+from kvtop.sglang import events as ev
+from kvtop.sglang.log_line import parse_line
 
 P = "[2026-02-27 09:02:11 TP3] "
 

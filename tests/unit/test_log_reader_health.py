@@ -1,11 +1,11 @@
-"""tui/sources/log_reader.py: the log's health before its first read ends."""
+"""tui/kvtop/sources/log_reader.py: the log's health before its first read ends."""
 
 from __future__ import annotations
 
-from tui.model.snapshot import NOT_YET
-from tui.sglang.raw_lines import RawLines
-from tui.sglang.startup import StartupTracker
-from tui.sources.log_reader import NO_LOG, LogReader
+from kvtop.model.snapshot import NOT_YET
+from kvtop.sglang.raw_lines import RawLines
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sources.log_reader import NO_LOG, LogReader
 
 
 def test_a_log_being_read_is_on_its_way_not_absent() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from tui.report.plain_output import PlainWriter, plain, takes_unicode
-from tui.sources.log_text import log_lines
+from kvtop.report.plain_output import PlainWriter, plain, takes_unicode
+from kvtop.sources.log_text import log_lines
 
 
 def test_a_file_over_the_limit_is_read_from_its_latest_part(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from tui.sglang.metrics import parse_exposition
+from kvtop.sglang.metrics import parse_exposition
 
 ORACLE = settings(
     max_examples=250,

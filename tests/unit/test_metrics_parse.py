@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from kvtop.sglang.metrics import MetricsSample, parse_exposition, parse_server_info
 from tests.support.sglang_http import Deployment, build_exposition, build_server_info
-from tui.sglang.metrics import MetricsSample, parse_exposition, parse_server_info
 
 
 def test_tp8_one_publisher() -> None:

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.paths import STORY_LOG
-from tui.model.sizing.model_config import (
+from kvtop.model.sizing.model_config import (
     CellSize,
     ModelConfigError,
     ModelDims,
@@ -18,7 +17,8 @@ from tui.model.sizing.model_config import (
     cell_size_inferred,
     sglang_model_dtype,
 )
-from tui.sources.model_config_file import find_config_json, load_model_dims
+from kvtop.sources.model_config_file import find_config_json, load_model_dims
+from tests.support.paths import STORY_LOG
 
 # Shaped like Kimi-K2.5's config: the DeepSeek-V3 language model sits in text_config.
 KIMI_LIKE: dict[str, Any] = {
@@ -366,20 +366,20 @@ def test_the_session_reads_the_config_in_a_thread_once_per_model_path(
     import asyncio
     import threading
 
-    import tui.session
-    from tui.session import Options, Session
+    import kvtop.session
+    from kvtop.session import Options, Session
 
     hub = tmp_path / "hf" / "hub"
     found = _hf_snapshot(hub, "moonshotai/Kimi-K2.5", "aaaa", KIMI_LIKE)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     calls: list[str] = []
-    real = tui.session.read_model_config
+    real = kvtop.session.read_model_config
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         calls.append(threading.current_thread().name)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tui.session, "read_model_config", recorded)
+    monkeypatch.setattr(kvtop.session, "read_model_config", recorded)
     session = Session(Options(log_file=str(story_log), nvml=False, metrics=False))
 
     async def twice() -> tuple[Any, Any]:
@@ -397,10 +397,10 @@ def test_the_session_reads_the_config_in_a_thread_once_per_model_path(
 
 
 def test_an_unreadable_config_is_said_and_the_kv_line_stands_in(tmp_path: Path) -> None:
-    from tui.model.analysis import analyse
-    from tui.sglang.startup import StartupTracker
-    from tui.sglang.story import fold_lines
-    from tui.sources.model_config_file import read_model_config
+    from kvtop.model.analysis import analyse
+    from kvtop.sglang.startup import StartupTracker
+    from kvtop.sglang.story import fold_lines
+    from kvtop.sources.model_config_file import read_model_config
 
     missing = read_model_config(str(tmp_path / "nope.json"), None)
     assert missing is not None and missing.text is None

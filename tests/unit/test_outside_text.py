@@ -1,4 +1,4 @@
-"""The one filter for text from outside (tui/sglang/control_chars.py), where each string enters:
+"""The one filter for text from outside (tui/kvtop/sglang/control_chars.py), where each string enters:
 the log's server_args (after the repr is decoded), /server_info, the exporter's kvtop_info
 labels (the host name included). Escapes, bidirectional overrides and zero-width characters are
 shown visibly, never passed on."""
@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from tui.export.collector import info_labels
-from tui.sglang.control_chars import make_visible
-from tui.sglang.metrics import parse_server_info
-from tui.sglang.server_args import parse_server_args
+from kvtop.export.collector import info_labels
+from kvtop.sglang.control_chars import make_visible
+from kvtop.sglang.metrics import parse_server_info
+from kvtop.sglang.server_args import parse_server_args
 
 RAW = re.compile(
     r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"

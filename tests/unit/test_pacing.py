@@ -1,11 +1,11 @@
-"""tui/sources/pacing.py: one tick releases every waiting source for one round; `settled` waits
+"""tui/kvtop/sources/pacing.py: one tick releases every waiting source for one round; `settled` waits
 for exactly those, not for a source still busy from an earlier tick."""
 
 from __future__ import annotations
 
 import asyncio
 
-from tui.sources.pacing import Pacer
+from kvtop.sources.pacing import Pacer
 
 
 async def _rounds(pacer: Pacer, name: str, log: list[str], work_s: float = 0.0) -> None:

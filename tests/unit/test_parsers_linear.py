@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvtop.sglang.log_line import _quant, batch_pairs
 from tests.support.parser_sizes import CASES, Case, seconds_per_byte
-from tui.sglang.log_line import _quant, batch_pairs
 
 RATIO_MAX = 5.0
 # Small, then larger: a quadratic parser fails at the middle size, before the largest would

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import FIXTURES, REAL_LOGS, STORY_LOG
-from tui.model.sizing import formula, tuning
-from tui.model.sizing.calibration import CalibrationError, calibrate
-from tui.model.sizing.default_mfs import LaunchShape, default_mem_fraction_static
-from tui.model.sizing.launch_args import (
+from kvtop.model.sizing import formula, tuning
+from kvtop.model.sizing.calibration import CalibrationError, calibrate
+from kvtop.model.sizing.default_mfs import LaunchShape, default_mem_fraction_static
+from kvtop.model.sizing.launch_args import (
     LaunchArgsError,
     merge_launch_args,
     parse_launch_args,
 )
-from tui.model.sizing.plan import FITS, NOT_ENOUGH_MEMORY, OOM_RISK
-from tui.plan.build import Built, build
-from tui.plan.gather import read_boot, read_model
-from tui.sglang.story import fold_lines
+from kvtop.model.sizing.plan import FITS, NOT_ENOUGH_MEMORY, OOM_RISK
+from kvtop.plan.build import Built, build
+from kvtop.plan.gather import read_boot, read_model
+from kvtop.sglang.story import fold_lines
+from tests.support.paths import FIXTURES, REAL_LOGS, STORY_LOG
 
 MODELS = FIXTURES / "models"
 # (model directory, log, launch arguments the log does not say: 02 runs DP attention)

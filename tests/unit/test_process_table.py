@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.tui_support import FOREIGN_PID, HIDDEN_PID, processes_snapshot
-from tui.model.analysis import analyse
-from tui.model.build_snapshot import build_snapshot
-from tui.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
-from tui.model.memory.process_owner import ProcessInfo
-from tui.model.processes.columns import COMMAND_LEAST, UNREADABLE, cells, elapsed, table_lines
-from tui.model.processes.summary import host_line, processes_summary
-from tui.model.processes.table import (
+from kvtop.model.analysis import analyse
+from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
+from kvtop.model.memory.process_owner import ProcessInfo
+from kvtop.model.processes.columns import COMMAND_LEAST, UNREADABLE, cells, elapsed, table_lines
+from kvtop.model.processes.summary import host_line, processes_summary
+from kvtop.model.processes.table import (
     ORDER_KEYS,
     ProcessRow,
     Whose,
@@ -20,8 +19,9 @@ from tui.model.processes.table import (
     process_rows,
     sorted_rows,
 )
-from tui.model.snapshot import HostMemory, ProcessUsage
-from tui.sglang.story import fold_lines
+from kvtop.model.snapshot import HostMemory, ProcessUsage
+from kvtop.sglang.story import fold_lines
+from tests.support.tui_support import FOREIGN_PID, HIDDEN_PID, processes_snapshot
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""tui.report.reflow: the report's tables choose wide, transposed or block layouts by the width
+"""kvtop.report.reflow: the report's tables choose wide, transposed or block layouts by the width
 they get and never cut a cell; sentences wrap at words with a hanging indent."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tui.report.reflow import FitColumn, FitTable, Hanging, hang, wrap_offsets
+from kvtop.report.reflow import FitColumn, FitTable, Hanging, hang, wrap_offsets
 
 
 def _render(renderable: object, width: int) -> str:

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from kvtop.model.analysis import analyse
+from kvtop.model.kv_usage import load_from_batch, load_line
+from kvtop.report.json_report import to_json
+from kvtop.report.text import print_snapshot
+from kvtop.sglang.story import fold_lines
+from kvtop.sources.model_config_file import read_model_config
 from tests.support.paths import STORY_LOG
 from tests.support.tui_support import analysis_snapshot
-from tui.model.analysis import analyse
-from tui.model.kv_usage import load_from_batch, load_line
-from tui.report.json_report import to_json
-from tui.report.text import print_snapshot
-from tui.sglang.story import fold_lines
-from tui.sources.model_config_file import read_model_config
 
 KIMI_CONFIG = {
     "architectures": ["KimiK25ForConditionalGeneration"],
@@ -79,7 +79,7 @@ def test_reserve_explains_the_11_gib(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 def test_what_if_090_and_092(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_HOME", str(hf_cache(tmp_path)))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    # The session reads the cache's config.json (tui/sources/model_config_file.py) and hands
+    # The session reads the cache's config.json (tui/kvtop/sources/model_config_file.py) and hands
     # the text to the analysis.
     config = read_model_config(None, "moonshotai/Kimi-K2.5")
     report = story(what_if_mfs=[0.92], model_config=config)
@@ -122,7 +122,7 @@ def test_json_shape(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_text_report_shows_a_dash_for_a_nan_or_inf_figure() -> None:
-    """The report and the widgets share tui/fmt.py: a non-finite number is unknown, not 'nan'."""
+    """The report and the widgets share tui/kvtop/fmt.py: a non-finite number is unknown, not 'nan'."""
     report = story()
     first = report.breakdowns[0]
     assert first.weights_gib is not None and math.isfinite(first.weights_gib)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.saved_files import save_new
-from tui.sglang.raw_lines import RawLines
+from kvtop.saved_files import save_new
+from kvtop.sglang.raw_lines import RawLines
 
 SECRET = "sk-live-9f8e7d"
 LINES = [

@@ -1,4 +1,4 @@
-"""Tests for tui.sglang.server_args: the startup ``server_args=...`` line parser."""
+"""Tests for kvtop.sglang.server_args: the startup ``server_args=...`` line parser."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tui.sglang.control_chars import make_visible
-from tui.sglang.server_args import (
+from kvtop.sglang.control_chars import make_visible
+from kvtop.sglang.server_args import (
     ServerArgs,
     parse_server_args,
     server_args_from_mapping,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tui.sglang.startup import StartupTracker
-from tui.sglang.story import fold_lines
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sglang.story import fold_lines
 
 ARGS_SPEC = (
     "server_args=ServerArgs(model_path='/models/m', tp_size=2, mem_fraction_static=0.85, "

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.support.paths import STORY_LOG
-from tests.support.still import still_snapshot
-from tests.support.tui_support import log_snapshot
-from tui.model.memory.gpu_memory import lost_memory
-from tui.model.snapshot import (
+from kvtop.model.memory.gpu_memory import lost_memory
+from kvtop.model.snapshot import (
     METRICS_DISABLED,
     NOT_YET,
     UNREACHABLE,
@@ -21,10 +18,10 @@ from tui.model.snapshot import (
     SourceHealth,
     SourceState,
 )
-from tui.model.status.judge import judge
-from tui.model.status.levels import Level
-from tui.model.status.liveness import server_gone
-from tui.model.status.verdict import (
+from kvtop.model.status.judge import judge
+from kvtop.model.status.levels import Level
+from kvtop.model.status.liveness import server_gone
+from kvtop.model.status.verdict import (
     ALERT_CLEARED,
     ALERT_RAISED,
     GPU_BACK,
@@ -33,9 +30,12 @@ from tui.model.status.verdict import (
     SOURCE_BACK,
     SOURCE_DOWN,
 )
-from tui.model.status.watch import TIMELINE_MAX, Watch, judged
-from tui.report.json_report import snapshot_json
-from tui.sglang.start_state import READY, STARTING
+from kvtop.model.status.watch import TIMELINE_MAX, Watch, judged
+from kvtop.report.json_report import snapshot_json
+from kvtop.sglang.start_state import READY, STARTING
+from tests.support.paths import STORY_LOG
+from tests.support.still import still_snapshot
+from tests.support.tui_support import log_snapshot
 
 
 def _metrics(snapshot: Snapshot, health: SourceHealth, *, numbers: bool = False) -> Snapshot:
@@ -140,8 +140,8 @@ def test_the_timeline_is_bounded() -> None:
 
 
 def test_the_queue_is_watched_from_one_look_to_the_next() -> None:
+    from kvtop.sglang.metrics import parse_exposition
     from tests.support.sglang_http import Deployment, build_exposition
-    from tui.sglang.metrics import parse_exposition
 
     queued = replace(
         still_snapshot(), metrics=parse_exposition(build_exposition(Deployment(queued=4)))

@@ -4,10 +4,10 @@ model's budget), where no single version can be picked to apply the rule."""
 
 from __future__ import annotations
 
-from tui.model.analysis import analyse
-from tui.model.sizing.formula import draft_budget_rule
-from tui.sglang.story import fold_lines
-from tui.sglang.version_hint import VersionRange
+from kvtop.model.analysis import analyse
+from kvtop.model.sizing.formula import draft_budget_rule
+from kvtop.sglang.story import fold_lines
+from kvtop.sglang.version_hint import VersionRange
 
 
 def test_straddling_range_is_named_with_both_rules() -> None:

@@ -1,0 +1,5 @@
+"""`python -m kvtop` runs kvtop."""
+
+from kvtop.cli import main
+
+raise SystemExit(main())

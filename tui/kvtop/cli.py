@@ -1,0 +1,574 @@
+"""Command line: parse options, then run the live TUI or the one-shot report (`--once`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from kvtop import __version__
+from kvtop.options import (
+    DEFAULT_DEADLINE_S,
+    DUMB_TERMINAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_UNREADABLE,
+    EXIT_USAGE,
+    NO_TERMINAL,
+    Deadline,
+    deadline_seconds,
+    dumb_terminal,
+    first_broken,
+    has_terminal,
+    interval_problem,
+    one_report,
+    output_problem,
+    print_check,
+    usage_error,
+)
+from kvtop.report.unexpected import debugging, unexpected_error
+from kvtop.report.width import MAX_WIDTH, MIN_WIDTH, PIPE_WIDTH
+
+if TYPE_CHECKING:  # imported where used, so that `kvtop --help` starts fast
+    from kvtop.model.snapshot import Snapshot
+    from kvtop.session import Options
+
+MAX_REQUEST_LEN = 100_000_000  # far beyond any model's context; keeps the arithmetic finite
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kvtop",
+        description=(
+            "Per-GPU memory and KV-cache diagnostics for SGLang servers: what each GiB on each "
+            "GPU is doing, and SGLang's KV sizing arithmetic with your numbers."
+        ),
+        epilog=(
+            "Before a launch: `kvtop plan --model DIR [--from-log LOG] -- [SGLang arguments]` "
+            "predicts SGLang's KV pool, max_running_requests and free memory after startup "
+            "(kvtop plan --help, docs/plan.md)."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"kvtop {__version__}")
+    parser.add_argument(
+        "--once", action="store_true", help="print one report and exit (default: the live view)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="with --once: print JSON (schema kvtop/1)"
+    )
+    parser.add_argument(
+        "--width",
+        metavar="COLUMNS",
+        type=int,
+        help=f"with --once (text): lay the report out for COLUMNS columns ({MIN_WIDTH}-{MAX_WIDTH}; "
+        f"default: the terminal's width, or $COLUMNS, or {PIPE_WIDTH} in a pipe)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="print one monitoring-plugin status line (KVTOP OK|WARNING|CRITICAL|UNKNOWN) and "
+        "exit 0, 1, 2 or 3 (Nagios, Icinga, cron; see docs/alerts.md)",
+    )
+    parser.add_argument(
+        "--export",
+        metavar="ADDR",
+        nargs="?",
+        const="",
+        help="serve Prometheus metrics on ADDR (HOST:PORT, [IPV6]:PORT or PORT; default "
+        "127.0.0.1:9877) until SIGTERM; with --once print one exposition body (docs/exporter.md)",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="config file (default: $XDG_CONFIG_HOME/kvtop/config.toml, if there is one); "
+        "flags override it",
+    )
+    parser.add_argument(
+        "--deadline",
+        metavar="SECONDS",
+        type=deadline_seconds,
+        help="with --check or --once: answer within this many seconds, whatever is slow "
+        f"(default {DEFAULT_DEADLINE_S:g} s, or the config file's deadline); past it --check "
+        "says UNKNOWN with what it was waiting for",
+    )
+    parser.add_argument("--log-file", metavar="PATH", help="SGLang log to read ('-' for stdin)")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="the embedded scenario: a Kimi-K2.5 TP8 EAGLE-3 startup (SGLang 0.5.8) replayed on "
+        "8 simulated GPUs, then a changing load; no GPU, server or root needed",
+    )
+    parser.add_argument(
+        "--demo-speed",
+        metavar="FACTOR",
+        type=float,
+        default=1.0,
+        help="with --demo: replay the startup FACTOR times faster (1: about 20 s)",
+    )
+    parser.add_argument(
+        "--compact",
+        action="store_true",
+        help="start the live view in compact mode (one line per GPU); `c` toggles",
+    )
+    parser.add_argument(
+        "--unit", metavar="NAME", help="read the systemd unit's latest start from the journal"
+    )
+    parser.add_argument(
+        "--journal-dir", metavar="DIR", help="with --unit: journal files in DIR, not the system's"
+    )
+    parser.add_argument(
+        "--url",
+        metavar="URL",
+        help="SGLang server for /metrics and /server_info (default: from the log, else "
+        "http://127.0.0.1:30000)",
+    )
+    parser.add_argument(
+        "--api-key-file",
+        metavar="PATH",
+        help="file holding the server's --api-key (default: $SGLANG_API_KEY); sent only to "
+        "--url or a loopback address, never to a non-loopback host taken from the log",
+    )
+    parser.add_argument(
+        "--interval",
+        metavar="SECONDS",
+        type=float,
+        help="refresh period of the live view (default 1 s, or the config file's interval)",
+    )
+    parser.add_argument("--no-gpus", action="store_true", help="do not read GPUs through NVML")
+    parser.add_argument(
+        "--no-metrics", action="store_true", help="do not contact the SGLang server over HTTP"
+    )
+    parser.add_argument(
+        "--model-config",
+        metavar="PATH",
+        help="the model's config.json (default: from model_path or the Hugging Face cache)",
+    )
+    parser.add_argument(
+        "--sglang-version",
+        metavar="X.Y.Z",
+        help="SGLang version, when the log's formats are ambiguous",
+    )
+    parser.add_argument(
+        "--what-if",
+        metavar="MFS",
+        type=float,
+        action="append",
+        default=[],
+        help="also show the KV cache at this mem_fraction_static (repeatable)",
+    )
+    parser.add_argument(
+        "--request-len",
+        metavar="TOKENS",
+        type=int,
+        help="also answer how much mem_fraction_static N requests of this length need",
+    )
+    # The fleet over Prometheus (docs/fleet.md): run by tui/kvtop/fleet/cli.py.
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="show the fleet from this Prometheus server (kvtop exporters, DCGM, SGLang, node "
+        "exporter): live, or with --once / --once --json (schema kvtop-fleet/1) / --check",
+    )
+    parser.add_argument(
+        "--selector",
+        metavar="MATCHERS",
+        help="with --prometheus: only the hosts whose targets match these PromQL label matchers, "
+        'e.g. \'job="gpu-prod",cluster="eu"\'',
+    )
+    parser.add_argument(
+        "--prometheus-bearer-file",
+        metavar="PATH",
+        help="with --prometheus: file holding the bearer token sent to Prometheus (the only way "
+        "to give one)",
+    )
+    parser.set_defaults(url_from_config=False)  # set by _apply_config
+    return parser
+
+
+def _options(args: argparse.Namespace, api_key: str | None) -> Options:
+    from kvtop.session import Options
+
+    return Options(
+        log_file=args.log_file,
+        unit=args.unit,
+        journal_dir=args.journal_dir,
+        url=args.url,
+        url_from_config=args.url_from_config,
+        api_key=api_key,
+        demo=args.demo,
+        # The demo is self-contained: this machine's GPUs and servers are not part of it.
+        nvml=not (args.no_gpus or args.demo),
+        metrics=not (args.no_metrics or args.demo),
+        model_config=args.model_config,
+        sglang_version=args.sglang_version,
+        what_if=tuple(args.what_if),
+        request_len=args.request_len,
+        interval_s=args.interval,
+        demo_speed=args.demo_speed,
+        thresholds=args.thresholds,
+    )
+
+
+def _api_key(args: argparse.Namespace) -> tuple[bool, str | None]:
+    from kvtop.session import api_key_from
+    from kvtop.sources.metrics import ApiKeyError
+
+    try:
+        return True, api_key_from(args.api_key_file)
+    except ApiKeyError as exc:
+        print(f"kvtop: {exc}", file=sys.stderr)
+        return False, None
+
+
+def _live_label(options: Options) -> str:
+    if options.demo:
+        return "demo"
+    if options.log_file or options.unit:
+        return options.unit or options.source_name
+    return "no log (GPUs and metrics only)"
+
+
+def run_live(args: argparse.Namespace) -> int:
+    """The Textual app; Textual is imported only here (the report path stays light)."""
+    ok, api_key = _api_key(args)
+    if not ok:
+        return EXIT_UNREADABLE
+    from kvtop.live.app import KvtopApp
+    from kvtop.session import Session
+
+    options = _options(args, api_key)
+    if options.log_file and options.log_file != "-" and not os.path.exists(options.log_file):
+        print(
+            f"kvtop: {options.log_file}: no such file. Give the SGLang log's path "
+            "(kvtop waits for a file that is rotated away, not for one that never existed).",
+            file=sys.stderr,
+        )
+        return EXIT_UNREADABLE
+    session = Session(options)
+    session.gpus_first = True  # the screen draws the GPUs before the log is read whole
+    app = KvtopApp(
+        session,
+        source_label=_live_label(options),
+        demo=options.demo,
+        request_len=args.request_len,
+        compact=True if args.compact else None,
+        theme=args.theme,
+        config_path=args.config,
+        thresholds=args.thresholds,
+    )
+    result = app.run()
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def waiting(args: argparse.Namespace, what: str) -> None:
+    """What a --check or --once run waits for now (its deadline's sentence names it)."""
+    watchdog = getattr(args, "watchdog", None)
+    if watchdog is not None:
+        watchdog.waiting_for = what
+
+
+def _sources_words(args: argparse.Namespace) -> str:
+    parts = []
+    if args.log_file:
+        parts.append("standard input" if args.log_file == "-" else f"the log {args.log_file}")
+    if args.unit:
+        parts.append(f"the journal of {args.unit}")
+    if args.url and not args.no_metrics:
+        parts.append(f"the server at {args.url}")
+    if not args.no_gpus and not args.demo:
+        parts.append("the GPUs (NVML)")
+    return ", ".join(parts) or "the sources"
+
+
+def _collect(args: argparse.Namespace, api_key: str | None) -> Snapshot:
+    """One Snapshot from every source asked for (the log read whole, one poll, one scrape)."""
+    from kvtop.session import Session
+
+    waiting(args, _sources_words(args))
+    session = Session(_options(args, api_key))
+
+    async def collect() -> Snapshot:
+        try:
+            return await session.collect_once()
+        finally:
+            await session.close()
+
+    with _stop_on_signals():
+        return asyncio.run(collect())
+
+
+def run_once(args: argparse.Namespace) -> int:
+    from kvtop.sources.log_text import LogUnreadable
+
+    ok, api_key = _api_key(args)
+    if not ok:
+        return EXIT_UNREADABLE
+    try:
+        snapshot = _collect(args, api_key)
+    except LogUnreadable as exc:
+        print(f"kvtop: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    try:
+        _write_report(snapshot, as_json=args.json, width=args.width)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # a full disk, /dev/full, an I/O error on the output
+        return _cannot_write(exc)
+    return EXIT_OK
+
+
+def _write_report(snapshot: Snapshot, as_json: bool, width: int | None = None) -> None:
+    from kvtop.report.plain_output import stdout_console, write_json
+
+    if as_json:
+        from kvtop.report.json_report import snapshot_json
+
+        write_json(snapshot_json(snapshot))
+        return
+    from kvtop.report.text import print_snapshot
+
+    try:
+        print_snapshot(snapshot, stdout_console(width))
+    except SystemExit:  # Rich's answer to a closed pipe (`kvtop --once ... | head`)
+        return
+
+
+def _cannot_write(exc: OSError) -> int:
+    why = (exc.strerror or str(exc)).lower()
+    print(f"kvtop: cannot write the report to standard output: {why}.", file=sys.stderr)
+    _drop_stdout()  # the interpreter's last flush must not fail (and print) again
+    return EXIT_UNREADABLE
+
+
+def _drop_stdout() -> None:
+    """Closed, so the interpreter's last flush skips it (closing drops what could not be
+    written, and raises the same error once more)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.close()
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """While the report is being gathered, SIGINT and SIGTERM end kvtop at once with a sentence,
+    even when a read is blocked (a FIFO without a writer, a quiet pipe): nothing has been
+    printed yet, and no thread may hold the exit up."""
+
+    def stop(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        what = "interrupted" if signum == signal.SIGINT else f"stopped by {name}"
+        with contextlib.suppress(OSError, ValueError):
+            print(
+                f"kvtop: {what} before the report was ready; nothing was printed.", file=sys.stderr
+            )
+            sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _option_problem(args: argparse.Namespace) -> str | None:
+    """The first option (or combination) kvtop cannot run with, in words; None when all can."""
+    rules = (
+        (
+            any(not 0 < v < 1 for v in args.what_if),
+            "--what-if takes a mem_fraction_static between 0 and 1, e.g. 0.9",
+        ),
+        (
+            args.request_len is not None and not 1 <= args.request_len <= MAX_REQUEST_LEN,
+            f"--request-len takes a number of tokens from 1 to {MAX_REQUEST_LEN:,}",
+        ),
+        (
+            not (math.isfinite(args.demo_speed) and 0 < args.demo_speed <= 10_000),
+            "--demo-speed takes a factor above 0, up to 10000",
+        ),
+    )
+    later = (
+        (bool(args.journal_dir and not args.unit), "--journal-dir goes with --unit NAME"),
+        (
+            sum(bool(x) for x in (args.log_file, args.unit, args.demo)) > 1,
+            "give one of --log-file, --unit or --demo",
+        ),
+    )
+    problem = (
+        output_problem(args)
+        or first_broken(rules)
+        or interval_problem(args.interval)
+        or first_broken(later)
+    )
+    if problem is None and args.url is not None:
+        from kvtop.server_url import url_problem
+
+        problem = url_problem(args.url)
+    return problem
+
+
+def _main_live(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The live view, when this terminal can show it."""
+    if args.log_file == "-":
+        return usage_error(
+            parser,
+            "the live view reads keys from the terminal, so it cannot read the log from "
+            "stdin: give --log-file PATH or --unit NAME (stdin works with --once)",
+        )
+    if dumb_terminal():
+        print(f"kvtop: {DUMB_TERMINAL}", file=sys.stderr)
+        return EXIT_USAGE
+    if not has_terminal():
+        return usage_error(parser, NO_TERMINAL)
+    try:
+        return run_live(args)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _main_once(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """One report; a bug becomes one sentence, not a traceback (which could quote input)."""
+    if not (args.log_file or args.demo or args.unit or args.url):
+        return usage_error(
+            parser,
+            "--once needs --log-file PATH ('-' for stdin), --unit NAME, --url URL or --demo",
+        )
+    return one_report(lambda: run_once(args))
+
+
+def _apply_config(args: argparse.Namespace) -> None:
+    """The config file's settings where no flag gave them (flags override the file). The log
+    to read is one choice: --log-file, --unit or --demo on the command line replaces the
+    file's unit. Raises ConfigError."""
+    from kvtop.config import load_config
+
+    waiting(args, "the config file" + (f" {args.config}" if args.config else ""))
+    config = load_config(args.config)
+    watchdog = getattr(args, "watchdog", None)
+    if watchdog is not None and getattr(args, "deadline", None) is None and config.deadline_s:
+        watchdog.seconds = config.deadline_s
+    if not (args.log_file or args.unit or args.demo):
+        args.unit = config.unit
+    args.url_from_config = args.url is None and config.url is not None
+    if args.url is None:
+        args.url = config.url
+    if args.interval is None:
+        args.interval = config.interval_s if config.interval_s is not None else 1.0
+    args.theme, args.thresholds = config.theme, config.thresholds
+
+
+def _config_problem(args: argparse.Namespace) -> tuple[int, str] | None:
+    """The config file applied to `args`, or (exit status, sentence) when it is bad."""
+    from kvtop.config import ConfigError
+
+    try:
+        _apply_config(args)
+    except ConfigError as exc:
+        return (EXIT_UNREADABLE if exc.unreadable else EXIT_USAGE), str(exc)
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["plan"]:  # `kvtop plan ...`: SGLang's KV pool before launch (tui/kvtop/plan)
+        from kvtop.plan.cli import main_plan
+
+        return main_plan(words[1:])
+    parser = build_parser()
+    try:
+        args = parser.parse_args(words)
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        if exc.code and "--check" in words:  # a plugin says UNKNOWN, whatever went wrong
+            from kvtop.report.check import unknown
+
+            return print_check(unknown("the command line is not valid (see kvtop --help)"))
+        return int(exc.code or 0)
+    args.watchdog = None
+    if args.check or args.once:
+        seconds = args.deadline or DEFAULT_DEADLINE_S
+        args.watchdog = Deadline(seconds, check=args.check).start()
+    if (args.prometheus, args.selector, args.prometheus_bearer_file) != (None, None, None):
+        from kvtop.fleet.cli import main_fleet
+
+        return main_fleet(parser, args)
+    if args.check:
+        return _main_check(args)
+    bad_config = _config_problem(args)
+    if bad_config is not None:
+        print(f"kvtop: {bad_config[1]}", file=sys.stderr)
+        return bad_config[0]
+    problem = _option_problem(args)
+    if problem is not None:
+        return usage_error(parser, problem)
+    if args.export is not None:
+        return _main_export(parser, args)
+    return _main_once(parser, args) if args.once else _main_live(parser, args)
+
+
+def _main_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """`kvtop --export [ADDR]` (tui/kvtop/export): serve /metrics, or with --once print one body."""
+    from kvtop.export.command import export_problem, run_export
+
+    sources = (args.log_file, args.unit, args.url, args.demo)
+    problem = export_problem(
+        args.export, once=args.once, json=args.json, width=args.width, sources=sources
+    )
+    if problem is not None:
+        return usage_error(parser, problem)
+    ok, api_key = _api_key(args)
+    if not ok:
+        return EXIT_UNREADABLE
+    return run_export(args.export, _options(args, api_key), once=args.once)
+
+
+# -- kvtop --check --------------------------------------------------------------------------------
+def _check_problem(args: argparse.Namespace) -> str | None:
+    """Why --check cannot run with these options and config file (None: it can)."""
+    if args.once or args.json:
+        return "--check prints its own status line: leave out --once and --json"
+    if args.export is not None:
+        return "--check prints its own status line: leave out --export"
+    bad_config = _config_problem(args)
+    if bad_config is not None:
+        return f"config file: {bad_config[1]}"
+    problem = _option_problem(args)
+    if problem is None and not (args.log_file or args.demo or args.unit or args.url):
+        problem = (
+            "--check needs --log-file PATH, --unit NAME, --url URL or --demo "
+            "(or url / unit in the config file)"
+        )
+    return problem
+
+
+def _main_check(args: argparse.Namespace) -> int:
+    """`kvtop --check`: every way it can fail ends as UNKNOWN (3) with one line, as monitoring
+    plugins must; otherwise OK (0), WARNING (1) or CRITICAL (2) by the alert rule."""
+    from kvtop.report.check import check, unknown
+    from kvtop.sources.log_text import LogUnreadable
+    from kvtop.sources.metrics import ApiKeyError
+
+    try:
+        problem = _check_problem(args)  # the config file is read here: inside, as all else
+        if problem is not None:
+            return print_check(unknown(problem))
+        from kvtop.session import api_key_from
+
+        snapshot = _collect(args, api_key_from(args.api_key_file))
+        result = check(snapshot, args.thresholds)
+    except (LogUnreadable, ApiKeyError) as exc:
+        result = unknown(str(exc))
+    except KeyboardInterrupt:
+        result = unknown("interrupted before the check was done")
+    except Exception as exc:
+        if debugging():
+            raise
+        result = unknown(unexpected_error(exc))
+    return print_check(result)

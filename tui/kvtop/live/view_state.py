@@ -1,0 +1,391 @@
+"""What the screens show: the app's one view state, the status line's facts, the selected GPU.
+
+No Textual here: the app owns one ViewState, changes it, and hands it to the visible screens
+through `show_state` (tui/kvtop/live/screens/base.py). Screens read it and never write it; they ask the
+app for a change with a message (tui/kvtop/live/screens/base.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from kvtop.model.history import History, Series
+from kvtop.model.kv_usage import KvUsage, kv_usage, source_text
+from kvtop.model.memory.gpu_order import sorted_gpus
+from kvtop.model.memory.gpu_reading import GpuStatus
+from kvtop.model.processes.table import DEFAULT_ORDER as DEFAULT_PROCESS_ORDER
+from kvtop.model.processes.table import ProcessRow, process_rows
+from kvtop.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
+from kvtop.model.status.freshness import is_fresh, stale_after_s, stale_age_s
+from kvtop.model.status.levels import (
+    DEFAULT_THRESHOLDS,
+    Level,
+    Thresholds,
+)
+from kvtop.model.status.server_status import (
+    AMBIENT,
+    EXTRA,
+    MUST,
+    ORIGIN,
+    WANTED,
+    HeaderItem,
+    deployment_items,
+    duration_text,
+    header_state,
+    server_status,
+)
+
+INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+AUTO_COMPACT_BELOW_ROWS = 34
+
+
+@dataclass(frozen=True, slots=True)
+class StatusFacts:
+    """What the status line shows, formatted from the model."""
+
+    left: tuple[str, ...]  # host and log source, before the state
+    state: str
+    state_kind: str  # "ready", "starting", "failed", "waiting"
+    sources: tuple[SourceHealth, ...]
+    paused: bool
+    interval_s: float
+    demo: bool
+    facts: tuple[str, ...] = ()  # SGLang version, model, parallelism, after the state
+    # The state's alert level (tui/kvtop/model/status/levels.py): not ok when the server has stopped
+    # answering, its sources disagree or a GPU is lost (tui/kvtop/model/status/server_status.header_state).
+    level: Level = Level.OK
+    # Beside each source's marker: its age once older than three refresh intervals ("3m05s").
+    source_ages: tuple[str | None, ...] = ()
+    # `facts` with their short forms and priorities: what a narrow status line keeps.
+    fact_items: tuple[HeaderItem, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KvFacts:
+    """What the KV panel shows: the usage, where it comes from and how old, alert levels."""
+
+    usage: KvUsage
+    series: Series
+    source: str | None  # "log decode batch line 09:03:07, 4m05s old"; None: fresh metrics
+    usage_level: Level = Level.OK  # KV usage against the thresholds (ok unless it is current)
+    queue_level: Level = Level.OK  # requests queued without a break, against the thresholds
+    queued_for_s: float | None = None
+
+
+@dataclass
+class ViewState:
+    """What the screens show; the app owns it and is the only one to change it."""
+
+    source_label: str
+    demo: bool = False
+    snapshot: Snapshot | None = None  # what is on screen (frozen while paused)
+    latest: Snapshot | None = None  # what the sources delivered last
+    history: History = field(default_factory=History)
+    paused: bool = False
+    interval_s: float = 1.0
+    compact: bool | None = None  # None: decided by the terminal height
+    rows: int = 0  # the terminal's height, for the automatic compact mode
+    request_len: int | None = None
+    host_name: str = ""
+    problem: str | None = None
+    # The selected GPU, by NVML index: the overview's highlighted row, the GPU in GPU detail,
+    # the rank the formula opens on. None: the first GPU.
+    selected_gpu: int | None = None
+    status: StatusFacts | None = None  # kept current by the app at every change
+    kv: KvFacts | None = None  # likewise
+    # Where values turn warning / critical (tui/kvtop/model/status/levels.py; the config file sets them).
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+    # Kinds of advisory notes the operator dismissed (d): shown in the help view only.
+    dismissed_notes: frozenset[str] = frozenset()
+    # The overview's GPU order (o cycles it; tui/kvtop/model/memory/gpu_order.py): "index", "free", ...
+    gpu_order: str = "index"
+    # The processes view's order (o there; tui/kvtop/model/processes/table.py): GPU memory first.
+    process_order: str = DEFAULT_PROCESS_ORDER
+    _rows_of: tuple[Snapshot | None, tuple[ProcessRow, ...]] = field(
+        default=(None, ()), repr=False, compare=False
+    )
+
+    @property
+    def compact_now(self) -> bool:
+        if self.compact is not None:
+            return self.compact
+        return self.rows < AUTO_COMPACT_BELOW_ROWS
+
+    def selected_position(self) -> int:
+        """Where the selected GPU is in the snapshot's list; a GPU that left the list leaves the
+        selection on the nearest one before it (0 without GPUs)."""
+        return position_of(self.shown_gpus(), self.selected_gpu)
+
+    def shown_gpus(self) -> tuple[GpuView, ...]:
+        """The snapshot's GPUs in the overview's order (the selection stays on its GPU)."""
+        gpus = self.snapshot.gpus if self.snapshot is not None else ()
+        return gpus if self.gpu_order == "index" else sorted_gpus(gpus, self.gpu_order)
+
+    def process_rows(self) -> tuple[ProcessRow, ...]:
+        """The snapshot's GPU processes (tui/kvtop/model/processes/table.py), made once per snapshot
+        for the overview's line and the processes view."""
+        snapshot = self.snapshot
+        if self._rows_of[0] is not snapshot:
+            self._rows_of = (snapshot, process_rows(snapshot) if snapshot is not None else ())
+        return self._rows_of[1]
+
+    def selected_view(self) -> GpuView | None:
+        """The selected GPU in the snapshot on screen, if it is there."""
+        gpus = self.snapshot.gpus if self.snapshot is not None else ()
+        if self.selected_gpu is None:
+            return gpus[0] if gpus else None
+        return next((g for g in gpus if g.sample.index == self.selected_gpu), None)
+
+    def selected_rank(self) -> str | None:
+        view = self.selected_view()
+        return view.ranks[0] if view is not None and view.ranks else None
+
+
+def position_of(gpus: tuple[GpuView, ...], index: int | None) -> int:
+    if not gpus or index is None:
+        return 0
+    before = 0
+    for position, gpu in enumerate(gpus):
+        if gpu.sample.index == index:
+            return position
+        if gpu.sample.index < index:
+            before = position
+    return before
+
+
+def step_selection(state: ViewState, step: int) -> int | None:
+    """The NVML index `step` GPUs away from the selected one, clamped to the list."""
+    gpus = state.shown_gpus()
+    if not gpus:
+        return None
+    position = max(0, min(len(gpus) - 1, state.selected_position() + step))
+    return gpus[position].sample.index
+
+
+def next_interval(current_s: float, step: int) -> float:
+    """The refresh interval `step` places away on the ladder, clamped at its ends."""
+    nearest = min(range(len(INTERVALS_S)), key=lambda i: abs(INTERVALS_S[i] - current_s))
+    return INTERVALS_S[max(0, min(len(INTERVALS_S) - 1, nearest + step))]
+
+
+def kv_facts(state: ViewState, clock: Callable[[], float]) -> KvFacts | None:
+    """The KV panel's facts from the snapshot on screen; `clock` dates a batch line (the
+    log's clock is local time, as for the uptime)."""
+    snapshot = state.snapshot
+    if snapshot is None:
+        return None
+    usage = kv_usage(snapshot, state.request_len, now=datetime.fromtimestamp(clock()))
+    # The levels are the verdict's (the header's, the report's, --check's): judged once.
+    verdict = snapshot.verdict
+    return KvFacts(
+        usage=usage,
+        series=state.history.token_usage_pct(),
+        source=source_text(usage, stale_after_s(state.interval_s)),
+        usage_level=verdict.level_of("kv_usage"),
+        queue_level=verdict.level_of("queue"),
+        queued_for_s=verdict.queued_for_s if usage.current else None,
+    )
+
+
+def _marked(health: SourceHealth, interval_s: float) -> SourceHealth:
+    """The source as its marker shows it: an ok source whose last good reading is stale (a
+    scrape hanging, a poll that does not return) is not drawn as ok."""
+    if (
+        health.state == SourceState.OK
+        and health.age_s is not None
+        and not is_fresh(health, interval_s)
+    ):
+        return replace(health, state=SourceState.DEGRADED)
+    return health
+
+
+def _lost_gpus(snapshot: Snapshot) -> tuple[int, ...]:
+    return tuple(g.sample.index for g in snapshot.gpus if g.sample.status == GpuStatus.LOST)
+
+
+def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
+    """The status line from the snapshot on screen: host, source, version, server state."""
+    snapshot = state.snapshot
+    left = (state.host_name, state.source_label)
+    after: list[HeaderItem] = []
+    kind, text, level = "waiting", "waiting for the first readings", Level.OK
+    sources: tuple[SourceHealth, ...] = ()
+    if snapshot is not None:
+        startup = snapshot.analysis.startup
+        # One version string for every view (tui/kvtop/model/analysis.Analysis.version_shown).
+        shown = snapshot.analysis.version_shown
+        version = None if shown == "unknown" else f"SGLang {shown}"
+        if version is not None:
+            after.append(HeaderItem(version, version, EXTRA))
+        after.extend(deployment_items(startup))
+        status = server_status(startup, datetime.fromtimestamp(clock()))
+        sources = tuple(snapshot.sources)
+        header = header_state(
+            status,
+            sources,
+            state.interval_s,
+            snapshot.verdict,
+            lost_gpus=_lost_gpus(snapshot),
+            gpu_count=len(snapshot.gpus),
+        )
+        kind, text, level = status.state, header.text, header.level
+        sources = tuple(_marked(s, state.interval_s) for s in sources)
+    if state.problem:
+        kind, text, level = "failed", "sources stopped (see the message)", Level.OK
+    ages = tuple(stale_age_s(s, state.interval_s) for s in sources)
+    # The ages are drawn only once stale (source_ages); kept in the sources they would make
+    # every refresh's facts new and repaint the line for nothing.
+    sources = tuple(replace(s, age_s=None) for s in sources)
+    return StatusFacts(
+        left=left,
+        facts=tuple(item.text for item in after),
+        fact_items=tuple(after),
+        state=text,
+        state_kind=kind,
+        sources=sources,
+        paused=state.paused,
+        interval_s=state.interval_s,
+        demo=state.demo,
+        level=level,
+        source_ages=tuple(None if age is None else duration_text(age) for age in ages),
+    )
+
+
+# -- the status line's layout: what survives a narrow terminal ------------------------------------
+SOURCE_NAMES = {"nvml": "NVML", "log": "log", "journal": "journal", "metrics": "metrics"}
+SOURCE_SHORT = {"nvml": "NV", "log": "log", "journal": "jrnl", "metrics": "met"}
+INTERVAL = 7  # the refresh interval: dropped after shortening, before the DEMO badge
+
+Piece = tuple[str, str]  # (text, style: "" plain, "bold", "state-<kind>", "mark-<state>", ...)
+
+
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    right: bool  # drawn at the right end (badges, interval, source markers)
+    priority: int
+    full: tuple[Piece, ...]
+    short: tuple[Piece, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderLayout:
+    """The status line laid out for a width: the first line's left and right pieces, and the
+    items that did not fit (a second line when the screen has room, else the help)."""
+
+    left: tuple[Piece, ...]
+    right: tuple[Piece, ...]
+    moved: tuple[str, ...]
+
+    @property
+    def second_line(self) -> str:
+        return " · ".join(self.moved)
+
+
+def _text_slot(text: str, priority: int, short: str | None = None, style: str = "") -> _Slot:
+    return _Slot(False, priority, ((text, style),), ((short or text, style),))
+
+
+def _state_style(facts: StatusFacts) -> str:
+    kind = facts.state_kind if facts.state_kind in ("ready", "failed") else "starting"
+    if facts.level in (Level.WARNING, Level.CRITICAL):
+        kind = facts.level  # never green while a source is down, disagrees or a GPU is lost
+    return f"state-{kind}"
+
+
+def _slots(facts: StatusFacts) -> list[_Slot]:
+    slots = [_text_slot("kvtop", AMBIENT, style="bold")]
+    slots += [_text_slot(part, ORIGIN) for part in facts.left if part]
+    slots.append(_text_slot(facts.state, MUST, style=_state_style(facts)))
+    items = facts.fact_items or tuple(HeaderItem(f, f, MUST) for f in facts.facts)
+    slots += [_text_slot(i.text, i.priority, i.short) for i in items]
+    if facts.demo:
+        slots.append(_Slot(True, WANTED, ((" DEMO ", "demo"),), ((" DEMO ", "demo"),)))
+    if facts.paused:
+        slots.append(_Slot(True, MUST, ((" PAUSED ", "paused"),), ((" PAUSED ", "paused"),)))
+    interval = ((f"↻{facts.interval_s:g}s", ""),)
+    slots.append(_Slot(True, INTERVAL, interval, interval))
+    ages = facts.source_ages or (None,) * len(facts.sources)
+    for health, age in zip(facts.sources, ages, strict=False):
+        mark = (health.state.mark, f"mark-{health.state}")
+        name = SOURCE_NAMES.get(health.name, health.name)
+        full = (mark, (name, ""), *(((f" {age}", "age"),) if age else ()))
+        short = (mark, (SOURCE_SHORT.get(health.name, name), ""))
+        slots.append(_Slot(True, MUST, full, short))
+    return slots
+
+
+def _cells(pieces: tuple[Piece, ...]) -> int:
+    return sum(len(text) for text, _ in pieces)
+
+
+def _joined(
+    slots: list[_Slot], shown: list[bool], short: frozenset[bool]
+) -> tuple[tuple[Piece, ...], ...]:
+    """The line's left and right pieces; `short` holds the sides (right: True) drawn short."""
+    left: list[Piece] = [(" ", "")]
+    right: list[Piece] = []
+    for slot, visible in zip(slots, shown, strict=True):
+        pieces = slot.short if slot.right in short else slot.full
+        if not visible or not pieces:
+            continue
+        if slot.right:
+            right += [(" ", ""), *pieces]
+        else:
+            left += [*((" · ", ""),) * (len(left) > 1), *pieces]
+    if right:
+        right.append((" ", ""))
+    return tuple(left), tuple(right)
+
+
+def header_layout(facts: StatusFacts, width: int) -> HeaderLayout:
+    """Drop items by priority, not from the right: host and log source first, then the kvtop
+    name and shape words, then the SGLang version; then shorten the facts (model name, `HiC`),
+    drop the interval, shorten the source names (`●NV`, `●met`); then the DEMO badge. State, model, TP/DP/EP, mfs, the speculative and HiCache
+    flags and the source markers stay; a state too long for what is left is cut last
+    (tests/tui/test_header_events.py checks 80 to 200 columns)."""
+    slots = _slots(facts)
+    shown = [True] * len(slots)
+    short: frozenset[bool] = frozenset()
+    # Drop a priority, or shorten a side: the facts (False), then the source names (True).
+    steps: list[int | bool] = [ORIGIN, AMBIENT, EXTRA, False, INTERVAL, True, WANTED]
+    left, right = _joined(slots, shown, short)
+    for step in steps:
+        if _cells(left) + _cells(right) <= width:
+            break
+        if isinstance(step, bool):
+            short = short | {step}
+        else:
+            shown = [v and s.priority != step for s, v in zip(slots, shown, strict=True)]
+        left, right = _joined(slots, shown, short)
+    over = _cells(left) + _cells(right) - width
+    if over > 0:  # a long state (starting: … since …): cut its words, not the facts after it
+        slots = [_cut_state(s, over) for s in slots]
+        left, right = _joined(slots, shown, short)
+    moved = (_plain(s) for s, v in zip(slots, shown, strict=True) if not v)
+    return HeaderLayout(left, right, tuple(m for m in moved if m not in ("", "kvtop")))
+
+
+STATE_MIN_CHARS = 16  # a state is never cut shorter than this ("starting: load w…")
+
+
+def _cut_state(slot: _Slot, over: int) -> _Slot:
+    text, style = slot.full[0]
+    if not style.startswith("state-"):
+        return slot
+    keep = max(STATE_MIN_CHARS, len(text) - over - 1)
+    if keep >= len(text):
+        return slot
+    piece = ((text[:keep] + "…", style),)
+    return _Slot(slot.right, slot.priority, piece, piece)
+
+
+def _plain(slot: _Slot) -> str:
+    return "".join(text for text, _ in slot.full).strip()
+
+
+def header_words(facts: StatusFacts) -> str:
+    """Every item of the status line, whole: the help's sources view."""
+    slots = [s for s in _slots(facts) if not s.right or s.priority != MUST]
+    return " · ".join(_plain(s) for s in slots if s.full)

@@ -1,0 +1,312 @@
+"""The Snapshot built: the startup analysed, NVML joined with the log by rank, notes, sources."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from kvtop.model.analysis import Analysis
+from kvtop.model.deployment_shape import deployment_shape, rank_span
+from kvtop.model.memory.gpu_memory import (
+    choose_rank_mapping,
+    lost_memory,
+    parse_visible_devices,
+    reconcile,
+)
+from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
+from kvtop.model.memory.process_owner import (
+    ProcessInfo,
+    ServerIdentity,
+    other_pids,
+    other_processes_gib,
+    server_identity,
+)
+from kvtop.model.memory.rank_memory import MemoryBreakdown
+from kvtop.model.server_target import ServerTarget
+from kvtop.model.snapshot import (
+    GpuProcessView,
+    GpuView,
+    HostMemory,
+    ProcessUsage,
+    Snapshot,
+    SourceHealth,
+    SourceState,
+)
+from kvtop.model.status.identity import Mismatch
+from kvtop.model.status.liveness import server_gone
+from kvtop.model.status.notes import LOG_VS_NVML, RANK_ORDER, SHAPE, UNPLACED, Note, collapse
+from kvtop.model.status.watch import Watch
+from kvtop.sglang.metrics import MetricsSample, ServerInfo
+from kvtop.sglang.start_state import STOPPED
+
+
+def _ranks_by_process(
+    samples: tuple[GpuSample, ...], process_ranks: Mapping[int, str | None]
+) -> dict[int, tuple[str, ...]]:
+    """GPU index -> the ranks its processes name in their titles (`sglang::scheduler_TP3`)."""
+    by_process: dict[int, tuple[str, ...]] = {}
+    for sample in samples:
+        named = sorted({r for p in sample.processes if (r := process_ranks.get(p.pid))})
+        if named:
+            by_process[sample.index] = tuple(named)
+    return by_process
+
+
+def _base_gpu_id(analysis: Analysis) -> int:
+    """The first GPU SGLang was told to use (--base-gpu-id), 0 unless logged."""
+    args = analysis.startup.server_args
+    return args.base_gpu_id if args is not None and args.base_gpu_id is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class _ProcessFacts:
+    ranks: Mapping[int, str | None]
+    users: Mapping[int, str | None]
+    infos: Mapping[int, ProcessInfo]
+    server: ServerIdentity  # the server's processes as their titles, tree and unit show them
+    usage: Mapping[int, ProcessUsage]  # what each uses on the host now
+
+
+_NO_USAGE = ProcessUsage()
+
+
+def _gpu_view(
+    sample: GpuSample,
+    ranks: tuple[str, ...],
+    breakdowns: Mapping[str, MemoryBreakdown],
+    facts: _ProcessFacts,
+) -> GpuView:
+    """One GPU: NVML's reading reconciled with the log of the one rank on it (if just one);
+    processes that are not the server's (by identity, tui/kvtop/model/memory/process_owner.py) get
+    their own segment. A lost GPU: no numbers."""
+    log = breakdowns.get(ranks[0]) if len(ranks) == 1 else None
+    others = other_pids(sample.processes, bool(ranks), facts.ranks, facts.infos, facts.server)
+    views = tuple(_process_view(p, p.pid in others, facts) for p in sample.processes)
+    if sample.status != GpuStatus.OK:
+        return GpuView(sample, ranks, lost_memory(), views)
+    if any(name == "processes" for name, _ in sample.field_errors):
+        other: float | None = None  # NVML could not list the processes: unknown
+    else:
+        other = other_processes_gib(sample.processes, others)
+    memory = reconcile(sample.total_gib, sample.free_gib, log, other)
+    return GpuView(sample=sample, ranks=ranks, memory=memory, processes=views)
+
+
+def _process_view(process: GpuProcess, other: bool, facts: _ProcessFacts) -> GpuProcessView:
+    info = facts.infos.get(process.pid)
+    usage = facts.usage.get(process.pid, _NO_USAGE)
+    return GpuProcessView(
+        process.pid,
+        process.used_gib,
+        facts.ranks.get(process.pid),
+        facts.users.get(process.pid),
+        info.command if info is not None else None,
+        other,
+        started_at=info.started_at if info is not None else None,
+        cpu_percent=usage.cpu_percent,
+        rss_gib=usage.rss_gib,
+    )
+
+
+_MISMATCH_GIST = (
+    "the log itemises more than NVML sees in use, so runtime is unknown; the server's memory "
+    "may have been released, or the log comes from another host, other GPUs or an earlier "
+    "start (check --unit / --log-file)."
+)
+
+
+def _mismatch_notes(gpus: list[GpuView]) -> list[Note]:
+    """GPUs where the log itemises more than NVML sees in use: the log is not about them.
+    Never about a lost GPU (it has no numbers)."""
+    notes = []
+    for gpu in gpus:
+        excess = gpu.memory.log_excess_gib
+        if excess is not None:
+            notes.append(
+                Note(
+                    LOG_VS_NVML,
+                    f"GPU {gpu.sample.index}: the log itemises {excess:.1f} GiB more than NVML "
+                    "sees in use on it, so its runtime is unknown; the server's memory may have "
+                    "been released, or the log comes from another host, other GPUs or an "
+                    "earlier start (check --unit / --log-file).",
+                    (gpu.sample.index,),
+                    _MISMATCH_GIST,
+                )
+            )
+    return notes
+
+
+def _unplaced_note(unplaced: list[str], gpu_count: int) -> str:
+    which = rank_span(unplaced)
+    sees = "no GPU" if gpu_count == 0 else f"{gpu_count} GPU{'s' if gpu_count != 1 else ''}"
+    return (
+        f"{which} from the log {'has' if len(unplaced) == 1 else 'have'} no GPU here: NVML "
+        f"sees {sees}. A GPU may have fallen off the bus (check nvidia-smi and dmesg), or "
+        "those ranks run on another host."
+    )
+
+
+def _missing_ranks(
+    nvml: NvmlReading | None,
+    mapping: Mapping[int, tuple[str, ...]],
+    how: str,
+    log_ranks: list[str],
+) -> list[str]:
+    """Ranks of the log without a GPU here (also when NVML answers with none). Ranks whose GPUs
+    NVML lost are not missing: the lost GPUs' rows and alerts say what happened."""
+    if nvml is None or not nvml.available or not log_ranks:
+        return []
+    placed = {rank for ranks in mapping.values() for rank in ranks}
+    unplaced = [rank for rank in log_ranks if rank not in placed]
+    lost = sum(1 for g in nvml.gpus if g.status != GpuStatus.OK)
+    if unplaced and len(unplaced) > lost and (how != "none" or not nvml.gpus):
+        return unplaced
+    return []
+
+
+def _with_unread_ranks(
+    samples: tuple[GpuSample, ...],
+    mapping: dict[int, tuple[str, ...]],
+    how: str,
+    log_ranks: list[str],
+) -> dict[int, tuple[str, ...]]:
+    """Ranks placed by their processes' titles leave a GPU NVML cannot read without a rank (its
+    processes cannot be listed). When the ranks left over are exactly as many as those GPUs,
+    they are theirs, in order: the alert can then name the rank of a GPU that fell away."""
+    if how != "process":
+        return mapping
+    placed = {rank for ranks in mapping.values() for rank in ranks}
+    left = [rank for rank in log_ranks if rank not in placed]
+    unread = [s.index for s in samples if s.status != GpuStatus.OK and s.index not in mapping]
+    if not left or len(left) != len(unread):
+        return mapping
+    return {**mapping, **{index: (rank,) for index, rank in zip(unread, left, strict=True)}}
+
+
+def _placement_notes(
+    nvml: NvmlReading | None,
+    missing: list[str],
+    how: str,
+    by_order: str,
+) -> list[Note]:
+    """Ranks of the log without a GPU here, and how ranks were placed when it was by order (an
+    advisory)."""
+    if nvml is None or not nvml.available:
+        return []
+    lost = sum(1 for g in nvml.gpus if g.status != GpuStatus.OK)
+    notes = []
+    if missing:
+        notes.append(Note(UNPLACED, _unplaced_note(missing, len(nvml.gpus))))
+    if how == "order" and lost < len(nvml.gpus):  # placing ranks on lost GPUs says nothing
+        notes.append(Note(RANK_ORDER, by_order, advisory=True))
+    return notes
+
+
+def _with_gpus_missing(sources: tuple[SourceHealth, ...], note: str) -> tuple[SourceHealth, ...]:
+    """NVML answers with no GPU while the log has ranks: its marker is not healthy."""
+    return tuple(
+        replace(s, state=SourceState.DEGRADED, detail=note)
+        if s.name == "nvml" and s.state == SourceState.OK
+        else s
+        for s in sources
+    )
+
+
+def _by_order_note(
+    pids_visible: bool, base: int, cuda_visible_devices: str | None, visible: list[int] | None
+) -> str:
+    reason = (
+        "the SGLang processes are not visible here (a container without the host PID namespace?)"
+        if not pids_visible
+        else "no GPU process carries an SGLang scheduler title"
+    )
+    within = f" within CUDA_VISIBLE_DEVICES={cuda_visible_devices}" if visible else ""
+    return f"ranks mapped to GPUs by order from device {base}{within}: {reason}."
+
+
+def build_snapshot(
+    analysis: Analysis,
+    *,
+    taken_at: float,
+    nvml: NvmlReading | None,
+    process_ranks: Mapping[int, str | None],
+    pids_visible: bool,
+    metrics: MetricsSample | None,
+    server_info: ServerInfo | None,
+    host: HostMemory | None,
+    sources: tuple[SourceHealth, ...],
+    cuda_visible_devices: str | None = None,
+    process_users: Mapping[int, str | None] | None = None,
+    process_infos: Mapping[int, ProcessInfo] | None = None,
+    process_usage: Mapping[int, ProcessUsage] | None = None,
+    notes: tuple[str, ...] = (),
+    server: ServerTarget | None = None,
+    mismatches: tuple[Mismatch, ...] = (),
+    watch: Watch | None = None,
+    log_from_this_host: bool = False,
+    judged: bool = True,
+) -> Snapshot:
+    """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title;
+    `process_infos`: pid -> command line and start time (whose process it is);
+    `process_usage`: pid -> its CPU and resident memory on the host now; `notes`: the
+    sources' own sentences (a log notice, a withheld API key), after the model's; `watch`:
+    the session's judge (one look with the default thresholds when None); `judged=False`: no
+    verdict yet (the first frame's GPUs, before the other sources' first readings)."""
+    samples = nvml.gpus if nvml is not None else ()
+    base = _base_gpu_id(analysis)
+    visible = parse_visible_devices(cuda_visible_devices, [s.uuid for s in samples])
+    shape = deployment_shape(analysis.startup)
+    # Ranks SGLang runs on another node have no GPU here by design: not placed, not "unplaced".
+    elsewhere = set(shape.other_node_ranks)
+    log_ranks = [r.rank for r in analysis.ranks if r.rank not in elsewhere]
+    by_process = _ranks_by_process(samples, process_ranks)
+    mapping, how = choose_rank_mapping(
+        [s.index for s in samples], log_ranks, by_process, base, visible
+    )
+    mapping = _with_unread_ranks(samples, mapping, how, log_ranks)
+    missing = _missing_ranks(nvml, mapping, how, log_ranks)
+    breakdowns = {b.rank: b for b in analysis.breakdowns}
+    infos = process_infos or {}
+    facts = _ProcessFacts(
+        process_ranks,
+        process_users or {},
+        infos,
+        server_identity(process_ranks, infos),
+        process_usage or {},
+    )
+    gpus = [_gpu_view(s, mapping.get(s.index, ()), breakdowns, facts) for s in samples]
+    gone = server_gone(analysis.startup, gpus, breakdowns)
+    if gone is not None:
+        # NVML outranks a log that stopped talking: the server is stopped in every view, and
+        # its log's segments are not drawn on cards it has left.
+        startup = replace(analysis.startup, state=STOPPED, stopped_by=gone)
+        analysis = replace(analysis, startup=startup)
+        gpus = [_gpu_view(s, mapping.get(s.index, ()), {}, facts) for s in samples]
+    by_order = _by_order_note(pids_visible, base, cuda_visible_devices, visible)
+    placement = _placement_notes(nvml, missing, how, by_order)
+    shape_notes = [Note(SHAPE, text) for text in shape.flags()]
+    items = collapse(_mismatch_notes(gpus) + placement + shape_notes)
+    if placement and not samples:
+        sources = _with_gpus_missing(sources, placement[0].text)
+    unjudged = Snapshot(
+        taken_at=taken_at,
+        analysis=analysis,
+        gpus=tuple(gpus),
+        rank_mapping=how,
+        metrics=metrics,
+        server_info=server_info,
+        host=host,
+        sources=sources,
+        notes=tuple(n.text for n in items) + notes,
+        note_items=items,
+        driver_version=nvml.driver_version if nvml is not None else None,
+        server=server,
+        mismatches=mismatches,
+        log_from_this_host=log_from_this_host,
+        missing_ranks=tuple(missing),
+    )
+    if not judged:
+        return unjudged
+    # Judged before anyone sees it: every view shows this one verdict.
+    verdict, timeline = (watch or Watch()).look(unjudged)
+    return replace(unjudged, verdict=verdict, timeline=timeline)

@@ -1,0 +1,95 @@
+"""What one NVML reading is, as plain data: the GPUs' samples and whether NVML answered.
+
+The NVML source (tui/kvtop/sources/nvml.py) fills these in; the model and the views read them. They
+live in the model so that the model imports nothing from the sources.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from kvtop.model.str_enum import StrEnum
+
+
+class GpuStatus(StrEnum):
+    """Whether NVML could read a GPU: the word the JSON report's `status` writes."""
+
+    OK = "ok"
+    LOST = "lost"  # fallen off the bus
+    # Unreadable: a call for this GPU failed (its handle, its memory, any call with an error
+    # other than "not supported"), or its memory is impossible (used above total).
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    used_gib: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedValue:
+    """A number NVML gave that no GPU can have (utilization 4294967295, used above total): not
+    used, its cell stays blank. `value` is NVML's raw number (bytes, mW, %, °C) as text."""
+
+    field: str
+    value: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    total_gib: float
+    used_gib: float
+    free_gib: float
+    reserved_gib: float | None
+    utilization_pct: int | None
+    memory_utilization_pct: int | None
+    temperature_c: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    processes: tuple[GpuProcess, ...] = ()
+    status: GpuStatus = GpuStatus.OK
+    field_errors: tuple[tuple[str, str], ...] = ()
+    rejected: tuple[RefusedValue, ...] = ()  # numbers refused (their fields are None or blank)
+    # NVML's current clocks event (throttle) reasons, a bitmask (None: not read or not supported).
+    clock_event_reasons: int | None = None
+
+    def __post_init__(self) -> None:
+        # A status given as its word ("lost") becomes the GpuStatus.
+        object.__setattr__(self, "status", GpuStatus(self.status))
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlReading:
+    gpus: tuple[GpuSample, ...]
+    available: bool
+    problem: str | None
+    driver_version: str | None
+    stale: bool = False
+    taken_at: float = field(default_factory=time.time)
+
+
+# NVML's clocks event reasons (nvmlClocksEventReason*, called throttle reasons before NVML
+# 12.535; the bits are the same). Only these lower the clocks because something is wrong:
+# heat, a hardware slowdown signal or the power brake. The software power cap (0x4: the GPU
+# draws its enforced power limit) is normal under load and never an alert; idle, application
+# clocks, sync boost and display clocks are settings, not trouble.
+SLOWDOWN_REASONS = (
+    (0x8, "HW slowdown"),
+    (0x20, "SW thermal slowdown"),
+    (0x40, "HW thermal slowdown"),
+    (0x80, "HW power brake slowdown"),
+)
+
+
+def slowdown_reasons(bits: int | None) -> tuple[str, ...]:
+    """The reasons in BITS that mean trouble, in NVML's order (none for None)."""
+    if not bits:
+        return ()
+    return tuple(name for bit, name in SLOWDOWN_REASONS if bits & bit)

@@ -1,0 +1,307 @@
+"""SGLang launch_server arguments (the words after `kvtop plan --`) as the sizing reads them.
+
+Only the arguments that change the KV sizing are read and checked; a bad value of one of them
+is refused with a sentence (LaunchArgsError). Any other SGLang flag is kept by name and listed
+as not modelled: SGLang has hundreds, and a launch line copied whole must still plan.
+Arguments not given are taken from an earlier boot's server_args (the calibration log), then
+from SGLang's own defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kvtop.model.sizing.formula import canonical_dtype
+
+
+class LaunchArgsError(ValueError):
+    """A launch argument kvtop plan needs is malformed; the message says which and why."""
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise ValueError(f"must be a whole number ≥ {low}")
+        return value
+
+    return convert
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and 0 < value < 1):
+        raise ValueError("must be a fraction between 0 and 1, such as 0.88")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError("must be a number above 0")
+    return value
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def convert(text: str) -> str:
+        if text.lower() not in {c.lower() for c in choices}:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return next(c for c in choices if c.lower() == text.lower())
+
+    return convert
+
+
+def _chunked(text: str) -> int:
+    value = int(text)
+    if value < 1 and value != -1:
+        raise ValueError("must be a whole number ≥ 1, or -1 (chunked prefill off)")
+    return value
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text
+
+
+KV_CACHE_DTYPES = (
+    "auto",
+    "fp8_e5m2",
+    "fp8_e4m3",
+    "bf16",
+    "bfloat16",
+    "fp16",
+    "float16",
+    "fp4_e2m1",
+)
+MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+SPECULATIVE = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "FROZEN_KV_MTP")
+
+# dest -> (converter, flag spellings). Boolean flags have converter None.
+_VALUED: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
+    "model_path": (_text, ("--model-path", "--model")),
+    "tp_size": (_int_at_least(1), ("--tp-size", "--tensor-parallel-size", "--tp")),
+    "dp_size": (_int_at_least(1), ("--dp-size", "--data-parallel-size", "--dp")),
+    "pp_size": (_int_at_least(1), ("--pp-size", "--pipeline-parallel-size")),
+    "ep_size": (_int_at_least(1), ("--ep-size", "--expert-parallel-size", "--ep")),
+    "mem_fraction_static": (_fraction, ("--mem-fraction-static",)),
+    "kv_cache_dtype": (_choice(*KV_CACHE_DTYPES), ("--kv-cache-dtype",)),
+    "dtype": (_choice(*MODEL_DTYPES), ("--dtype",)),
+    "page_size": (_int_at_least(1), ("--page-size",)),
+    "context_length": (_int_at_least(1), ("--context-length",)),
+    "max_total_tokens": (_int_at_least(1), ("--max-total-tokens",)),
+    "max_running_requests": (_int_at_least(1), ("--max-running-requests",)),
+    "chunked_prefill_size": (_chunked, ("--chunked-prefill-size",)),
+    "cuda_graph_max_bs": (_int_at_least(1), ("--cuda-graph-max-bs",)),
+    "speculative_algorithm": (_choice(*SPECULATIVE), ("--speculative-algorithm",)),
+    "speculative_draft_model_path": (
+        _text,
+        ("--speculative-draft-model-path", "--speculative-draft-model"),
+    ),
+    "speculative_num_steps": (_int_at_least(0), ("--speculative-num-steps",)),
+    "speculative_eagle_topk": (_int_at_least(1), ("--speculative-eagle-topk",)),
+    "speculative_num_draft_tokens": (_int_at_least(1), ("--speculative-num-draft-tokens",)),
+    "swa_full_tokens_ratio": (_positive_float, ("--swa-full-tokens-ratio",)),
+    "mamba_full_memory_ratio": (_positive_float, ("--mamba-full-memory-ratio",)),
+    "max_mamba_cache_size": (_int_at_least(1), ("--max-mamba-cache-size",)),
+    "mamba_ssm_dtype": (_choice("float32", "bfloat16", "float16"), ("--mamba-ssm-dtype",)),
+    "moe_a2a_backend": (_text, ("--moe-a2a-backend",)),
+    "disaggregation_mode": (_choice("null", "prefill", "decode"), ("--disaggregation-mode",)),
+}
+_FLAGS: dict[str, tuple[str, ...]] = {
+    "enable_dp_attention": ("--enable-dp-attention",),
+    "disable_cuda_graph": ("--disable-cuda-graph",),
+    "disable_radix_cache": ("--disable-radix-cache",),
+    "disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory",),
+}
+_BY_FLAG: dict[str, str] = {
+    spelling: dest for dest, (_, spellings) in _VALUED.items() for spelling in spellings
+} | {spelling: dest for dest, spellings in _FLAGS.items() for spelling in spellings}
+
+
+@dataclass(frozen=True, slots=True)
+class GivenArgs:
+    """What the words after `--` said: the values read, and the flags left unmodelled."""
+
+    values: Mapping[str, object]
+    ignored: tuple[str, ...]
+
+
+def parse_launch_args(words: Sequence[str]) -> GivenArgs:
+    """`--tp-size 8 --mem-fraction-static=0.9 --enable-dp-attention ...` → values by name."""
+    values: dict[str, object] = {}
+    ignored: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("--"):
+            raise LaunchArgsError(
+                f"SGLang argument {word!r} is not a --flag: give the launch_server arguments "
+                "after `--`, e.g. kvtop plan --model DIR -- --tp-size 8"
+            )
+        flag, eq, inline = word.partition("=")
+        flag = flag.replace("_", "-")
+        dest = _BY_FLAG.get(flag)
+        if dest in _FLAGS:
+            if eq:
+                values[dest] = _bool_value(flag, inline)
+            else:
+                values[dest] = True
+            i += 1
+            continue
+        if dest is None:
+            ignored.append(flag)
+            # Skip an unknown flag's value too (anything up to the next --flag).
+            i += 1
+            if not eq:
+                while i < len(words) and not words[i].startswith("--"):
+                    i += 1
+            continue
+        if eq:
+            raw = inline
+            i += 1
+        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+            raw = words[i + 1]
+            i += 2
+        else:
+            raise LaunchArgsError(
+                f"SGLang argument {flag} needs a value (e.g. {flag} {_example(dest)})"
+            )
+        convert, _ = _VALUED[dest]
+        try:
+            values[dest] = convert(raw)
+        except ValueError as exc:
+            why = str(exc)
+            if why.startswith(("invalid literal", "could not convert")):
+                why = "is not a number"
+            raise LaunchArgsError(f"SGLang argument {flag} {raw!r}: {why}") from None
+    return GivenArgs(values, tuple(dict.fromkeys(ignored)))
+
+
+def _bool_value(flag: str, text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise LaunchArgsError(f"SGLang argument {flag}={text!r}: must be true or false")
+
+
+def _example(dest: str) -> str:
+    return {"mem_fraction_static": "0.88", "kv_cache_dtype": "fp8_e4m3"}.get(dest, "8")
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchArgs:
+    """The launch as the sizing sees it: given, else logged, else SGLang's default."""
+
+    values: Mapping[str, object]
+    given: frozenset[str]  # names given after `--`
+    logged: frozenset[str]  # names taken from the calibration log's server_args
+    ignored: tuple[str, ...]
+
+    def get(self, name: str) -> object:
+        return self.values.get(name)
+
+    def int_of(self, name: str, default: int | None = None) -> int | None:
+        value = self.values.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return default
+        return int(value) if float(value).is_integer() else default
+
+    def float_of(self, name: str) -> float | None:
+        value = self.values.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value)
+
+    def str_of(self, name: str) -> str | None:
+        value = self.values.get(name)
+        if not isinstance(value, str) or value.lower() in ("none", "null", ""):
+            return None
+        return value
+
+    def flag(self, name: str) -> bool:
+        return self.values.get(name) is True
+
+    @property
+    def tp(self) -> int:
+        return self.int_of("tp_size", 1) or 1
+
+    @property
+    def dp(self) -> int:
+        return self.int_of("dp_size", 1) or 1
+
+    @property
+    def pp(self) -> int:
+        return self.int_of("pp_size", 1) or 1
+
+    @property
+    def attn_tp(self) -> int:
+        """GPUs one attention layer's KV heads are split over (TP / DP with DP attention)."""
+        return max(1, self.tp // self.dp) if self.flag("enable_dp_attention") else self.tp
+
+    @property
+    def attn_dp(self) -> int:
+        return self.dp if self.flag("enable_dp_attention") else 1
+
+    @property
+    def speculative(self) -> str | None:
+        algo = self.str_of("speculative_algorithm")
+        return algo.upper() if algo else None
+
+    def source_of(self, name: str) -> str | None:
+        if name in self.given:
+            return "given"
+        if name in self.logged:
+            return "log"
+        return None
+
+
+def merge_launch_args(
+    given: GivenArgs,
+    logged: Mapping[str, object] | None,
+    seen: Mapping[str, object] | None = None,
+) -> LaunchArgs:
+    """Given values over the log's server_args (kept only where the value reads as the type),
+    over what the log shows without a server_args line (`seen`: its ranks' TP size)."""
+    values: dict[str, object] = dict(seen or {})
+    logged_names: set[str] = set(values)
+    for name, value in (logged or {}).items():
+        clean = _from_log(name, value)
+        if clean is not None:
+            values[name] = clean
+            logged_names.add(name)
+    values.update(given.values)
+    return LaunchArgs(
+        values, frozenset(given.values), frozenset(logged_names - set(given.values)), given.ignored
+    )
+
+
+def _from_log(name: str, value: object) -> object | None:
+    """A logged server_args value checked as the flag would be (None: not usable)."""
+    if value is None:
+        return None
+    if name in _FLAGS:
+        return value if isinstance(value, bool) else None
+    if name not in _VALUED:
+        return value if isinstance(value, bool | int | float | str) else None
+    convert, _ = _VALUED[name]
+    text = value if isinstance(value, str) else repr(value)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer() and name not in ("mem_fraction_static",):
+        text = str(int(value))
+    try:
+        return convert(text)
+    except ValueError:
+        return None
+
+
+def kv_dtype_name(value: str | None) -> str | None:
+    """The torch name of a --kv-cache-dtype value ("auto" stays None: the model decides)."""
+    if value is None or value.lower() == "auto":
+        return None
+    return canonical_dtype(value)

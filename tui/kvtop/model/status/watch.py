@@ -1,0 +1,125 @@
+"""The watch: the verdict of each Snapshot in turn, and the timeline of what changed.
+
+Pure and stateful (no I/O, no clock of its own: each Snapshot's `taken_at` is "now"). One watch
+per session judges every Snapshot the session builds, so the live view, the exporter and a
+one-shot report show the same judgement; watching over time adds what one look cannot know:
+since when each alert is active, how long the queue has held requests, and the timeline
+(each alert raised and cleared, each source down and back, each GPU lost and back, each
+restart), bounded.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import replace
+
+from kvtop.model.kv_usage import kv_now
+from kvtop.model.snapshot import NOT_YET, Snapshot, SourceState
+from kvtop.model.status.alert_rule import asked_off, queue_since
+from kvtop.model.status.judge import judge
+from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
+from kvtop.model.status.verdict import (
+    ALERT_CLEARED,
+    ALERT_RAISED,
+    GPU_BACK,
+    GPU_LOST,
+    RESTART,
+    SOURCE_BACK,
+    SOURCE_DOWN,
+    Seen,
+    Verdict,
+)
+
+# The timeline keeps the newest this many changes (a flapping source must not grow it).
+TIMELINE_MAX = 200
+_SOURCE_WORDS = {"nvml": "GPU readings (NVML)", "metrics": "/metrics"}
+
+
+def _key(alert: Alert) -> tuple[str, str]:
+    return (alert.kind, alert.subject)
+
+
+class Watch:
+    """Judges each Snapshot of one session; `look()` returns its verdict and the timeline."""
+
+    def __init__(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
+        self.thresholds = thresholds
+        self._queued_since: float | None = None
+        self._active: dict[tuple[str, str], Alert] = {}
+        self._sources: dict[str, SourceState] = {}
+        self._lost: set[int] = set()
+        self._restarts: int | None = None
+        self._seen: deque[Seen] = deque(maxlen=TIMELINE_MAX)
+
+    @property
+    def timeline(self) -> tuple[Seen, ...]:
+        return tuple(self._seen)
+
+    def look(self, snapshot: Snapshot) -> tuple[Verdict, tuple[Seen, ...]]:
+        """The verdict of SNAPSHOT (its alerts dated from when first seen) and the timeline up
+        to it."""
+        now = snapshot.taken_at
+        kv = kv_now(snapshot)
+        queued = kv.load.queued_requests if kv.current else None
+        self._queued_since = queue_since(self._queued_since, queued, now)
+        queued_for = None if self._queued_since is None else max(0.0, now - self._queued_since)
+        verdict = judge(snapshot, self.thresholds, queued_for_s=queued_for)
+        self._note_restarts(snapshot, now)
+        self._note_sources(snapshot, now)
+        self._note_gpus(snapshot, now)
+        alerts = self._note_alerts(verdict.alerts, now)
+        return replace(verdict, alerts=alerts), self.timeline
+
+    # -- what changed ---------------------------------------------------------------------------
+    def _add(self, at: float, kind: str, subject: str, text: str, level: Level) -> None:
+        self._seen.append(Seen(at, kind, subject, text, level))
+
+    def _note_alerts(self, found: tuple[Alert, ...], now: float) -> tuple[Alert, ...]:
+        active: dict[tuple[str, str], Alert] = {}
+        for alert in found:
+            before = self._active.get(_key(alert))
+            since = before.since if before is not None and before.since is not None else now
+            if before is None or before.level != alert.level:
+                self._add(now, ALERT_RAISED, alert.subject, alert.text, alert.level)
+            active[_key(alert)] = replace(alert, since=since)
+        for key, alert in self._active.items():
+            if key not in active:
+                self._add(now, ALERT_CLEARED, alert.subject, f"cleared: {alert.text}", Level.OK)
+        self._active = active
+        return tuple(active[_key(a)] for a in found)
+
+    def _note_sources(self, snapshot: Snapshot, now: float) -> None:
+        for source in snapshot.sources:
+            if asked_off(source) or source.cause == NOT_YET:
+                continue  # off on purpose, or the first reading still on its way
+            before = self._sources.get(source.name)
+            self._sources[source.name] = source.state
+            what = _SOURCE_WORDS.get(source.name, source.name)
+            if source.state != SourceState.OK and before in (None, SourceState.OK):
+                words = f"{what} {source.state}" + (f": {source.detail}" if source.detail else "")
+                self._add(now, SOURCE_DOWN, source.name, words, Level.WARNING)
+            elif source.state == SourceState.OK and before not in (None, SourceState.OK):
+                self._add(now, SOURCE_BACK, source.name, f"{what} back", Level.OK)
+
+    def _note_gpus(self, snapshot: Snapshot, now: float) -> None:
+        lost = {g.sample.index for g in snapshot.gpus if g.lost}
+        seen = {g.sample.index for g in snapshot.gpus}
+        for index in sorted(lost - self._lost):
+            self._add(now, GPU_LOST, f"GPU {index}", f"GPU {index} lost", Level.CRITICAL)
+        for index in sorted((self._lost - lost) & seen):
+            self._add(now, GPU_BACK, f"GPU {index}", f"GPU {index} back", Level.OK)
+        self._lost = lost
+
+    def _note_restarts(self, snapshot: Snapshot, now: float) -> None:
+        restarts = snapshot.analysis.startup.restarts
+        if self._restarts is not None and restarts > self._restarts:
+            text = f"the server started again (restart {restarts} in this log)"
+            self._add(now, RESTART, "server", text, Level.OK)
+        self._restarts = restarts
+
+
+def judged(snapshot: Snapshot, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Snapshot:
+    """SNAPSHOT with the verdict of one look (no timeline): for a Snapshot not built by
+    build_snapshot, as the fleet's view of one host."""
+    verdict, _ = Watch(thresholds).look(snapshot)
+    return replace(snapshot, verdict=verdict, timeline=())

@@ -1,0 +1,179 @@
+"""`kvtop plan`: SGLang's KV pool before launch, from the model's config and the launch's own
+arguments (and an earlier boot's log to calibrate what a config cannot tell)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+
+from kvtop.model.sizing.calibration import Calibration, CalibrationError
+from kvtop.model.sizing.formula import parse_version
+from kvtop.model.sizing.launch_args import LaunchArgsError, merge_launch_args, parse_launch_args
+from kvtop.model.sizing.plan import FITS, NOT_ENOUGH_MEMORY, OOM_RISK
+from kvtop.options import EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE
+from kvtop.plan.build import Gpus, ModelInfo, PlanInputError, build
+from kvtop.plan.gather import (
+    GatherError,
+    calibration_of,
+    installed_sglang,
+    read_boot,
+    read_gpus,
+    read_model,
+)
+from kvtop.plan.report import PlanContext, plan_json, plan_text
+
+EXIT_OOM_RISK = 4
+EXIT_NOT_ENOUGH_MEMORY = 5
+EXIT_BY_VERDICT = {
+    FITS: EXIT_OK,
+    OOM_RISK: EXIT_OOM_RISK,
+    NOT_ENOUGH_MEMORY: EXIT_NOT_ENOUGH_MEMORY,
+}
+MAX_GPU_GIB = 4096  # far beyond any accelerator; keeps the arithmetic in range
+
+_EPILOG = f"""\
+Arguments after `--` are SGLang's launch_server arguments (--tp-size, --mem-fraction-static,
+--kv-cache-dtype, --page-size, --context-length, --max-total-tokens, --max-running-requests,
+--cuda-graph-max-bs, --speculative-algorithm, --enable-dp-attention, ...). With --from-log or
+--unit, those not given are the logged boot's server_args, so "this server at 0.90" is
+  kvtop plan --from-log sglang.log -- --mem-fraction-static 0.90
+
+exit status: {EXIT_OK} fits, {EXIT_OOM_RISK} oom_risk, {EXIT_NOT_ENOUGH_MEMORY} not_enough_memory,
+{EXIT_UNREADABLE} an input could not be read, {EXIT_USAGE} bad usage (see docs/plan.md)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kvtop plan",
+        description=(
+            "SGLang's KV pool before launch: per rank the weights, SGLang's reserve, the KV "
+            "budget, max_total_num_tokens, max_running_requests, CUDA graphs and the free "
+            "memory after startup, with a verdict (fits, not_enough_memory, oom_risk) and the "
+            "flags that fix it."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--model",
+        metavar="DIR|config.json",
+        help="the model's directory (config.json, model.safetensors.index.json for the weights' "
+        "size) or its config.json",
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--from-log",
+        metavar="LOG",
+        help="an earlier boot of this model on these GPUs (SGLang's log file; - for stdin): "
+        "calibrates free memory, weights and CUDA graphs per rank",
+    )
+    source.add_argument(
+        "--unit", metavar="UNIT", help="as --from-log, from a systemd unit's journal"
+    )
+    parser.add_argument(
+        "--gpu-memory",
+        metavar="GIB",
+        type=float,
+        help="memory of one GPU in GiB when NVML shows none here (e.g. 80 for an H100 80GB)",
+    )
+    parser.add_argument(
+        "--sglang-version",
+        metavar="V",
+        help="the SGLang version whose rules apply (default: the log's, the installed sglang's)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON (schema kvtop-plan/1)")
+    return parser
+
+
+def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    words = list(argv)
+    if "--" in words:
+        at = words.index("--")
+        return words[:at], words[at + 1 :]
+    return words, []
+
+
+def _say(text: str) -> None:
+    print(f"kvtop plan: {text}", file=sys.stderr)
+
+
+def _version(override: str | None, calib: Calibration | None) -> tuple[tuple[int, ...] | None, str]:
+    if override:
+        return parse_version(override), "given"
+    if calib is not None and calib.version is not None:
+        return calib.version, "log"
+    installed = installed_sglang()
+    if installed:
+        return parse_version(installed), "installed sglang"
+    return None, "assumed"
+
+
+def main_plan(argv: Sequence[str]) -> int:
+    parser = build_parser()
+    ours, theirs = _split(argv)
+    try:
+        opts = parser.parse_args(ours)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if opts.sglang_version is not None and parse_version(opts.sglang_version) is None:
+        parser.print_usage(sys.stderr)
+        _say(f"--sglang-version {opts.sglang_version!r} is not a version: give e.g. 0.5.23")
+        return EXIT_USAGE
+    if opts.gpu_memory is not None and not (
+        math.isfinite(opts.gpu_memory) and 0 < opts.gpu_memory <= MAX_GPU_GIB
+    ):
+        parser.print_usage(sys.stderr)
+        _say(f"--gpu-memory {opts.gpu_memory:g}: give one GPU's memory in GiB, e.g. 80")
+        return EXIT_USAGE
+    if not (opts.model or opts.from_log or opts.unit):
+        parser.print_usage(sys.stderr)
+        _say("give --model DIR (the model's config.json) and/or --from-log LOG / --unit UNIT")
+        return EXIT_USAGE
+    try:
+        given = parse_launch_args(theirs)
+    except LaunchArgsError as exc:
+        _say(str(exc))
+        return EXIT_USAGE
+    try:
+        model: ModelInfo | None = read_model(opts.model) if opts.model else None
+        calib = None
+        if opts.from_log or opts.unit:
+            startup = read_boot(opts.from_log, opts.unit)
+            calib = calibration_of(startup, opts.sglang_version)
+    except (GatherError, CalibrationError) as exc:
+        _say(str(exc))
+        return EXIT_UNREADABLE
+    gpus: Gpus | None
+    if opts.gpu_memory is not None:
+        count = calib.tp_size if calib else 1
+        gpus = Gpus(count, opts.gpu_memory * 1024, None, "--gpu-memory")
+    else:
+        gpus, _why = read_gpus()
+    seen = {"tp_size": calib.tp_size} if calib is not None else None
+    args = merge_launch_args(given, calib.server_args if calib else None, seen)
+    version, version_source = _version(opts.sglang_version, calib)
+    try:
+        built = build(model, calib, args, gpus, version, version_source)
+        result = built.planner.at(built.mem_fraction_static)
+    except PlanInputError as exc:
+        _say(str(exc))
+        return EXIT_UNREADABLE
+    ctx = PlanContext(
+        built=built,
+        result=result,
+        args=args,
+        model=model,
+        gpus=gpus,
+        calibrated_from=(opts.from_log if opts.from_log else f"unit {opts.unit}")
+        if calib is not None
+        else None,
+        calibration_rank=calib.reference_rank if calib else None,
+    )
+    if opts.json:
+        print(json.dumps(plan_json(ctx), indent=2))
+    else:
+        sys.stdout.write(plan_text(ctx))
+    return EXIT_BY_VERDICT[result.verdict.kind]

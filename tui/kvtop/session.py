@@ -1,0 +1,488 @@
+"""Run the sources side by side and turn what they deliver into Snapshots (once, or every refresh)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
+
+from kvtop.model.analysis import Analysis, analyse
+from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.memory.gpu_reading import GpuStatus, NvmlReading
+from kvtop.model.server_target import FROM_CONFIG, FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
+from kvtop.model.sizing.model_config import ConfigFile
+from kvtop.model.snapshot import HostMemory, Snapshot, SourceHealth
+from kvtop.model.status.identity import find_mismatches, server_info_mismatches
+from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
+from kvtop.model.status.watch import Watch
+from kvtop.server_url import is_loopback, url_problem
+from kvtop.sglang.metrics import MetricsSample, ServerInfo
+from kvtop.sglang.raw_lines import RawLines
+from kvtop.sglang.startup import StartupTracker
+from kvtop.sglang.story import fold_lines
+from kvtop.sources.local_host import LocalHost, ProcessFacts
+from kvtop.sources.log_reader import LogReader
+from kvtop.sources.metrics import MetricsSource
+from kvtop.sources.model_config_file import read_model_config
+from kvtop.sources.nvml import NvmlSource
+from kvtop.sources.pacing import Lane, Pacer
+from kvtop.sources.server_readings import ServerReadings, age_s
+
+if (
+    TYPE_CHECKING
+):  # the demo is imported only for --demo: a live view against a server never needs it
+    from kvtop.demo.source import DemoSource
+
+DEFAULT_URL = "http://127.0.0.1:30000"
+# How long the first live frame waits for the sources' first round (a GPU reading, the log read
+# so far, a scrape); a hung driver must not keep the screen empty: after this the frame shows
+# what there is, and the rest follows.
+FIRST_READING_WAIT_S = 0.5
+# The longest a tick waits for its sources' round before the snapshot (also at most half the
+# interval): a normal round takes milliseconds; a slow source joins a later tick.
+SETTLE_MAX_S = 0.25
+# `--once`: the CPU of the GPU processes and of the host is measured over at least this long
+# (their counters start when NVML has listed the processes; a percentage needs two readings).
+ONCE_CPU_WINDOW_S = 0.2
+# Shutting the sources down: cancel, wait this long, cancel again (see _stop).
+STOP_WAIT_S, STOP_TRIES = 0.5, 10
+
+
+class Host(Protocol):
+    """The machine beside the GPUs: this one (tui/kvtop/sources/local_host.py) or the demo's."""
+
+    def processes(self, reading: NvmlReading | None) -> ProcessFacts: ...
+
+    def memory(self) -> HostMemory | None: ...
+
+    def nvml_health(self, reading: NvmlReading | None) -> SourceHealth: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    log_file: str | None = None
+    unit: str | None = None
+    journal_dir: str | None = None
+    url: str | None = None
+    # `url` came from the config file, not --url (said so wherever the URL is named).
+    url_from_config: bool = False
+    api_key: str | None = None
+    demo: bool = False
+    demo_speed: float = 1.0
+    nvml: bool = True
+    metrics: bool = True
+    interval_s: float = 1.0
+    process_interval_s: float = 2.0
+    model_config: str | None = None
+    sglang_version: str | None = None
+    what_if: tuple[float, ...] = ()
+    request_len: int | None = None
+    # Where values turn warning / critical (tui/kvtop/model/status/levels.py; the config file sets them).
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+    # The server's CUDA_VISIBLE_DEVICES, for placing ranks by order (kvtop's own by default).
+    cuda_visible_devices: str | None = field(
+        default_factory=lambda: os.environ.get("CUDA_VISIBLE_DEVICES")
+    )
+
+    @property
+    def source_name(self) -> str:
+        if self.demo:
+            from kvtop.demo.source import DEMO_LOG
+
+            return "demo: " + DEMO_LOG
+        if self.unit:
+            where = f" in {self.journal_dir}" if self.journal_dir else ""
+            return f"journal: {self.unit}{where}"
+        if self.log_file == "-":
+            return "stdin"
+        return self.log_file or "no log"
+
+
+def server_url(
+    explicit: str | None, tracker: StartupTracker, from_config: bool = False
+) -> tuple[str, str]:
+    """(URL, where it came from): --url (or the config file's url), else host and port from
+    the logged server_args, else SGLang's default on loopback."""
+    if explicit:
+        return explicit, FROM_CONFIG if from_config else FROM_FLAG
+    args = tracker.current.server_args
+    if args is not None and args.port:
+        host = args.host or "127.0.0.1"
+        if host in ("0.0.0.0", "::", "[::]"):  # listening everywhere: reach it on loopback
+            host = "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        url = f"http://{host}:{args.port}"
+        if url_problem(url) is None:  # a hostile log must not steer kvtop anywhere odd
+            return url, FROM_LOG
+    return DEFAULT_URL, FROM_DEFAULT
+
+
+@dataclass
+class Session:
+    """Owns the sources and the startup tracker; `collect_once()` or `snapshots()` for a live view."""
+
+    options: Options
+    tracker: StartupTracker = field(default_factory=StartupTracker)
+    # The latest log lines as written (bounded): the events pane's raw log view.
+    raw_lines: RawLines = field(default_factory=RawLines)
+    nvml: NvmlSource | None = None
+    # The log: a file, stdin or the journal, folded into the tracker and the raw lines.
+    log: LogReader = field(init=False)
+    # The server's /metrics and /server_info, and the state of each read.
+    server: ServerReadings = field(default_factory=ServerReadings)
+    # time.monotonic() of each source's latest good reading (None: none yet): SourceHealth.age_s.
+    _nvml_at: float | None = None  # a poll with GPUs answering
+    latest_nvml: NvmlReading | None = None
+    _analysis: Analysis | None = None
+    _analysed_at: tuple[int, int, int] = (-1, -1, -1)
+    # The model's config.json as read for (--model-config, the server's model path): the
+    # sizing's cell size; read in a thread when that pair changes, never on the event loop.
+    _model_config: ConfigFile | None = None
+    _model_config_for: tuple[str | None, str | None] | None = None
+    # The simulated server of --demo, standing in for the log, NVML, the host and /metrics.
+    demo: DemoSource | None = None
+    host: Host = field(default_factory=LocalHost)
+    # The live refresh period; the TUI changes it with +/-.
+    interval_s: float = 1.0
+    # A screen: the first snapshot as soon as NVML answers (unjudged), before the other
+    # sources' first readings. Off for the exporter, whose every snapshot is judged.
+    gpus_first: bool = False
+    clock: Callable[[], float] = time.time  # stamps snapshots (tests fix it)
+    # Judges every Snapshot in turn: one verdict for every view, and the timeline.
+    watch: Watch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.interval_s = self.options.interval_s
+        self.watch = Watch(self.options.thresholds)
+        opts = self.options
+        self.log = LogReader(
+            self.tracker,
+            self.raw_lines,
+            log_file=opts.log_file,
+            unit=opts.unit,
+            journal_dir=opts.journal_dir,
+        )
+        if self.options.demo and self.demo is None:
+            from kvtop.demo.source import DemoSource
+
+            self.demo = DemoSource(speed=self.options.demo_speed, clock=self.clock)
+        if self.demo is not None:
+            self.host = self.demo
+        elif self.options.nvml:
+            self.nvml = NvmlSource(process_interval_s=self.options.process_interval_s)
+
+    # -- demo -----------------------------------------------------------------------------------
+    def demo_tick(self) -> None:
+        """The demo's round: the lines that are due, then its GPUs and /metrics."""
+        from kvtop.demo.source import LOG_HEALTH
+
+        demo = self.demo
+        assert demo is not None
+        lines = demo.due_lines()
+        if lines:
+            fold_lines(lines, self.tracker, self.raw_lines)
+        self.log.take(LOG_HEALTH)
+        self.latest_nvml = demo.nvml_reading(self.tracker.current)
+        self._nvml_at = time.monotonic()
+        self.server.take(*demo.metrics())
+
+    # -- log ------------------------------------------------------------------------------------
+    def _read_whole_log(self) -> None:
+        if self.demo is not None:
+            self.demo.finish_startup()
+            self.demo_tick()
+        else:
+            self.log.read_file()
+
+    # -- metrics --------------------------------------------------------------------------------
+    def server_target(self) -> ServerTarget:
+        """The server to scrape, why that one, and whether it may have the API key."""
+        url, source = server_url(self.options.url, self.tracker, self.options.url_from_config)
+        return ServerTarget(
+            url=url.rstrip("/"),
+            url_source=source,
+            loopback=is_loopback(url),
+            key_given=bool(self.options.api_key),
+            contacted=self.options.metrics,
+        )
+
+    @property
+    def latest_metrics(self) -> MetricsSample | None:
+        return self.server.sample
+
+    @property
+    def latest_info(self) -> ServerInfo | None:
+        return self.server.info
+
+    def _metrics(self) -> MetricsSource:
+        return self.server.client(self.server_target(), self.options.api_key, self.interval_s)
+
+    async def _scrape(self, *, wait_info: bool = False) -> None:
+        await self.server.scrape(
+            self.server_target(),
+            api_key=self.options.api_key,
+            interval_s=self.interval_s,
+            restarts=self.tracker.current.restarts,
+            wait_info=wait_info,
+        )
+
+    def forget_server_info(self) -> None:
+        """Read /server_info again (the server started anew); a fetch in flight is discarded."""
+        self.server.forget_server_info()
+
+    # -- snapshot -------------------------------------------------------------------------------
+    def _model_path(self) -> str | None:
+        """The model path the sizing reads config.json for: the log's, else /server_info's."""
+        args = self.tracker.current.server_args
+        if args is None:
+            info = self._same_server_info()
+            args = info.server_args if info else None
+        return args.model_path if args else None
+
+    async def read_model_config(self) -> None:
+        """Read the model's config.json again when --model-config or the model path changed:
+        in a thread (a slow disk or a large Hugging Face cache must not stop the screen)."""
+        wanted = (self.options.model_config, self._model_path())
+        if wanted == self._model_config_for:
+            return
+        self._model_config = await asyncio.to_thread(read_model_config, *wanted)
+        self._model_config_for = wanted
+
+    def analysis(self) -> Analysis:
+        """Re-analysed only when the log, /server_info or the model's config.json changed."""
+        key = (self.tracker.changes, id(self.latest_info), id(self._model_config))
+        if self._analysis is None or key != self._analysed_at:
+            opts = self.options
+            info = self._same_server_info()
+            fallback = info.server_args if info else None
+            self._analysis = analyse(
+                self.tracker,
+                opts.source_name,
+                model_config=self._model_config,
+                # The server knows its version; the log only narrows it down.
+                version_override=opts.sglang_version or (info.version if info else None),
+                what_if_mfs=opts.what_if,
+                request_len=opts.request_len,
+                server_args_fallback=fallback,
+            )
+            self._analysed_at = key
+        return self._analysis
+
+    def _same_server_info(self) -> ServerInfo | None:
+        """/server_info, unless it is about another server than the log's latest start."""
+        info = self.latest_info
+        if info is None or server_info_mismatches(self.tracker.current, info):
+            return None
+        return info
+
+    def snapshot(self, judged: bool = True) -> Snapshot:
+        """One Snapshot of everything read so far, built once (the model's notes, the server
+        scraped and the facts on which the sources disagree are inputs, never patched in).
+        `judged=False`: the GPUs before the other sources' first readings, not judged (its
+        verdict would be about readings not yet taken, and its alerts would enter the timeline)."""
+        reading = self.latest_nvml
+        processes = self.host.processes(reading)
+        nvml_on = self.options.nvml or self.demo is not None
+        nvml_health = self.host.nvml_health(reading if nvml_on else None)
+        notes = self.log.state_now()
+        host_memory = self.host.memory()
+        host_problem = getattr(self.host, "problem", None)  # the demo's host has none
+        if host_problem:
+            notes += (host_problem,)
+        sources = [
+            self._aged(self.log.health, self.log.good_at),
+            self._aged(nvml_health, self._nvml_at),
+        ]
+        if self.options.metrics or self.demo is not None:
+            sources.append(self._aged(self.server.shown_health(), self.server.good_at))
+        server = None if self.demo is not None else self.server_target()
+        if server is not None and server.contacted and server.key_withheld:
+            notes += (server.withheld_sentence(),)
+        return build_snapshot(
+            self.analysis(),
+            taken_at=self.clock(),
+            nvml=reading,
+            process_ranks=processes.ranks,
+            pids_visible=processes.visible,
+            metrics=self.latest_metrics,
+            # Another server's version and args are not shown as this one's (the header).
+            server_info=self._same_server_info(),
+            host=host_memory,
+            sources=tuple(sources),
+            cuda_visible_devices=self.options.cuda_visible_devices,
+            process_users=processes.users,
+            process_infos=processes.infos,
+            process_usage=processes.usage,
+            notes=notes,
+            server=server,
+            mismatches=find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info),
+            watch=self.watch,
+            judged=judged,
+            # This host's journal (not files copied from another host), or the demo's story.
+            log_from_this_host=self.demo is not None
+            or (bool(self.options.unit) and not self.options.journal_dir),
+        )
+
+    @staticmethod
+    def _aged(health: SourceHealth, good_at: float | None) -> SourceHealth:
+        """The source's health with its age: seconds since its last good reading."""
+        return replace(health, age_s=age_s(good_at))
+
+    async def collect_once(self) -> Snapshot:
+        """Read the whole log, one NVML poll and one scrape (concurrently), and join them."""
+        await asyncio.to_thread(self._read_whole_log)
+        if self.demo is not None:
+            await self.read_model_config()
+            return self.snapshot()
+        if self.options.unit:
+            await self.log.read_journal()
+        jobs = []
+        if self.nvml is not None:
+            jobs.append(self._poll_nvml())
+        if self.options.metrics:
+            jobs.append(self._scrape(wait_info=True))
+        await asyncio.gather(*jobs)
+        window = self._start_cpu_window()
+        await self.read_model_config()
+        if window is not None:
+            await asyncio.sleep(max(0.0, window - time.monotonic()))
+        return self.snapshot()
+
+    def _start_cpu_window(self) -> float | None:
+        """Start the CPU counters of the GPU processes NVML listed and of the host; when the
+        one-shot snapshot may be taken (monotonic), None when there is nothing to measure."""
+        reading = self.latest_nvml
+        prime = getattr(self.host, "prime", None)  # the demo's host has simulated numbers
+        if prime is None or reading is None or not any(g.processes for g in reading.gpus):
+            return None
+        prime(reading)
+        return time.monotonic() + ONCE_CPU_WINDOW_S
+
+    async def _poll_nvml(self) -> None:
+        assert self.nvml is not None
+        reading = self.latest_nvml = await self.nvml.poll_async()
+        answered = not reading.gpus or any(g.status == GpuStatus.OK for g in reading.gpus)
+        if reading.available and not reading.stale and answered:
+            self._nvml_at = time.monotonic()
+
+    # -- live -------------------------------------------------------------------------------------
+    async def snapshots(self) -> AsyncGenerator[Snapshot, None]:
+        """A Snapshot every interval. One tick per refresh releases every source for one round
+        (see sources.pacing): they run back to back, the snapshot follows once they are done
+        (or after `_settle_s()`, when one is slow; it joins a later tick when it is done)."""
+        pacer = Pacer()
+        pacer.interval_s = self.interval_s
+        if self.demo is not None:
+            tasks = {"demo": asyncio.create_task(self._demo_loop(pacer.lane("demo")))}
+        else:
+            tasks = {"log": asyncio.create_task(self.log.follow(pacer.lane("log")))}
+            if self.nvml is not None:
+                tasks["nvml"] = asyncio.create_task(self._nvml_loop(pacer.lane("nvml")))
+            if self.options.metrics:
+                tasks["metrics"] = asyncio.create_task(self._metrics_loop(pacer.lane("metrics")))
+        await asyncio.sleep(0)  # every loop to its first wait, so the first tick releases all
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        first = True
+        try:
+            while True:
+                pacer.interval_s = self.interval_s  # +/- in the TUI change it
+                pacer.tick()
+                if first and self.gpus_first and "nvml" in tasks:
+                    # The first frame draws what is known at once: the GPUs as soon as NVML
+                    # answers (milliseconds), while the log is read whole and the first scrape
+                    # is on its way; they fill in with the next frame, at once when done.
+                    started = loop.time()
+                    if await pacer.done("nvml", FIRST_READING_WAIT_S) and pacer.busy:
+                        _raise_failed(tasks)
+                        yield self.snapshot(judged=False)
+                    waited = loop.time() - started
+                    await pacer.settled(max(0.0, FIRST_READING_WAIT_S - waited))
+                else:
+                    await pacer.settled(FIRST_READING_WAIT_S if first else self._settle_s())
+                first = False
+                _raise_failed(tasks)
+                await self.read_model_config()
+                yield self.snapshot()
+                # A fixed beat: the period stays the interval however long the round took.
+                next_at += self.interval_s
+                now = loop.time()
+                if next_at < now:
+                    next_at = now  # fell behind (a suspended terminal, a long round): start over
+                await asyncio.sleep(next_at - now)
+        finally:
+            await _stop(list(tasks.values()))
+            await self.close()
+
+    def _settle_s(self) -> float:
+        """How long a tick waits for its sources: long enough for a normal round (a few ms),
+        short enough that a slow one does not hold the screen back."""
+        return min(SETTLE_MAX_S, self.interval_s / 2)
+
+    async def _nvml_loop(self, lane: Lane) -> None:
+        # One poll per tick; a poll that hangs returns a stale reading after its own timeout
+        # (NvmlSource.call_timeout_s) and the next tick polls again.
+        while True:
+            await lane.next()
+            await self._poll_nvml()
+
+    async def _demo_loop(self, lane: Lane) -> None:
+        # The story's lines that fell due since the last tick are released together.
+        while True:
+            await lane.next()
+            self.demo_tick()
+
+    async def _metrics_loop(self, lane: Lane) -> None:
+        due = 0.0  # time.monotonic() of the next scrape: every tick, or later after failures
+        while True:
+            await lane.next()
+            if time.monotonic() < due:
+                continue
+            await self._scrape()
+            source = self.server.source
+            assert source is not None
+            source.interval_s = self.interval_s
+            # Backing off counts in ticks: half an interval early is the tick it was meant for.
+            due = time.monotonic() + source.next_delay_s() - self.interval_s / 2
+
+    async def close(self) -> None:
+        if self.server.info_task is not None:
+            await _stop([self.server.info_task])
+        await self.server.close()
+        if self.nvml is not None:
+            self.nvml.close()
+
+
+def _raise_failed(tasks: dict[str, asyncio.Task[None]]) -> None:
+    """A source loop that died of an error stops the feed with it (the app says so on screen)
+    rather than leaving that source frozen without a word."""
+    for name, task in tasks.items():
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise RuntimeError(f"the {name} source failed: {task.exception()!r}")
+
+
+async def _stop(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel the source loops and wait for them. Cancelled again until they end: on Python
+    before 3.12, asyncio.wait_for can swallow a cancellation that arrives just as its inner
+    wait finishes, and a loop that missed it would keep the app from ever closing."""
+    pending = {t for t in tasks if not t.done()}
+    for _ in range(STOP_TRIES):
+        if not pending:
+            break
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=STOP_WAIT_S)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: a source's failure is not re-raised at shutdown
+
+
+def api_key_from(path: str | None) -> str | None:
+    """--api-key-file, else SGLANG_API_KEY (see sources.metrics.load_api_key)."""
+    from kvtop.sources.metrics import load_api_key
+
+    return load_api_key(path, os.environ)

@@ -1,0 +1,106 @@
+"""Which SGLang rank a GPU process is, from its process title (psutil); no NVML calls here.
+
+SGLang names its scheduler processes with setproctitle, e.g. "sglang::scheduler_TP3" or
+"sglang::scheduler_DP1_TP1_EP1"; rank_of_pid() turns those into "TP3" and "DP1 TP1 EP1".
+"""
+
+from __future__ import annotations
+
+import re
+
+import psutil
+
+from kvtop.model.memory.process_owner import ProcessInfo
+
+COMMAND_MAX = 200  # characters of a command line kept (GPU detail shows one line)
+
+_SCHEDULER = re.compile(r"sglang::scheduler((?:_[A-Za-z]+\d+)+)")
+
+
+def rank_from_title(title: str) -> str | None:
+    """ "sglang::scheduler_DP1_TP1_EP1" -> "DP1 TP1 EP1"; None for any other title."""
+    match = _SCHEDULER.search(title)
+    if match is None:
+        return None
+    return " ".join(part for part in match.group(1).split("_") if part)
+
+
+def rank_of_pid(pid: int) -> str | None:
+    """The SGLang rank of process PID, or None (not a scheduler, gone, or not visible)."""
+    try:
+        proc = psutil.Process(pid)
+        try:
+            cmdline = proc.cmdline()
+        except (psutil.AccessDenied, psutil.ZombieProcess):
+            cmdline = []
+        titles = [cmdline[0]] if cmdline else []
+        # setproctitle may leave the whole title in argv[0] with spaces instead of NULs.
+        titles.append(proc.name())
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError):
+        return None
+    for title in titles:
+        rank = rank_from_title(title)
+        if rank is not None:
+            return rank
+    return None
+
+
+def user_of_pid(pid: int) -> str | None:
+    """The owner of process PID, or None when it is gone or not visible here."""
+    try:
+        return psutil.Process(pid).username()
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, KeyError):
+        return None  # KeyError: a uid without a passwd entry (containers)
+
+
+def info_of_pid(pid: int) -> ProcessInfo:
+    """Process PID's command line (its title when set), start time, ancestors and systemd
+    unit; None (or empty) where it is gone or not visible here. Read once per pid (the session
+    caches it, like the user)."""
+    try:
+        proc = psutil.Process(pid)
+        started = proc.create_time()
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+        return ProcessInfo()
+    try:
+        words = proc.cmdline() or [proc.name()]
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+        words = []
+    command = " ".join(words).replace("\x00", " ").strip()
+    # Printable only: a title is anyone's to set and must not steer the terminal.
+    command = "".join(c if c.isprintable() else "?" for c in command)[:COMMAND_MAX]
+    return ProcessInfo(command or None, started, _ancestors(proc), unit_of_pid(pid))
+
+
+ANCESTORS_MAX = 32  # a process tree deeper than this is not followed further
+
+
+def _ancestors(proc: psutil.Process) -> tuple[int, ...]:
+    """The pids above PROC, its parent first, up to (not including) pid 1."""
+    try:
+        parents = proc.parents()
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+        return ()
+    return tuple(p.pid for p in parents[:ANCESTORS_MAX] if p.pid > 1)
+
+
+def unit_from_cgroup(text: str) -> str | None:
+    """The systemd unit in a /proc/PID/cgroup text: the innermost `.service` or `.scope`
+    of the unified (v2, `0::`) or systemd (v1, `name=systemd`) hierarchy; None outside one."""
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3 or not (parts[0] == "0" or parts[1] == "name=systemd"):
+            continue
+        units = [c for c in parts[2].split("/") if c.endswith((".service", ".scope"))]
+        if units:
+            return units[-1]
+    return None
+
+
+def unit_of_pid(pid: int) -> str | None:
+    """Process PID's systemd unit from /proc/PID/cgroup (None: not in one, or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
+            return unit_from_cgroup(f.read(8192))
+    except OSError:
+        return None
