@@ -48,6 +48,8 @@ LAYERS = (
     Layer("server URL", ("kvtop.server_url",), (), NO_UI),
     # The only module that writes files, when the operator asks (tests/process/test_read_only.py).
     Layer("saved files", ("kvtop.saved_files",), (), NO_UI),
+    # `--help` laid out for the terminal: argparse only.
+    Layer("help layout", ("kvtop.help_format",), (), NO_UI),
     # The names the exporter publishes and the fleet reads back: the contract, importing nothing.
     Layer("exported names", ("kvtop.export.families",), (), NO_UI, exact=True),
     # -- the single host: sources → session → report -----------------------------------------
@@ -159,7 +161,12 @@ LAYERS = (
         ),
     ),
     # `kvtop plan`: reads through the sources, computes in the model, prints no terminal UI.
-    Layer("plan", ("kvtop.plan",), (*PURE, "kvtop.plan", "kvtop.sources", "kvtop.options"), NO_UI),
+    Layer(
+        "plan",
+        ("kvtop.plan",),
+        (*PURE, "kvtop.plan", "kvtop.sources", "kvtop.options", "kvtop.help_format"),
+        NO_UI,
+    ),
     # -- the command lines: the only modules that see every wing ------------------------------
     Layer(
         "option rules", ("kvtop.options",), ("kvtop.report.width", "kvtop.report.unexpected"), NO_UI

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from kvtop import __version__
+from kvtop import __version__, help_format
 from kvtop.options import (
     DEFAULT_DEADLINE_S,
     DUMB_TERMINAL,
@@ -42,6 +42,25 @@ if TYPE_CHECKING:  # imported where used, so that `kvtop --help` starts fast
 
 MAX_REQUEST_LEN = 100_000_000  # far beyond any model's context; keeps the arithmetic finite
 
+# The second form of the command, shown under argparse's usage line for the first.
+PLAN_USAGE = (
+    "kvtop plan [--model DIR] [--from-log LOG | --unit UNIT] [--json] -- [SGLang arguments]",
+)
+# What an operator types most, first in the order they are met on a host.
+EXAMPLES = (
+    ("kvtop --unit sglang-kimi", "live: the unit's journal, GPUs, /metrics"),
+    ("kvtop --once --unit sglang-kimi", "one report (--json for scripts)"),
+    ("kvtop --check --unit sglang-kimi", "one monitoring line, exit 0 1 2 3"),
+    ("kvtop --export --unit sglang-kimi", "Prometheus metrics on 127.0.0.1:9877"),
+    ("kvtop plan --unit sglang-kimi", "the KV pool before a relaunch"),
+)
+EPILOG = f"""examples:
+{help_format.examples(EXAMPLES)}
+
+No GPU or server at hand: `kvtop --demo` replays a Kimi-K2.5 TP8 startup on 8 simulated GPUs.
+Before a launch: `kvtop plan --help` (docs/plan.md). The fleet: `kvtop --prometheus URL`
+(docs/fleet.md)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -50,11 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Per-GPU memory and KV-cache diagnostics for SGLang servers: what each GiB on each "
             "GPU is doing, and SGLang's KV sizing arithmetic with your numbers."
         ),
-        epilog=(
-            "Before a launch: `kvtop plan --model DIR [--from-log LOG] -- [SGLang arguments]` "
-            "predicts SGLang's KV pool, max_running_requests and free memory after startup "
-            "(kvtop plan --help, docs/plan.md)."
-        ),
+        epilog=EPILOG,
+        formatter_class=help_format.formatter(PLAN_USAGE),
     )
     parser.add_argument("--version", action="version", version=f"kvtop {__version__}")
     parser.add_argument(

@@ -39,9 +39,13 @@ import os
 import selectors
 import threading
 from codecs import getincrementaldecoder
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.driver import Driver
+
+if TYPE_CHECKING:
+    from textual._xterm_parser import XTermParser
+    from textual.drivers.linux_driver import LinuxDriver
 
 # How often an unfinished escape sequence is checked for its timeout (Textual's own period).
 PARSER_TICK_S = 0.1
@@ -80,8 +84,16 @@ def driver_class(stock: type[Driver]) -> type[Driver]:
         or not hasattr(LinuxDriver, "_sigcont_application")
     ):
         return stock
+    return _quiet_linux_driver(LinuxDriver, XTermParser)
 
-    class QuietLinuxDriver(LinuxDriver):
+
+def _quiet_linux_driver(
+    linux_driver: type[LinuxDriver], parser_class: type[XTermParser]
+) -> type[Driver]:
+    """Textual's LinuxDriver with a blocking input loop (`_read_input`) and a SIGCONT that
+    resumes only what was suspended."""
+
+    class QuietLinuxDriver(linux_driver):  # type: ignore[misc,valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.exit_event = _WakingEvent()
@@ -134,52 +146,55 @@ def driver_class(stock: type[Driver]) -> type[Driver]:
 
         # -- input ------------------------------------------------------------------------------
         def run_input_thread(self) -> None:
-            """Textual's input loop, blocking while there is nothing to wait for; it leaves when
-            the exit event is set or its own wake pipe is written to."""
-            exit_event = self.exit_event
-            assert isinstance(exit_event, _WakingEvent)
-            wake_read, wake_write = os.pipe()
-            with exit_event.pipe_lock:
-                exit_event.wake_fds.add(wake_write)
-            fileno = self.fileno
-            selector = selectors.SelectSelector()  # as Textual: select() works on every tty
-            selector.register(fileno, selectors.EVENT_READ)
-            selector.register(wake_read, selectors.EVENT_READ)
-            parser = XTermParser(self._debug)
-            decode = getincrementaldecoder("utf-8")().decode
-
-            def process(ready: list[tuple[selectors.SelectorKey, int]]) -> None:
-                for key, mask in ready:
-                    if key.fd != fileno or not mask & selectors.EVENT_READ:
-                        continue
-                    raw = os.read(fileno, 1024 * 4)
-                    if not raw:
-                        # The terminal is gone (or stdin is a pipe at its end): stop watching it
-                        # rather than spin on an fd that is always readable.
-                        selector.unregister(fileno)
-                        break
-                    # Half a UTF-8 character decodes to "" and waits for its other half.
-                    for event in parser.feed(decode(raw)):
-                        self.process_message(event)
-                for event in parser.tick():
-                    self.process_message(event)
-
-            try:
-                while not exit_event.is_set():
-                    pending = parser._timeout_time is not None
-                    ready = selector.select(PARSER_TICK_S if pending else None)
-                    if any(key.fd == wake_read for key, _mask in ready):
-                        break  # set() wrote to this thread's pipe (the event may be clear again)
-                    process(ready)
-            finally:
-                selector.close()
-                with exit_event.pipe_lock:
-                    exit_event.wake_fds.discard(wake_write)
-                    for fd in (wake_read, wake_write):
-                        with contextlib.suppress(OSError):
-                            os.close(fd)
-                with contextlib.suppress(Exception):
-                    for _event in parser.feed(""):
-                        pass
+            _read_input(self, parser_class(self._debug))
 
     return QuietLinuxDriver
+
+
+def _read_input(driver: LinuxDriver, parser: XTermParser) -> None:
+    """Textual's input loop, blocking while there is nothing to wait for; it leaves when the
+    driver's exit event is set or its own wake pipe is written to."""
+    exit_event = driver.exit_event
+    assert isinstance(exit_event, _WakingEvent)
+    wake_read, wake_write = os.pipe()
+    with exit_event.pipe_lock:
+        exit_event.wake_fds.add(wake_write)
+    fileno = driver.fileno
+    selector = selectors.SelectSelector()  # as Textual: select() works on every tty
+    selector.register(fileno, selectors.EVENT_READ)
+    selector.register(wake_read, selectors.EVENT_READ)
+    decode = getincrementaldecoder("utf-8")().decode
+
+    def process(ready: list[tuple[selectors.SelectorKey, int]]) -> None:
+        for key, mask in ready:
+            if key.fd != fileno or not mask & selectors.EVENT_READ:
+                continue
+            raw = os.read(fileno, 1024 * 4)
+            if not raw:
+                # The terminal is gone (or stdin is a pipe at its end): stop watching it
+                # rather than spin on an fd that is always readable.
+                selector.unregister(fileno)
+                break
+            # Half a UTF-8 character decodes to "" and waits for its other half.
+            for event in parser.feed(decode(raw)):
+                driver.process_message(event)
+        for event in parser.tick():
+            driver.process_message(event)
+
+    try:
+        while not exit_event.is_set():
+            pending = parser._timeout_time is not None
+            ready = selector.select(PARSER_TICK_S if pending else None)
+            if any(key.fd == wake_read for key, _mask in ready):
+                break  # set() wrote to this thread's pipe (the event may be clear again)
+            process(ready)
+    finally:
+        selector.close()
+        with exit_event.pipe_lock:
+            exit_event.wake_fds.discard(wake_write)
+            for fd in (wake_read, wake_write):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        with contextlib.suppress(Exception):
+            for _event in parser.feed(""):
+                pass

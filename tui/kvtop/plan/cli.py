@@ -9,6 +9,7 @@ import math
 import sys
 from collections.abc import Sequence
 
+from kvtop import help_format
 from kvtop.model.sizing.calibration import Calibration, CalibrationError
 from kvtop.model.sizing.formula import parse_version
 from kvtop.model.sizing.launch_args import LaunchArgsError, merge_launch_args, parse_launch_args
@@ -34,12 +35,21 @@ EXIT_BY_VERDICT = {
 }
 MAX_GPU_GIB = 4096  # far beyond any accelerator; keeps the arithmetic in range
 
+_EXAMPLES = (
+    ("kvtop plan --from-log sglang.log -- --mem-fraction-static 0.90", "this server at 0.90"),
+    ("kvtop plan --unit sglang-kimi -- --kv-cache-dtype fp8_e4m3", "the unit's boot with fp8 KV"),
+    ("kvtop plan --model DIR --gpu-memory 80 -- --tp-size 8", "before any boot, on 8 × 80 GiB"),
+    ("kvtop plan --model DIR --json -- --tp-size 8", "schema kvtop-plan/1, the GPUs NVML sees"),
+)
+
 _EPILOG = f"""\
 Arguments after `--` are SGLang's launch_server arguments (--tp-size, --mem-fraction-static,
 --kv-cache-dtype, --page-size, --context-length, --max-total-tokens, --max-running-requests,
 --cuda-graph-max-bs, --speculative-algorithm, --enable-dp-attention, ...). With --from-log or
---unit, those not given are the logged boot's server_args, so "this server at 0.90" is
-  kvtop plan --from-log sglang.log -- --mem-fraction-static 0.90
+--unit, those not given are the logged boot's server_args.
+
+examples:
+{help_format.examples(_EXAMPLES)}
 
 exit status: {EXIT_OK} fits, {EXIT_OOM_RISK} oom_risk, {EXIT_NOT_ENOUGH_MEMORY} not_enough_memory,
 {EXIT_UNREADABLE} an input could not be read, {EXIT_USAGE} bad usage (see docs/plan.md)."""
@@ -48,14 +58,15 @@ exit status: {EXIT_OK} fits, {EXIT_OOM_RISK} oom_risk, {EXIT_NOT_ENOUGH_MEMORY} 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kvtop plan",
+        usage="%(prog)s [options] -- [SGLang arguments]",
         description=(
             "SGLang's KV pool before launch: per rank the weights, SGLang's reserve, the KV "
             "budget, max_total_num_tokens, max_running_requests, CUDA graphs and the free "
-            "memory after startup, with a verdict (fits, not_enough_memory, oom_risk) and the "
+            "memory after startup.\n\nA verdict (fits, not_enough_memory, oom_risk) with the "
             "flags that fix it."
         ),
         epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=help_format.formatter(),
     )
     parser.add_argument(
         "--model",
