@@ -1,6 +1,7 @@
 """Regenerate screenshots/ from the demo: the TUI's screens and the --once report, SVG + PNG.
 
-    .venv/bin/python scripts/screenshots.py
+    .venv/bin/python scripts/screenshots.py           # write screenshots/
+    .venv/bin/python scripts/screenshots.py --check   # exit 1 when screenshots/ is out of date
 
 The TUI shots are a still of the demo (tests/support/still.py: fixed clock, UTC, host name
 "gpu-host"), so they change only when the UI does. PNGs need `rsvg-convert` (apt-get install
@@ -54,7 +55,9 @@ def png(svg: Path) -> None:
     print(f"wrote {svg.with_suffix('.png')}")
 
 
-async def tui_shot(name: str, size: tuple[int, int], keys: Sequence[str], title: str) -> Path:
+async def tui_shot(
+    name: str, size: tuple[int, int], keys: Sequence[str], title: str, out: Path = OUT
+) -> Path:
     app = KvtopApp(
         # Ten minutes of history for the sparklines, at the feed's interval (5 s): snapshots
         # further apart than 3 intervals would be drawn as gaps.
@@ -72,29 +75,60 @@ async def tui_shot(name: str, size: tuple[int, int], keys: Sequence[str], title:
         for field in app.screen.query("Input"):
             field.cursor_blink = False  # type: ignore[attr-defined]
         await pilot.pause(0.2)
-        path = OUT / f"{name}.svg"
+        path = out / f"{name}.svg"
         path.write_text(app.export_screenshot(title=title), encoding="utf-8")
-    print(f"wrote {path}")
+    if out == OUT:
+        print(f"wrote {path}")
     return path
 
 
-def report_shot() -> Path:
+def report_shot(out: Path = OUT) -> Path:
     console = Console(record=True, width=110, file=open(os.devnull, "w"))  # noqa: SIM115
     print_snapshot(still_snapshot(), console)
-    path = OUT / "once-report-demo.svg"
+    path = out / "once-report-demo.svg"
     console.save_svg(str(path), title="kvtop --once --demo")
-    print(f"wrote {path}")
+    if out == OUT:
+        print(f"wrote {path}")
     return path
 
 
-def main() -> None:
+def check() -> int:
+    """Draw every shot into a temporary folder and compare with screenshots/: the SVGs are what
+    the code draws now (the PNGs are made from them)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kvtop-shots-") as folder:
+        fresh = Path(folder)
+        made = [asyncio.run(tui_shot(*shot, out=fresh)) for shot in SHOTS]
+        made.append(report_shot(fresh))
+        stale = [
+            path.name
+            for path in made
+            if not (OUT / path.name).is_file()
+            or (OUT / path.name).read_bytes() != path.read_bytes()
+        ]
+    if stale:
+        print(
+            f"screenshots/ is out of date: {', '.join(stale)} no longer match what the code "
+            "draws. Run `python scripts/screenshots.py` and commit screenshots/.",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"screenshots/ matches what the code draws ({len(made)} shots)")
+    return 0
+
+
+def main(argv: Sequence[str] = ()) -> int:
     os.environ["TZ"] = "UTC"  # the demo's log times are local times
     time.tzset()
+    if "--check" in argv:
+        return check()
     OUT.mkdir(exist_ok=True)
     for shot in SHOTS:
         png(asyncio.run(tui_shot(*shot)))
     png(report_shot())
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))

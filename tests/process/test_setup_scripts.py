@@ -1,4 +1,4 @@
-"""The set-up scripts: the README names every system package they install, and the install step
+"""The set-up scripts: docs/install.md names every system package they install, and the install step
 says what pip is doing (scripts/pip_progress.py) while pip's own output goes to a log."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "scripts" / "setup-env.sh"
@@ -32,25 +34,33 @@ def _script_packages() -> dict[str, str]:
     return found
 
 
-def _readme_packages() -> dict[str, str]:
-    """The rows of README.md's "System packages" table: package -> its "for" column."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### System packages", 1)[1].split("\n#", 1)[0]
+INSTALL_DOC = ROOT / "docs" / "install.md"
+
+
+def _documented_packages() -> dict[str, str]:
+    """The rows of docs/install.md's "System packages" table: package -> its "for" column."""
+    text = INSTALL_DOC.read_text()
+    section = text.split("## System packages", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| `([\w.+-]+)` \| (\w+) \| (.+) \|$", section, re.MULTILINE)
     assert all(why.strip() for _, _, why in rows), "every package says why it is needed"
     return {name: used_for for name, used_for, _ in rows}
 
 
-def test_the_readme_lists_every_system_package_the_scripts_install() -> None:
+def test_the_install_page_lists_every_system_package_the_scripts_install() -> None:
     script = _script_packages()
     assert {"gcc", "libsystemd-dev", "tmux", "systemd-journal-remote"} <= set(script)
-    assert _readme_packages() == script
+    assert _documented_packages() == script
 
 
-def test_the_readme_install_command_names_the_build_packages() -> None:
-    """The Install section's apt-get line installs what a `pipx install .` build needs."""
-    text = (ROOT / "README.md").read_text()
-    install = text.split("## Install", 1)[1].split("\n## ", 1)[0]
+@pytest.mark.parametrize(
+    ("page", "heading"),
+    [("README.md", "## On the GPU host"), ("docs/install.md", "# Installing kvtop")],
+)
+def test_the_install_command_names_the_build_packages(page: str, heading: str) -> None:
+    """Where the install is shown, its apt-get line installs what a `pipx install .` build
+    needs."""
+    text = (ROOT / page).read_text()
+    install = text.split(heading, 1)[1].split("\n## ", 1)[0]
     command = re.search(r"sudo apt-get install -y ([\w .+-]+)\n", install)
     assert command is not None
     build = {name for name, used_for in _script_packages().items() if used_for == "install"}
