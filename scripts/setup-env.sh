@@ -35,7 +35,7 @@ if [ "$venv" = 1 ] || [ "$install" = 1 ]; then
 
   # What the build needs, checked by capability rather than by package name:
   # systemd-python compiles against libsystemd (pkg-config, gcc, Python headers); venv needs
-  # ensurepip. README.md's "System packages" table lists each package added here
+  # ensurepip. docs/install.md's "System packages" table lists each package added here
   # (tests/process/test_setup_scripts.py checks it).
   command -v gcc >/dev/null 2>&1 || missing+=(gcc)
   command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
@@ -100,5 +100,5 @@ if [ "$install" = 1 ]; then
 fi
 
 if [ "$steps" -gt 0 ]; then
-  echo "kvtop setup: ready in $((SECONDS - begun)) s. kvtop is .venv/bin/kvtop; to have it on PATH: source .venv/bin/activate (this shell) or pipx install . (every shell, see README.md)." >&2
+  echo "kvtop setup: ready in $((SECONDS - begun)) s. kvtop is .venv/bin/kvtop; to have it on PATH: source .venv/bin/activate (this shell) or pipx install . (every shell, see docs/install.md)." >&2
 fi

@@ -32,7 +32,16 @@ ROOT = Path(__file__).resolve().parents[2]
 DIST_NAME = "kvtop-sglang"
 # What the sdist carries besides the packages: enough to build the wheel, and what the README
 # links to.
-SOURCE = ("pyproject.toml", "README.md", "MANIFEST.in", "tui", "styles", "docs", "dashboards")
+SOURCE = (
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "MANIFEST.in",
+    "tui",
+    "styles",
+    "docs",
+    "dashboards",
+)
 
 
 def clean_env() -> dict[str, str]:
@@ -103,6 +112,7 @@ def test_the_artifacts_carry_the_name_the_version_and_the_package_data(
     assert {"kvtop/styles/kvtop.tcss", "kvtop/py.typed"} <= names
     assert any(re.fullmatch(r"kvtop/data/[^/]+\.log", n) for n in names)
     assert not any(n.startswith(("tui/", "tests/", "bench/", "scripts/")) for n in names)
+    assert f"kvtop_sglang-{__version__}.dist-info/licenses/LICENSE" in names
     assert "kvtop = kvtop.cli:main" in entry
     headers = dict(
         line.split(": ", 1) for line in meta.split("\n\n", 1)[0].splitlines() if ": " in line
@@ -116,7 +126,13 @@ def test_the_artifacts_carry_the_name_the_version_and_the_package_data(
     assert "pipx install kvtop-sglang" in meta  # the README is the long description
     with tarfile.open(built["sdist"]) as sdist:
         files = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
-    assert {"pyproject.toml", "README.md", "styles/kvtop.tcss", "dashboards/kvtop.json"} <= files
+    assert {
+        "pyproject.toml",
+        "README.md",
+        "LICENSE",
+        "styles/kvtop.tcss",
+        "dashboards/kvtop.json",
+    } <= files
     assert "docs/exporter.md" in files
 
 
@@ -142,6 +158,11 @@ def test_installed_in_a_fresh_venv_kvtop_runs(
     where = run(python, "-c", "import kvtop; print(kvtop.__file__)", cwd=tmp_path).stdout
     assert Path(where.strip()).is_relative_to(tmp_path / "venv"), where
     assert run(kvtop, "--version", cwd=tmp_path).stdout.strip() == f"kvtop {__version__}"
+    module = run(python, "-m", "kvtop", "--version", cwd=tmp_path).stdout.strip()
+    assert module == f"kvtop {__version__}"
+    # Nothing named `tui` is installed: PyPI's unrelated `tui` can sit beside kvtop.
+    no_tui = "import importlib.util; print(importlib.util.find_spec('tui'))"
+    assert run(python, "-c", no_tui, cwd=tmp_path).stdout.strip() == "None"
     report = run(kvtop, "--demo", "--once", cwd=tmp_path).stdout
     assert report.startswith("verdict: ") and "moonshotai/Kimi-K2.5 · TP8" in report
     # The live view's stylesheet, from the installed package, parsed by Textual as the app does.

@@ -1,6 +1,6 @@
 """The config file: `$XDG_CONFIG_HOME/kvtop/config.toml` or `--config PATH`, read and checked.
 
-Keys: url, unit, interval, deadline, theme and a [thresholds] table (docs/alerts.md; README "Config
+Keys: url, unit, interval, deadline, theme and a [thresholds] table (docs/alerts.md; docs/usage.md, "Config
 file"). A bad file is one sentence naming the key and its line (ConfigError), never a
 traceback; a missing default file is no file at all.
 """
@@ -225,11 +225,11 @@ def parse_config(text: str, name: str = "config.toml") -> Config:
         line = f", line {at.group(1)}" if at else ""
         why = _TOML_AT.sub("", message).rstrip(".")
         raise ConfigError(
-            f"{name}{line}: not valid TOML ({why}); see the example in kvtop's README"
+            f"{name}{line}: not valid TOML ({why}); see the example in kvtop's docs/usage.md"
         ) from None
     except (RecursionError, MemoryError):  # arrays or tables nested thousands deep
         raise ConfigError(
-            f"{name}: nested too deep to be kvtop's settings; see the example in kvtop's README"
+            f"{name}: nested too deep to be kvtop's settings; see the example in kvtop's docs/usage.md"
         ) from None
     where = _Where(text, name)
     for key in data:

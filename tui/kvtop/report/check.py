@@ -2,7 +2,7 @@
 
 One line, `KVTOP <STATE> - <what> | <performance data>`, and the exit status the Nagios,
 Icinga, Zabbix and Sensu plugin convention reads: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
-(docs/alerts.md, README "kvtop --check").
+(docs/alerts.md, "kvtop --check").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 another's. Decided from NVML's per-process list and each process's identity, never from when
 it started (a process that started before the server may allocate its memory at any time).
 
-The rule (README "Memory that is not the server's"):
+The rule (docs/live-view.md, "Memory that is not the server's"):
 1. A process whose title names a rank (`sglang::scheduler_TP3`) is the server's; so is its
    parent (the server's main process), anything that descends from a rank or from that main
    process, and anything in the same systemd service as a rank (`/proc/PID/cgroup`).
