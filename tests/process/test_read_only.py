@@ -448,65 +448,80 @@ def _mode_writes(node: ast.Call, position: int) -> bool | None:
     return None
 
 
+def _import_finds(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """What an import brings in that could signal, spawn, write or send."""
+    found: list[str] = []
+    names = (
+        [a.name for a in node.names]
+        if isinstance(node, ast.Import)
+        else [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+    )
+    found += [f"imports {name}" for name in names if name in _FORBIDDEN_IMPORTS]
+    if isinstance(node, ast.ImportFrom) and node.module in (*_FORBIDDEN, *_WHOLE_MODULES):
+        for alias in node.names:
+            if alias.name in _FORBIDDEN.get(node.module, ()) or (
+                node.module in _WHOLE_MODULES and (node.module, alias.name) not in _ALLOWED_ATTRS
+            ):
+                found.append(f"from {node.module} import {alias.name}")
+    return found
+
+
+def _method_find(node: ast.Call, attr: str, rel: str) -> str | None:
+    """What a method call (`x.attr(...)` on anything but a module) could do, if anything."""
+    if attr in _WRITE_METHODS:
+        return f".{attr}()"
+    if attr == "open" and _mode_writes(node, 0) is not False:
+        return ".open() for writing (or a mode that is not a constant)"
+    if attr in ("stream", "request", "build_request") and node.args:
+        verb = node.args[0]
+        if not (isinstance(verb, ast.Constant) and verb.value == "GET"):
+            return f".{attr}() with a method other than a constant GET"
+        return None
+    if attr in _SIGNAL_METHODS and rel not in _SPAWNS:
+        return f".{attr}() (sends a signal)"
+    if attr == "create_subprocess_exec" and rel not in _SPAWNS:
+        return "starts a process"
+    return None
+
+
+def _call_finds(node: ast.Call, rel: str) -> list[str]:
+    """What a call could do: open for writing, a forbidden module function, a method that
+    writes, signals, spawns or sends a non-GET."""
+    found: list[str] = []
+    func = node.func
+    if isinstance(func, ast.Name) and func.id == "open" and _mode_writes(node, 1) is not False:
+        found.append("open() for writing (or a mode that is not a constant)")
+    if not isinstance(func, ast.Attribute):
+        return found
+    attr, base = func.attr, func.value
+    module = base.id if isinstance(base, ast.Name) else None
+    if module is not None and (rel, module, attr) in _OWN_PIPE:
+        return found
+    if module is not None and (
+        attr in _FORBIDDEN.get(module, ())
+        or attr.startswith(_FORBIDDEN_PREFIX.get(module, ("\0",)))
+        or (module in _WHOLE_MODULES and (module, attr) not in _ALLOWED_ATTRS)
+    ):
+        return [*found, f"{module}.{attr}()"]
+    method = _method_find(node, attr, rel)
+    return found if method is None else [*found, method]
+
+
 def scan(source: str, rel: str) -> list[str]:
     """Every call or import in `source` that could signal, spawn, write or send a non-GET."""
     found: list[str] = []
-    tree = ast.parse(source)
-
-    def flag(node: ast.AST, what: str) -> None:
-        found.append(f"{rel}:{getattr(node, 'lineno', 0)}: {what}")
-
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import | ast.ImportFrom):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
-            )
-            for name in names:
-                if name in _FORBIDDEN_IMPORTS:
-                    flag(node, f"imports {name}")
-            if isinstance(node, ast.ImportFrom) and node.module in (*_FORBIDDEN, *_WHOLE_MODULES):
-                for alias in node.names:
-                    if alias.name in _FORBIDDEN.get(node.module, ()) or (
-                        node.module in _WHOLE_MODULES
-                        and (node.module, alias.name) not in _ALLOWED_ATTRS
-                    ):
-                        flag(node, f"from {node.module} import {alias.name}")
+            whats = _import_finds(node)
         elif isinstance(node, ast.Constant) and node.value in _HTTP_VERBS:
-            flag(node, f"HTTP method {node.value}")
+            whats = [f"HTTP method {node.value}"]
         elif isinstance(node, ast.keyword) and node.arg == "shell":
-            flag(node, "shell= keyword")
+            whats = ["shell= keyword"]
         elif isinstance(node, ast.Call):
-            func = node.func
-            if isinstance(func, ast.Name) and func.id == "open":
-                writes = _mode_writes(node, 1)
-                if writes is not False:
-                    flag(node, "open() for writing (or a mode that is not a constant)")
-            if not isinstance(func, ast.Attribute):
-                continue
-            attr, base = func.attr, func.value
-            module = base.id if isinstance(base, ast.Name) else None
-            if module is not None and (rel, module, attr) in _OWN_PIPE:
-                pass
-            elif module is not None and (
-                attr in _FORBIDDEN.get(module, ())
-                or attr.startswith(_FORBIDDEN_PREFIX.get(module, ("\0",)))
-                or (module in _WHOLE_MODULES and (module, attr) not in _ALLOWED_ATTRS)
-            ):
-                flag(node, f"{module}.{attr}()")
-            elif attr in _WRITE_METHODS:
-                flag(node, f".{attr}()")
-            elif attr == "open" and _mode_writes(node, 0) is not False:
-                flag(node, ".open() for writing (or a mode that is not a constant)")
-            elif attr in ("stream", "request", "build_request") and node.args:
-                verb = node.args[0]
-                if not (isinstance(verb, ast.Constant) and verb.value == "GET"):
-                    flag(node, f".{attr}() with a method other than a constant GET")
-            elif attr in _SIGNAL_METHODS and rel not in _SPAWNS:
-                flag(node, f".{attr}() (sends a signal)")
-            elif attr == "create_subprocess_exec" and rel not in _SPAWNS:
-                flag(node, "starts a process")
+            whats = _call_finds(node, rel)
+        else:
+            continue
+        found += [f"{rel}:{getattr(node, 'lineno', 0)}: {what}" for what in whats]
     return found
 
 
