@@ -46,8 +46,8 @@ def where(frame: str) -> str:
             return key
     if "/asyncio/" in path or path.startswith("asyncio/"):
         return "asyncio"
-    if "/tui/" in path or path.startswith("tui/kvtop/"):
-        return "tui." + path.split("tui/kvtop/", 1)[-1].split(".py")[0].replace("/", ".")
+    if "/tui/kvtop/" in path or path.startswith("tui/kvtop/"):
+        return "kvtop." + path.split("tui/kvtop/", 1)[-1].split(".py")[0].replace("/", ".")
     if "threading.py" in path or "selectors.py" in path:
         return "threading/selectors"
     return "other: " + path.split("/")[-1].split(":")[0]

@@ -6,7 +6,7 @@ stylesheet the live view loads) with no file of this checkout in reach.
 Offline and quick: the build runs without isolation (setuptools and build come with the test
 extra), pip installs with --no-index and --no-deps, and the fresh venv reaches the test venv's
 site-packages through a .pth line for the dependencies (a path added that way has its
-distributions but not its .pth files: the checkout's editable `tui` stays out, as the assertion
+distributions but not its .pth files: the checkout's editable `kvtop` stays out, as the assertion
 on `kvtop.__file__` checks). `pip check` then says the installed metadata's requirements are met.
 """
 
