@@ -9,12 +9,65 @@ from pathlib import Path
 import pytest
 
 from kvtop.options import Deadline
+from tests.support.fake_nvml import build_fake_nvml
 from tests.support.paths import STORY_LOG
+from tests.support.tmux_tools import Tmux, private_server
 
 
 @pytest.fixture
 def story_log() -> Path:
     return STORY_LOG
+
+
+@pytest.fixture
+def utc_zone() -> Iterator[None]:
+    """Log times are local times: a module whose screens or reports show them pins the zone
+    (`pytestmark = pytest.mark.usefixtures("utc_zone")`), so they read the same on every
+    machine. Opt-in: the tmux servers and child processes of the other modules keep the
+    machine's zone."""
+    from tests.support.tui_support import utc
+
+    with utc():
+        yield
+
+
+@pytest.fixture(scope="session")
+def lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the fake libnvidia-ml.so.1 (tests/support/fake_nvml), built once for the
+    session: child processes find it through LD_LIBRARY_PATH. Only read, never written, by the
+    tests."""
+    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml")).parent
+
+
+@pytest.fixture(scope="session")
+def fake_lib(lib_dir: Path) -> Path:
+    """The fake libnvidia-ml.so.1 loaded into this process under its soname, for the tests that
+    poll NVML in-process through the real nvidia-ml-py (tests/support/fault_host.py: loading
+    it is one-way for the process)."""
+    from tests.support.fault_host import preload_fake_nvml  # the app's modules: loaded on use
+
+    return preload_fake_nvml(lib_dir)
+
+
+@pytest.fixture(scope="module")
+def tmux_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Tmux]:
+    """A private tmux server for the module (tests/support/tmux_tools.py), killed after it."""
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    with private_server(f"kvtop-{module}", tmp_path_factory.mktemp("tmux")) as server:
+        yield server
+
+
+@pytest.fixture
+def tmux(tmux_server: Tmux) -> Iterator[Tmux]:
+    """The module's tmux server; the sessions a test opened are killed after it, passed or
+    not, so the next test starts on a server with only its holder session."""
+    yield tmux_server
+    listed = tmux_server.run("list-sessions", "-F", "#{session_name}", check=False).stdout
+    for name in listed.split():
+        if name != "holder":
+            tmux_server.kill_session(name)
 
 
 @pytest.fixture(autouse=True)

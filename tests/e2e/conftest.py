@@ -1,6 +1,6 @@
-"""The fault host for the end-to-end tests that need fake GPUs: the fake libnvidia-ml.so.1,
-loaded once per process (loading it is one-way), and a healthy host per test
-(tests/support/fault_host.py)."""
+"""The fault host for the end-to-end tests that need fake GPUs: a healthy host per test
+(tests/support/fault_host.py) on the fake libnvidia-ml.so.1 loaded into this process
+(`fake_lib`, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fault_host import FaultHost, preload_fake_nvml
-
-
-@pytest.fixture(scope="session")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return preload_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
+from tests.support.fault_host import FaultHost
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,7 +52,6 @@ from tests.support.tmux_tools import (
     descendants,
     foreground_colours,
     is_grey,
-    private_server,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,12 +65,6 @@ pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fa
 needs_tmux = pytest.mark.skipif(
     TMUX is None or not KVTOP.exists(), reason="tmux or the kvtop script is missing"
 )
-
-
-@pytest.fixture(scope="module")
-def tmux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
-    with private_server("kvtop-faults", tmp_path_factory.mktemp("tmux")) as server:
-        yield server
 
 
 def kvtop_line(

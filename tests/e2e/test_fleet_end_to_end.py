@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -32,10 +31,10 @@ import pytest
 from kvtop.fleet.model import Fleet
 from kvtop.fleet.reader import FleetReader
 from tests.support.export_tools import exporter, fake_nvml_env, kvtop_command
-from tests.support.fake_nvml import build_fake_nvml, eight_gpus, kvtop_once, write_state
+from tests.support.fake_nvml import eight_gpus, kvtop_once, write_state
 from tests.support.fault_host import STORY_LOG
 from tests.support.fleet_bodies import dcgm_body, gpu_uuids, node_body, serve_bodies, sglang_body
-from tests.support.tmux_tools import Tmux, descendants, private_server
+from tests.support.tmux_tools import descendants
 
 pytestmark = pytest.mark.slow  # the session's Prometheus and four kvtop processes
 
@@ -109,12 +108,11 @@ async def read_until_complete(url: str) -> Fleet:
 
 @pytest.fixture(scope="module")
 def fleet_of_exporters(
-    prometheus, tmp_path_factory: pytest.TempPathFactory
+    prometheus, lib_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, dict]]:
     """The three hosts running (for the module: their ports are handed over once); yields each
     host's own `--once --json`."""
     tmp_path = tmp_path_factory.mktemp("e2e")
-    lib_dir = build_fake_nvml(tmp_path / "lib").parent
     logs = {
         "e2e-n0": host_log(tmp_path, 0),
         "e2e-n1": host_log(tmp_path, 1),
@@ -239,13 +237,6 @@ async def test_a_host_without_dcgm_is_complete(prometheus, fleet_of_exporters) -
     gpu0 = hosts["e2e-n0"]["gpus"][0]
     assert (gpu0["temperature_c"], gpu0["power_w"], gpu0["utilization_pct"]) == (64, 412.3, 87)
     assert gpu0["power_limit_w"] == 700
-
-
-@pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
-    assert shutil.which("tmux"), "tmux is not installed (scripts/setup-env.sh test installs it)"
-    with private_server("kvtop-fleet", tmp_path) as server:
-        yield server
 
 
 def host_row(screen: str, host: str) -> bool:

@@ -24,7 +24,7 @@ from tests.process.test_export_collector import (
     collect,
 )
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, write_state
-from tests.support.fault_host import STORY_LOG, preload_fake_nvml
+from tests.support.fault_host import STORY_LOG
 from tests.support.fleet_bodies import serve_bodies
 from tests.support.sglang_http import Deployment, FakeSGLang, build_exposition
 
@@ -32,8 +32,9 @@ pytestmark = pytest.mark.slow  # the session's Prometheus: ~6 s to its first scr
 
 
 @pytest.fixture
-def state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    preload_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
+def state(
+    fake_lib: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     path = tmp_path_factory.mktemp("nvml") / "nvml.state"
     monkeypatch.setenv(STATE_ENV, str(path))
     write_state(path, eight_gpus(used_mib=USED_MIB))

@@ -15,7 +15,6 @@ import pytest
 
 from tests.support.fake_nvml.build import (
     STATE_ENV,
-    build_fake_nvml,
     eight_gpus,
     gcc_path,
     write_state,
@@ -174,14 +173,15 @@ def test_critical_when_the_server_stops_after_ready(home: Path) -> None:
 
 
 @pytest.mark.skipif(gcc_path() is None, reason="gcc is needed to build the fake NVML")
-def test_critical_when_a_gpu_is_lost(home: Path, tmp_path: Path, story_now: Path) -> None:
-    lib = build_fake_nvml(tmp_path / "fake-nvml")
+def test_critical_when_a_gpu_is_lost(
+    home: Path, lib_dir: Path, tmp_path: Path, story_now: Path
+) -> None:
     state = write_state(
         tmp_path / "nvml.state",
         gpus=eight_gpus(),
         errors=[("nvmlDeviceGetMemoryInfo_v2", 3, 15)],  # NVML_ERROR_GPU_IS_LOST
     )
-    env = {"LD_LIBRARY_PATH": str(lib.parent), STATE_ENV: str(state)}
+    env = {"LD_LIBRARY_PATH": str(lib_dir), STATE_ENV: str(state)}
     code, words, perf = check("--log-file", story_now, "--no-metrics", config_home=home, env=env)
     assert code == 2
     assert words.startswith("KVTOP CRITICAL - GPU 3 (TP3) is lost")

@@ -24,18 +24,13 @@ from kvtop.session import Options, Session
 from tests.process.test_identity_live import another_server
 from tests.support.export_tools import of, one, promtool_check, samples
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, write_state
-from tests.support.fault_host import STORY_LOG, preload_fake_nvml
+from tests.support.fault_host import STORY_LOG
 from tests.support.sglang_http import Deployment, FakeSGLang
 
 USED_MIB = 135_700  # what the story's ranks leave in use on an H200 (NVML agrees with the log)
 HOST = "gpu-node-07"
 # The JSON breakdown rounds some fields to 4 decimals of a GiB: this far apart at most.
 JSON_ROUNDING_BYTES = 0.00005 * GIB + 1
-
-
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return preload_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ from tests.support.export_tools import (
     promtool_check,
     samples,
 )
-from tests.support.fake_nvml import build_fake_nvml, eight_gpus, write_state
+from tests.support.fake_nvml import eight_gpus, write_state
 from tests.support.paths import STORY_LOG
 from tests.support.sglang_http import Deployment, FakeSGLang
 
@@ -53,12 +53,11 @@ UI_MODULES_PROBE = (
 
 
 @pytest.fixture(scope="module")
-def nvml_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def nvml_env(lib_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Eight H200s as the story's ranks leave them, through the fake driver in the child."""
     folder = tmp_path_factory.mktemp("export-nvml")
-    lib = build_fake_nvml(folder / "lib")
     state = write_state(folder / "nvml.state", eight_gpus(used_mib=USED_MIB))
-    return fake_nvml_env(lib.parent, state)
+    return fake_nvml_env(lib_dir, state)
 
 
 @pytest.fixture(scope="module")
@@ -258,11 +257,10 @@ def test_addr_does_not_go_with_once() -> None:
 
 
 def test_a_gpu_lost_while_serving_goes_down_and_comes_back(
-    tmp_path: Path, server: FakeSGLang
+    lib_dir: Path, tmp_path: Path, server: FakeSGLang
 ) -> None:
-    lib = build_fake_nvml(tmp_path / "lib")
     state = write_state(tmp_path / "nvml.state", eight_gpus(used_mib=USED_MIB))
-    env = fake_nvml_env(lib.parent, state)
+    env = fake_nvml_env(lib_dir, state)
 
     def gpu3(found: dict) -> tuple[float | None, int]:  # type: ignore[type-arg]
         up = of(found, ff.GPU_UP, gpu="3")

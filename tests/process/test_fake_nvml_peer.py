@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, write_state
+from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 
 pytestmark = pytest.mark.skipif(
     gcc_path() is None, reason="gcc not found: cannot build the fake libnvidia-ml.so.1"
@@ -150,11 +150,6 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module")
-def fake_lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml")).parent
-
-
 def run_calls(
     lib_dir: Path, state: Path, calls: dict[str, str], symbols: Sequence[str] = ()
 ) -> dict[str, dict]:
@@ -176,12 +171,12 @@ def run_calls(
 
 
 @pytest.fixture(scope="module")
-def default_results(fake_lib_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def default_results(lib_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     state = tmp_path_factory.mktemp("peer-state") / "state"
     write_state(state, gpus=eight_gpus(), procs=[(0, 4242, 1000)])
     calls = {name: expr for name, expr in STUBBED}
     calls.update({label: expr for label, (expr, _) in IMPLEMENTED.items()})
-    return run_calls(fake_lib_dir, state, calls, NVITOP_FUNCTIONS)
+    return run_calls(lib_dir, state, calls, NVITOP_FUNCTIONS)
 
 
 def test_every_function_nvitop_requests_is_exported(default_results: dict) -> None:
@@ -204,7 +199,7 @@ def test_implemented_functions_return_state_data(default_results: dict, label: s
     assert default_results["calls"][label] == {"value": expected}
 
 
-def test_state_rules_apply_to_stubs(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_state_rules_apply_to_stubs(lib_dir: Path, tmp_path: Path) -> None:
     """absent/error lines reach the stubs too; other GPUs keep answering NOT_SUPPORTED."""
     state = tmp_path / "state"
     write_state(
@@ -214,7 +209,7 @@ def test_state_rules_apply_to_stubs(fake_lib_dir: Path, tmp_path: Path) -> None:
         errors=[("nvmlDeviceGetMigMode", 2, 15)],
     )
     results = run_calls(
-        fake_lib_dir,
+        lib_dir,
         state,
         {
             "fan": "pynvml.nvmlDeviceGetFanSpeed(h())",

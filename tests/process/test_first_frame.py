@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, write_state
+from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 from tests.support.paths import STORY_LOG
 from tests.support.sglang_http import FakeSGLang
 
@@ -59,14 +59,9 @@ asyncio.run(main())
 """
 
 
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
-
-
-def _two_frames(lib: Path, tmp_path: Path, mode: str) -> list[dict[str, object]]:
+def _two_frames(lib_dir: Path, tmp_path: Path, mode: str) -> list[dict[str, object]]:
     state = write_state(tmp_path / "state", gpus=eight_gpus())
-    env = dict(os.environ, PYTHONPATH=str(ROOT), LD_LIBRARY_PATH=str(lib.parent))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LD_LIBRARY_PATH=str(lib_dir))
     env[STATE_ENV] = str(state)
     with FakeSGLang() as server:
         # Later than the first frame's whole wait: the second frame is judged without it.
@@ -84,8 +79,8 @@ def _two_frames(lib: Path, tmp_path: Path, mode: str) -> list[dict[str, object]]
     return frames
 
 
-def test_the_gpus_come_first_and_the_judged_frame_follows(fake_lib: Path, tmp_path: Path) -> None:
-    first, second = _two_frames(fake_lib, tmp_path, "gpus-first")
+def test_the_gpus_come_first_and_the_judged_frame_follows(lib_dir: Path, tmp_path: Path) -> None:
+    first, second = _two_frames(lib_dir, tmp_path, "gpus-first")
     assert first["gpus"] == 8
     assert first["judged"] is False and first["timeline"] == 0
     assert first["sources"]["metrics"] == ["degraded", "not_yet"]  # the scrape is on its way
@@ -94,7 +89,7 @@ def test_the_gpus_come_first_and_the_judged_frame_follows(fake_lib: Path, tmp_pa
     assert second["sources"]["log"][0] == "ok"  # read whole by the second frame
 
 
-def test_without_a_screen_every_snapshot_is_judged(fake_lib: Path, tmp_path: Path) -> None:
+def test_without_a_screen_every_snapshot_is_judged(lib_dir: Path, tmp_path: Path) -> None:
     """The exporter's feed: a scrape never sees a verdict about readings not yet taken."""
-    first, _ = _two_frames(fake_lib, tmp_path, "judged")
+    first, _ = _two_frames(lib_dir, tmp_path, "judged")
     assert first["judged"] is True and first["gpus"] == 8

@@ -13,7 +13,6 @@ import pytest
 
 from tests.support.fake_nvml.build import (
     STATE_ENV,
-    build_fake_nvml,
     eight_gpus,
     gcc_path,
     write_state,
@@ -26,11 +25,6 @@ pytestmark = pytest.mark.skipif(gcc_path() is None, reason="gcc is needed to bui
 TOTAL_MIB = 97_887  # RTX PRO 6000 Blackwell, 95.59 GiB
 RESERVED_MIB = 512
 FREE_GIB = 7.40
-
-
-@pytest.fixture(scope="module")
-def lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml")).parent
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, write_state
+from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 from tests.support.paths import STORY_LOG
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,11 +34,6 @@ out = []
 def emit(reading):
     out.append(dataclasses.asdict(reading))
 """
-
-
-@pytest.fixture(scope="session")
-def fake_lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml")).parent
 
 
 def run_scenario(
@@ -64,7 +59,7 @@ def run_scenario(
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_eight_gpus_all_fields(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_eight_gpus_all_fields(lib_dir: Path, tmp_path: Path) -> None:
     (reading,) = run_scenario(
         """
         gpus = eight_gpus()
@@ -72,7 +67,7 @@ def test_eight_gpus_all_fields(fake_lib_dir: Path, tmp_path: Path) -> None:
         write_state(STATE, gpus=gpus, procs=[(0, 1234, 90000), (1, 1235, None)], driver="580.65.06")
         emit(NvmlSource().poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     assert reading["available"] is True
@@ -103,13 +98,13 @@ def test_eight_gpus_all_fields(fake_lib_dir: Path, tmp_path: Path) -> None:
     assert all(g["processes"] == [] for g in gpus[2:])
 
 
-def test_memory_v1_fallback_when_v2_missing(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_memory_v1_fallback_when_v2_missing(lib_dir: Path, tmp_path: Path) -> None:
     (reading,) = run_scenario(
         """
         write_state(STATE, gpus=eight_gpus(), absent=["nvmlDeviceGetMemoryInfo_v2"])
         emit(NvmlSource().poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     g0 = reading["gpus"][0]
@@ -120,13 +115,13 @@ def test_memory_v1_fallback_when_v2_missing(fake_lib_dir: Path, tmp_path: Path) 
     assert g0["field_errors"] == []
 
 
-def test_power_not_supported_only_affects_power(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_power_not_supported_only_affects_power(lib_dir: Path, tmp_path: Path) -> None:
     (reading,) = run_scenario(
         """
         write_state(STATE, gpus=eight_gpus(), errors=[("nvmlDeviceGetPowerUsage", None, 3)])
         emit(NvmlSource().poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     for g in reading["gpus"]:
@@ -138,7 +133,7 @@ def test_power_not_supported_only_affects_power(fake_lib_dir: Path, tmp_path: Pa
         assert g["field_errors"] == [["power", "Not Supported"]]
 
 
-def test_gpu_lost_then_recovers(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_gpu_lost_then_recovers(lib_dir: Path, tmp_path: Path) -> None:
     before, lost, after = run_scenario(
         """
         src = NvmlSource()
@@ -151,7 +146,7 @@ def test_gpu_lost_then_recovers(fake_lib_dir: Path, tmp_path: Path) -> None:
         write_state(STATE, gpus=gpus)
         emit(src.poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     assert before["gpus"][3]["status"] == "ok"
@@ -168,7 +163,7 @@ def test_gpu_lost_then_recovers(fake_lib_dir: Path, tmp_path: Path) -> None:
     assert after["gpus"][3]["name"] == "NVIDIA H200 (replaced)"  # facts read again
 
 
-def test_one_unreadable_handle_leaves_the_others_read(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_one_unreadable_handle_leaves_the_others_read(lib_dir: Path, tmp_path: Path) -> None:
     """GPU 3's handle answers Unknown Error (as after an Xid 79): GPU 3 is unreadable with the
     error named; the other seven keep their numbers; NVML stays available; it comes back."""
     before, failed, after = run_scenario(
@@ -183,7 +178,7 @@ def test_one_unreadable_handle_leaves_the_others_read(fake_lib_dir: Path, tmp_pa
         write_state(STATE, gpus=eight_gpus())
         emit(src.poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     assert before["gpus"][3]["status"] == "ok"
@@ -201,7 +196,7 @@ def test_one_unreadable_handle_leaves_the_others_read(fake_lib_dir: Path, tmp_pa
     assert after["gpus"][3]["status"] == "ok"
 
 
-def test_any_call_failing_marks_only_its_gpu(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_any_call_failing_marks_only_its_gpu(lib_dir: Path, tmp_path: Path) -> None:
     """A call other than memory failing with a real error (not "not supported") makes that GPU
     unreadable and names the call; "not supported" only blanks the cell."""
     (reading,) = run_scenario(
@@ -216,7 +211,7 @@ def test_any_call_failing_marks_only_its_gpu(fake_lib_dir: Path, tmp_path: Path)
         )
         emit(NvmlSource().poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     g5, g1 = reading["gpus"][5], reading["gpus"][1]
@@ -230,7 +225,7 @@ def test_any_call_failing_marks_only_its_gpu(fake_lib_dir: Path, tmp_path: Path)
     assert [g["status"] for i, g in enumerate(reading["gpus"]) if i not in (1, 5)] == ["ok"] * 6
 
 
-def test_clock_event_reasons_read_and_old_name_fallback(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_clock_event_reasons_read_and_old_name_fallback(lib_dir: Path, tmp_path: Path) -> None:
     """The clocks event reasons bitmask per GPU; a driver before 12.535 has only the older
     name (throttle reasons), and a card without either leaves None."""
     new, old, neither = run_scenario(
@@ -249,7 +244,7 @@ def test_clock_event_reasons_read_and_old_name_fallback(fake_lib_dir: Path, tmp_
         )
         emit(NvmlSource().poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     assert [g["clock_event_reasons"] for g in new["gpus"]] == [0, 0, 0x44, 0, 0, 0, 0, 0]
@@ -258,7 +253,7 @@ def test_clock_event_reasons_read_and_old_name_fallback(fake_lib_dir: Path, tmp_
     assert all(g["clock_event_reasons"] is None and g["status"] == "ok" for g in neither["gpus"])
 
 
-def test_processes_v3_missing_uses_v2(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_processes_v3_missing_uses_v2(lib_dir: Path, tmp_path: Path) -> None:
     (reading,) = run_scenario(
         """
         write_state(
@@ -269,7 +264,7 @@ def test_processes_v3_missing_uses_v2(fake_lib_dir: Path, tmp_path: Path) -> Non
         )
         emit(NvmlSource().poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     g2 = reading["gpus"][2]
@@ -277,7 +272,7 @@ def test_processes_v3_missing_uses_v2(fake_lib_dir: Path, tmp_path: Path) -> Non
     assert g2["field_errors"] == []
 
 
-def test_processes_refresh_on_their_own_interval(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_processes_refresh_on_their_own_interval(lib_dir: Path, tmp_path: Path) -> None:
     first, cached, refreshed = run_scenario(
         """
         src = NvmlSource(process_interval_s=3600)
@@ -288,7 +283,7 @@ def test_processes_refresh_on_their_own_interval(fake_lib_dir: Path, tmp_path: P
         src.process_interval_s = 0
         emit(src.poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     assert first["gpus"][0]["processes"] == [{"pid": 100, "used_gib": 1.0}]
@@ -297,7 +292,7 @@ def test_processes_refresh_on_their_own_interval(fake_lib_dir: Path, tmp_path: P
     assert refreshed["gpus"][0]["processes"] == [{"pid": 200, "used_gib": 2.0}]
 
 
-def test_device_count_drops_and_returns(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_device_count_drops_and_returns(lib_dir: Path, tmp_path: Path) -> None:
     eight, seven, back = run_scenario(
         """
         src = NvmlSource()
@@ -312,7 +307,7 @@ def test_device_count_drops_and_returns(fake_lib_dir: Path, tmp_path: Path) -> N
         write_state(STATE, gpus=gpus)
         emit(src.poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     assert len(eight["gpus"]) == 8
@@ -325,7 +320,7 @@ def test_device_count_drops_and_returns(fake_lib_dir: Path, tmp_path: Path) -> N
     assert back["gpus"][7]["status"] == "ok"
 
 
-def test_impossible_numbers_are_refused_not_shown(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_impossible_numbers_are_refused_not_shown(lib_dir: Path, tmp_path: Path) -> None:
     """0xFFFFFFFF utilization and temperature, used above total: refused, blank, reported."""
     bad, good = run_scenario(
         """
@@ -339,7 +334,7 @@ def test_impossible_numbers_are_refused_not_shown(fake_lib_dir: Path, tmp_path: 
         write_state(STATE, gpus=eight_gpus())
         emit(src.poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     g0, g1, g2, g3 = bad["gpus"][:4]
@@ -371,7 +366,7 @@ def test_impossible_numbers_are_refused_not_shown(fake_lib_dir: Path, tmp_path: 
     assert all(g["rejected"] == [] and g["status"] == "ok" for g in good["gpus"])
 
 
-def test_gpu_count_drop_to_zero_is_said(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_gpu_count_drop_to_zero_is_said(lib_dir: Path, tmp_path: Path) -> None:
     eight, none, back, fresh = run_scenario(
         """
         src = NvmlSource()
@@ -384,7 +379,7 @@ def test_gpu_count_drop_to_zero_is_said(fake_lib_dir: Path, tmp_path: Path) -> N
         write_state(STATE, gpus={})
         emit(NvmlSource().poll())  # a host that never had a GPU: nothing dropped
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     assert eight["problem"] is None
@@ -424,7 +419,7 @@ def test_library_missing(tmp_path: Path) -> None:
         )
 
 
-def test_driver_not_loaded_then_fixed(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_driver_not_loaded_then_fixed(lib_dir: Path, tmp_path: Path) -> None:
     broken, still, fixed = run_scenario(
         """
         src = NvmlSource()
@@ -434,7 +429,7 @@ def test_driver_not_loaded_then_fixed(fake_lib_dir: Path, tmp_path: Path) -> Non
         write_state(STATE, gpus=eight_gpus())
         emit(src.poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     for reading in (broken, still):
@@ -446,7 +441,7 @@ def test_driver_not_loaded_then_fixed(fake_lib_dir: Path, tmp_path: Path) -> Non
     assert len(fixed["gpus"]) == 8
 
 
-def test_driver_goes_away_after_init(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_driver_goes_away_after_init(lib_dir: Path, tmp_path: Path) -> None:
     ok, gone, back = run_scenario(
         """
         src = NvmlSource()
@@ -457,7 +452,7 @@ def test_driver_goes_away_after_init(fake_lib_dir: Path, tmp_path: Path) -> None
         write_state(STATE, gpus=eight_gpus())
         emit(src.poll())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     assert ok["available"] is True
@@ -466,7 +461,7 @@ def test_driver_goes_away_after_init(fake_lib_dir: Path, tmp_path: Path) -> None
     assert back["available"] is True and len(back["gpus"]) == 8
 
 
-def test_hung_call_gives_stale_reading_without_blocking(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_hung_call_gives_stale_reading_without_blocking(lib_dir: Path, tmp_path: Path) -> None:
     fresh, stale, still_stale, recovered, timing = run_scenario(
         """
         one_gpu = {0: eight_gpus()[0]}
@@ -512,7 +507,7 @@ def test_hung_call_gives_stale_reading_without_blocking(fake_lib_dir: Path, tmp_
 
         asyncio.run(main())
         """,
-        fake_lib_dir,
+        lib_dir,
         tmp_path / "state",
     )
     assert fresh["stale"] is False and fresh["available"] is True
@@ -553,14 +548,14 @@ def kvtop_once(lib_dir: Path, state: Path, *args: str) -> tuple[dict[str, object
     return json.loads(out[0]), out[1]
 
 
-def test_once_reports_refused_values(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_once_reports_refused_values(lib_dir: Path, tmp_path: Path) -> None:
     """Which GPU, field, raw value and reason, in the JSON and the text; marker degraded."""
     gpus = {
         0: dict(eight_gpus()[0], util=4294967295, temp=4294967295),
         1: dict(eight_gpus()[1], used_mib=200000),
     }
     state = write_state(tmp_path / "state", gpus=gpus)
-    data, text = kvtop_once(fake_lib_dir, state, "--log-file", str(STORY_LOG))
+    data, text = kvtop_once(lib_dir, state, "--log-file", str(STORY_LOG))
     g0, g1 = data["gpus"]  # type: ignore[misc]
     assert g0["utilization_pct"] is None and g0["temperature_c"] is None
     assert g1["status"] == "error" and g1["used_gib"] is None and g1["total_gib"] is None
@@ -582,10 +577,10 @@ def test_once_reports_refused_values(fake_lib_dir: Path, tmp_path: Path) -> None
     assert len(rows) == 2 and not any("4294967295" in row for row in rows)  # no cell shows it
 
 
-def test_once_no_gpu_here_for_the_log_ranks(fake_lib_dir: Path, tmp_path: Path) -> None:
+def test_once_no_gpu_here_for_the_log_ranks(lib_dir: Path, tmp_path: Path) -> None:
     """NVML answers with no GPU while the log has TP0-7: a note naming them, NVML not ok."""
     state = write_state(tmp_path / "state", gpus={})
-    data, text = kvtop_once(fake_lib_dir, state, "--log-file", str(STORY_LOG))
+    data, text = kvtop_once(lib_dir, state, "--log-file", str(STORY_LOG))
     assert data["gpus"] == []
     note = "TP0–7 from the log have no GPU here: NVML sees no GPU."
     assert any(n.startswith(note) for n in data["notes"])  # type: ignore[union-attr]
@@ -595,6 +590,6 @@ def test_once_no_gpu_here_for_the_log_ranks(fake_lib_dir: Path, tmp_path: Path) 
     # A log without ranks: none miss a GPU, and NVML's empty answer stands as it is.
     empty = tmp_path / "empty.log"
     empty.write_text("")
-    data, _ = kvtop_once(fake_lib_dir, state, "--log-file", str(empty))
+    data, _ = kvtop_once(lib_dir, state, "--log-file", str(empty))
     assert not data["notes"]
     assert next(s for s in data["sources"] if s["name"] == "nvml")["state"] == "ok"  # type: ignore[union-attr]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.export_tools import fake_nvml_env
-from tests.support.fake_nvml.build import build_fake_nvml, eight_gpus, gcc_path, write_state
+from tests.support.fake_nvml.build import eight_gpus, gcc_path, write_state
 from tests.support.paths import FIXTURES, STORY_LOG
 
 MODELS = FIXTURES / "models"
@@ -126,8 +126,7 @@ def test_text_report_without_log(qwen_dir: Path) -> None:
 
 
 @pytest.mark.skipif(gcc_path() is None, reason="gcc not found: cannot build the fake NVML")
-def test_gpus_from_nvml(qwen_dir: Path, tmp_path: Path) -> None:
-    lib = build_fake_nvml(tmp_path / "nvml")
+def test_gpus_from_nvml(qwen_dir: Path, lib_dir: Path, tmp_path: Path) -> None:
     state = write_state(tmp_path / "state.json", eight_gpus())
     done = plan(
         "--model",
@@ -136,7 +135,7 @@ def test_gpus_from_nvml(qwen_dir: Path, tmp_path: Path) -> None:
         "--",
         "--tp-size",
         "8",
-        env=fake_nvml_env(lib.parent, state),
+        env=fake_nvml_env(lib_dir, state),
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)

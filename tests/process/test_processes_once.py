@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.fake_nvml import build_fake_nvml, eight_gpus, gcc_path, kvtop_once, write_state
+from tests.support.fake_nvml import eight_gpus, gcc_path, kvtop_once, write_state
 from tests.support.sglang_procs import start_server, stop_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,11 +28,6 @@ pytestmark = [
     pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML"),
     pytest.mark.skipif(not KVTOP.exists(), reason="the kvtop console script is missing"),
 ]
-
-
-@pytest.fixture(scope="module")
-def lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml")).parent
 
 
 def _absent_pid() -> int:

@@ -26,19 +26,13 @@ from tests.support.fleet_examples import (
     make_fleet_app,
     story_fleet,
 )
-from tests.support.tui_support import screen_text, until, utc
+from tests.support.tui_support import screen_text, until
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("utc_zone")]
 
 SIZES = [(80, 24), (100, 30), (120, 40), (200, 60)]
 IDS = [f"{w}x{h}" for w, h in SIZES]
 CUT = re.compile(r"\d…|…\d")  # a number cut to fit
-
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
 
 
 def _lines(app) -> list[str]:  # type: ignore[no-untyped-def]

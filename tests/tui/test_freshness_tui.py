@@ -30,19 +30,12 @@ from tests.support.tui_support import (
     make_app,
     screen_text,
     until,
-    utc,
 )
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("utc_zone")]
 
 BIG = (200, 40)
 LAST_BATCH = datetime(2026, 2, 27, 9, 9, 4, tzinfo=timezone.utc)  # the story log's last one
-
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
 
 
 def _header(app: KvtopApp) -> str:

@@ -33,13 +33,14 @@ from kvtop.report.json_report import snapshot_json
 from kvtop.report.text import render_snapshot
 from kvtop.session import Options, Session
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
-from tests.support.fault_host import STORY_LOG, preload_fake_nvml
+from tests.support.fault_host import STORY_LOG
 from tests.support.sglang_procs import Child, start_server, stop_server
-from tests.support.tui_support import help_text, make_app, screen_text, until, utc
+from tests.support.tui_support import help_text, make_app, screen_text, until
 
 pytestmark = [
     pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML"),
     pytest.mark.asyncio,
+    pytest.mark.usefixtures("utc_zone"),
 ]
 
 BIG, SMALL = (120, 40), (80, 24)
@@ -48,22 +49,11 @@ USED_MIB = 135_700  # what the story's ranks leave in use on an H200 (NVML agree
 TRAINER = "kvtop-test-trainer"
 
 
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return preload_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
-
-
 @pytest.fixture
 def state(fake_lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "nvml.state"
     monkeypatch.setenv(STATE_ENV, str(path))
     return path
-
-
-@pytest.fixture(autouse=True)
-def _utc() -> Iterator[None]:
-    with utc():
-        yield
 
 
 def start(title: str) -> subprocess.Popen[bytes]:

@@ -18,14 +18,13 @@ import pytest
 
 from tests.support.fake_nvml import (
     STATE_ENV,
-    build_fake_nvml,
     eight_gpus,
     gcc_path,
     kvtop_once,
     write_state,
 )
 from tests.support.sglang_procs import start_server, stop_server
-from tests.support.tmux_tools import SGR, Tmux, foreground_colours, is_grey, private_server
+from tests.support.tmux_tools import SGR, Tmux, foreground_colours, is_grey
 
 ROOT = Path(__file__).resolve().parents[2]
 STORY_LOG = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
@@ -39,11 +38,6 @@ pytestmark = [
     pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML"),
     pytest.mark.skipif(not KVTOP.exists(), reason="the kvtop console script is missing"),
 ]
-
-
-@pytest.fixture(scope="module")
-def lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml")).parent
 
 
 @pytest.fixture
@@ -118,12 +112,6 @@ def test_once_other_processes(lib_dir: Path, tmp_path: Path, procs: dict[str, in
     assert sum(b3[k] for k in parts) + b3["free_gib"] == pytest.approx(b3["total_gib"], abs=0.01)
     assert b3["runtime_gib"] >= 0 and b2["runtime_gib"] >= 0
     assert "other procs" in once(lib_dir, state).stdout
-
-
-@pytest.fixture(scope="module")
-def tmux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
-    with private_server("kvtop-gpu-trust", tmp_path_factory.mktemp("tmux")) as server:
-        yield server
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")

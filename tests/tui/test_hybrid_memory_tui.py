@@ -8,7 +8,6 @@ stand-in: tui_support).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,28 +19,17 @@ from kvtop.model.snapshot import Snapshot
 from kvtop.session import Options, Session
 from tests.process.test_hybrid_memory import MAMBA_058
 from tests.support.fake_nvml import STATE_ENV, gcc_path, write_state
-from tests.support.fault_host import preload_fake_nvml
-from tests.support.tui_support import help_text, make_app, screen_text, until, utc
+from tests.support.tui_support import help_text, make_app, screen_text, until
 
 pytestmark = [
     pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML"),
     pytest.mark.asyncio,
+    pytest.mark.usefixtures("utc_zone"),
 ]
 
 TOTAL_MIB = 81_920  # 80 GiB
 # After startup TP0/TP1 have 13.98 GiB free (the summary line): in use 80 − 13.98 = 66.02 GiB.
 USED_MIB = round((80 - 13.98) * 1024)
-
-
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return preload_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
-
-
-@pytest.fixture(autouse=True)
-def _utc() -> Iterator[None]:
-    with utc():
-        yield
 
 
 def two_gpus() -> dict[int, dict[str, object]]:

@@ -15,9 +15,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, write_state
+from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 from tests.support.sglang_procs import start_server, stop_server
-from tests.support.tmux_tools import Tmux, private_server
+from tests.support.tmux_tools import Tmux
 
 ROOT = Path(__file__).resolve().parents[2]
 STORY_LOG = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
@@ -31,11 +31,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml")).parent
-
-
 @pytest.fixture
 def procs() -> Iterator[dict[str, int]]:
     main, schedulers = start_server()
@@ -46,12 +41,6 @@ def procs() -> Iterator[dict[str, int]]:
         trainer.kill()
         trainer.wait()
         stop_server(main, schedulers)
-
-
-@pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
-    with private_server("kvtop-procs", tmp_path) as server:
-        yield server
 
 
 def _header(screen: str) -> list[str]:

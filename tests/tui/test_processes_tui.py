@@ -18,14 +18,9 @@ from tests.support.tui_support import (
     processes_snapshot,
     screen_text,
     until,
-    utc,
 )
 
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
+pytestmark = pytest.mark.usefixtures("utc_zone")
 
 
 def _rows(text: str) -> list[str]:

@@ -14,18 +14,12 @@ from textual.widgets import Input
 from kvtop.live.screens.formula import FormulaScreen
 from tests.support.offline import offline
 from tests.support.paths import STORY_LOG
-from tests.support.tui_support import log_snapshot, make_app, until, utc
+from tests.support.tui_support import log_snapshot, make_app, until
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("utc_zone")]
 
 WHAT_IF = re.compile(r"^⚠ (\d\.\d{3}): (.+)$")
 NEEDED = re.compile(r"^⚠ (\d+) × ([\d,]+)-token requests \((.+?)\): (.+)$")
-
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
 
 
 def _once_warnings() -> tuple[list[tuple[str, str]], list[tuple[int, int, str]]]:

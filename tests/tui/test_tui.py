@@ -23,18 +23,11 @@ from tests.support.tui_support import (
     make_app,
     screen_text,
     until,
-    utc,
 )
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("utc_zone")]
 
 BIG, SMALL = (120, 40), (80, 24)
-
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
 
 
 def _selected(app) -> list[int]:

@@ -11,18 +11,12 @@ import pytest
 from kvtop.live.screens.gpu_detail import GpuDetailScreen
 from kvtop.live.widgets.sparkline import TICKS
 from tests.support.still import still_series
-from tests.support.tui_support import make_app, screen_text, until, utc
+from tests.support.tui_support import make_app, screen_text, until
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("utc_zone")]
 
 COUNT = 24
 RANGE = r"(\d+\.\d)–(\d+\.\d) GiB"
-
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
 
 
 async def test_gpu_detail_and_kv_panel_label_the_range_they_draw() -> None:

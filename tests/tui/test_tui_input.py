@@ -30,19 +30,12 @@ from tests.support.tui_support import (
     make_app,
     screen_text,
     until,
-    utc,
 )
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("utc_zone")]
 
 SIZES = ((80, 24), (100, 30), (120, 40), (200, 60))
 BIG = (120, 40)
-
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
 
 
 def _answer(app: KvtopApp) -> str:

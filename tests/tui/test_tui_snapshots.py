@@ -10,13 +10,9 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from tests.support.tui_support import demo_snapshot, make_app, processes_snapshot, utc
+from tests.support.tui_support import demo_snapshot, make_app, processes_snapshot
 
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
+pytestmark = pytest.mark.usefixtures("utc_zone")
 
 
 async def _steady(pilot: Pilot) -> None:

@@ -14,18 +14,12 @@ from kvtop.live.screens.formula import FormulaScreen
 from kvtop.live.screens.gpu_detail import GpuDetailScreen
 from kvtop.model.kv_usage import kv_usage
 from kvtop.model.memory.gpu_detail import gpu_detail
-from tests.support.tui_support import demo_snapshot, make_app, screen_text, until, utc
+from tests.support.tui_support import demo_snapshot, make_app, screen_text, until
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("utc_zone")]
 
 SIZES = [(80, 24), (100, 30), (120, 40), (200, 60)]
 CUT = re.compile(r"\d…|…\d")  # a number Rich cut to fit ("7.…", "…42")
-
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
 
 
 async def _all_lines(pilot, scroller) -> list[str]:  # type: ignore[no-untyped-def]

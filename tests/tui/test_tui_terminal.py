@@ -15,14 +15,13 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, gcc_path, write_state
+from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 from tests.support.paths import STORY_LOG
-from tests.support.tmux_tools import Tmux, private_server
+from tests.support.tmux_tools import Tmux
 
 TMUX = shutil.which("tmux")
 KVTOP_SCRIPT = Path(sys.executable).with_name("kvtop")
@@ -44,30 +43,13 @@ SPARK = re.compile(r"[▁▂▃▄▅▆▇█]+(?=.*\blast\b)")
 
 
 @pytest.fixture(scope="module")
-def tmux_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
-    with private_server("kvtop-term", tmp_path_factory.mktemp("tmux")) as server:
-        yield server
-
-
-@pytest.fixture
-def tmux(tmux_server: Tmux) -> Iterator[Tmux]:
-    """The module's server; the sessions a test opened are killed after it, passed or not."""
-    yield tmux_server
-    listed = tmux_server.run("list-sessions", "-F", "#{session_name}", check=False).stdout
-    for name in listed.split():
-        if name != "holder":
-            tmux_server.kill_session(name)
-
-
-@pytest.fixture(scope="module")
-def kvtop_line(tmp_path_factory: pytest.TempPathFactory) -> str:
+def kvtop_line(lib_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The command line of a kvtop whose screen stands still: the story's log, eight fake GPUs,
     no server."""
     where = tmp_path_factory.mktemp("nvml")
-    lib = build_fake_nvml(where)
     state = where / "state"
     write_state(state, eight_gpus(used_mib=135_700))
-    settings = {"LD_LIBRARY_PATH": str(lib.parent), STATE_ENV: str(state)}
+    settings = {"LD_LIBRARY_PATH": str(lib_dir), STATE_ENV: str(state)}
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
     argv = [str(KVTOP_SCRIPT), "--no-metrics", "--log-file", str(STORY_LOG)]
     return f"env -u NO_COLOR -u COLUMNS -u LINES {env} {shlex.join(argv)}"

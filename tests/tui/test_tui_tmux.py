@@ -1,9 +1,10 @@
 """The installed `kvtop` console script, driven for real in a tmux pane.
 
-Each test starts `kvtop --demo --demo-speed 20` in a detached session on a private tmux server
-(`tmux -L kvtop-test-<pid>`), types keys with `send-keys` and reads the screen with
-`capture-pane -p`, polling against a deadline instead of sleeping. The exit status travels
-through a file: the pane runs `sh -c 'kvtop ...; echo $? > STATUS'`.
+Each test starts `kvtop --demo --demo-speed 20` in a detached session on the module's private
+tmux server (`tmux -L kvtop-test_tui_tmux-<pid>`, tests/conftest.py), types keys with
+`send-keys` and reads the screen with `capture-pane -p`, polling against a deadline instead of
+sleeping. The exit status travels through a file: the pane runs
+`sh -c 'kvtop ...; echo $? > STATUS'`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,6 @@ from tests.support.tmux_tools import (
     descendants,
     foreground_colours,
     is_grey,
-    private_server,
 )
 
 TMUX = shutil.which("tmux")
@@ -45,22 +44,6 @@ pytestmark = [
 # An overview row: `▶ 0   TP0  ▚███▓▓▒…   88.2/95.6    7.3  35%  45C  300W`.
 GPU_ROW = re.compile(r"^\S?\s*(?P<gpu>\d+)\s+TP(?P<rank>\d+)\s.*?\d+\.\d/\d+\.\d")
 READY = re.compile(r"(^\s*|·\s+)ready\b")  # not "not ready yet" while starting
-
-
-@pytest.fixture(scope="module")
-def tmux_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
-    with private_server("kvtop-test", tmp_path_factory.mktemp("tmux")) as server:
-        yield server
-
-
-@pytest.fixture
-def tmux(tmux_server: Tmux) -> Iterator[Tmux]:
-    """The module's server; the sessions a test opened are killed after it."""
-    yield tmux_server
-    listed = tmux_server.run("list-sessions", "-F", "#{session_name}", check=False).stdout
-    for name in listed.split():
-        if name != "holder":
-            tmux_server.run("kill-session", "-t", name, check=False)
 
 
 def kvtop_command(
@@ -333,7 +316,7 @@ class Moved(xterm.XTermParser):
         super().__init__(*args, **kwargs)
         del self._timeout_time
 xterm.XTermParser = Moved
-runpy.run_module("tui", run_name="__main__", alter_sys=True)
+runpy.run_module("kvtop", run_name="__main__", alter_sys=True)
 """
 
 

@@ -26,16 +26,12 @@ from kvtop.report.json_report import snapshot_json
 from kvtop.sglang.metrics import parse_exposition
 from tests.support.paths import STORY_LOG
 from tests.support.sglang_http import Deployment, build_exposition
-from tests.support.tui_support import demo_snapshot, log_snapshot, utc
+from tests.support.tui_support import demo_snapshot, log_snapshot
+
+pytestmark = pytest.mark.usefixtures("utc_zone")
 
 READY = ServerStatus("ready", "ready 2h14m", 0, 8040.0)
 STARTING = ServerStatus("starting", "starting: load weights (5/8 ranks)", 0, None)
-
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
 
 
 def _sources(log: float | None = 0.1, metrics: float | None = 0.1, state: str = "ok"):
