@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from kvtop.live.app import KvtopApp
@@ -37,6 +38,7 @@ from kvtop.report.check import CheckResult, check
 from kvtop.report.json_report import snapshot_json
 from kvtop.report.text import render_snapshot
 from kvtop.session import Options, Session
+from kvtop.sources import metrics
 from kvtop.sources.log_text import LogUnreadable
 from tests.support.fake_nvml import STATE_ENV, build_fake_nvml, eight_gpus, write_state
 from tests.support.sglang_http import Deployment, FakeSGLang
@@ -144,7 +146,9 @@ class FaultHost:
         self.journal_at = 0
         self.journal_run = ("sglang-kimi.service", 2)  # (unit, invocation) of the running server
         self.session_ref: Session | None = None
-        self.monkeypatch = None
+        self.monkeypatch: pytest.MonkeyPatch | None = None
+        self._fetch_s = metrics.FETCH_TIMEOUT_S  # kvtop's own limits (see fetch_limit)
+        self._nvml_call_s: float | None = None
         self.foreign: subprocess.Popen[bytes] | None = (
             None  # another user's process, if a row starts one
         )
@@ -202,6 +206,30 @@ class FaultHost:
 
     def session(self, **overrides: object) -> Session:
         return Session(self.options(**overrides))
+
+    # -- kvtop's limits, shortened for a fault --------------------------------------------------
+    # A hung server or driver call is cut by kvtop after its limit (5 s for a fetch, 2 s for an
+    # NVML call). A row proves the cut, what the screen says and the recovery through the same
+    # code with a shorter limit, set when the fault comes and put back when it goes (a healthy
+    # source on a loaded machine never meets the short one).
+    def fetch_limit(self, seconds: float | None) -> None:
+        """The limit of one fetch of /metrics or /server_info (None: kvtop's own again), for
+        the live session's client and every session built meanwhile (the --once and --check
+        reports)."""
+        assert self.monkeypatch is not None and self.session_ref is not None
+        limit = self._fetch_s if seconds is None else seconds
+        self.monkeypatch.setattr(metrics, "FETCH_TIMEOUT_S", limit)
+        source = self.session_ref.server.source
+        assert source is not None, "no client yet: the live session has not scraped"
+        source.timeout_s = limit
+
+    def nvml_call_limit(self, seconds: float | None) -> None:
+        """The limit of one NVML poll in the live session (None: kvtop's own again)."""
+        assert self.session_ref is not None and self.session_ref.nvml is not None
+        nvml = self.session_ref.nvml
+        if self._nvml_call_s is None:
+            self._nvml_call_s = nvml.call_timeout_s
+        nvml.call_timeout_s = self._nvml_call_s if seconds is None else seconds
 
     def bump(self, sources: Iterable[str] = ("nvml", "metrics", "log")) -> dict[str, int]:
         """Move one number in each of SOURCES (the others keep their fault); returns what each
