@@ -1,10 +1,11 @@
 """Every key a view offers does something there: each key of the key bar (Textual's Footer) and
-of the events pane's keys line, pressed on a fresh app in that view, changes the screen, opens
-another, says why not, or (q) quits. The real app on the demo's snapshot (only the feed is a
-stand-in: tests/support/tui_support.py)."""
+of the events pane's keys line, pressed on the view as a fresh app shows it, changes the screen,
+opens another, says why not, or (q) quits. The real app on the demo's snapshot (only the feed is
+a stand-in: tests/support/tui_support.py)."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,9 @@ from kvtop.live.screens.events import KEYS_HINT, EventsScreen
 from kvtop.live.screens.formula import FormulaScreen
 from kvtop.live.screens.gpu_detail import GpuDetailScreen
 from kvtop.live.screens.overview import OverviewScreen
-from tests.support.tui_support import demo_snapshot, make_app, screen_text, until, utc
+from tests.support.tui_support import demo_snapshot, make_app, screen_text, until
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("utc_zone")]
 
 SIZE = (120, 40)
 TOAST = "Toast-7f3a"
@@ -31,12 +32,6 @@ VIEWS: dict[str, tuple[tuple[str, ...], type, str | None]] = {
     "events": (("e",), EventsScreen, "events"),
     "raw log": (("l",), EventsScreen, "log"),
 }
-
-
-@pytest.fixture(autouse=True)
-def _utc():
-    with utc():
-        yield
 
 
 def footer_keys(app: KvtopApp) -> list[str]:
@@ -74,40 +69,64 @@ def _seen(app: KvtopApp) -> tuple[object, ...]:
     )
 
 
-async def _offered(view: str) -> list[str]:
+def _offered(app: KvtopApp, mode: str | None) -> list[str]:
+    """The keys the view on screen offers: the key bar's and the events pane's keys line's; q
+    last, since it ends the app."""
+    offered = set(footer_keys(app)) | set(hint_keys(mode) if mode else ())
+    return sorted(offered, key=lambda key: (key == "q", key))
+
+
+async def _as_fresh(pilot, view: str, state: dict[str, object], fresh: tuple[object, ...]) -> None:  # type: ignore[no-untyped-def]
+    """Back to where a fresh app stands in VIEW: every screen over the overview closed, the
+    view state the app started with (compact, paused, orders, selection …), no toasts, the view
+    opened again on a new screen; and the screen must then be the very one a fresh app showed
+    there before any key, so each key is pressed on what a fresh app shows."""
+    app = pilot.app
+    while len(app.screen_stack) > 1:
+        app.pop_screen()
+    for name, value in state.items():
+        setattr(app.state, name, value)
+    app.feed.interval_s = app.state.interval_s
+    app.clear_notifications()
+    app.show_state()
     keys, screen, mode = VIEWS[view]
-    app = make_app(demo_snapshot())
-    async with app.run_test(size=SIZE) as pilot:
-        await _open(pilot, keys, screen, mode)
-        offered = footer_keys(app)
-    return sorted(set(offered) | set(hint_keys(mode) if mode else ()))
+    await until(pilot, "the overview", lambda: isinstance(app.screen, OverviewScreen))
+    await _open(pilot, keys, screen, mode)
+    await until(pilot, f"the {view} as a fresh app shows it", lambda: _seen(app) == fresh)
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
 async def test_every_key_offered_does_something(
     view: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """One app for the view's keys: each key is pressed on the view as a fresh app shows it
+    (_as_fresh puts the app back between keys), so a key that only undoes the one before
+    cannot pass for one that does something."""
     monkeypatch.chdir(tmp_path)  # s saves the lines shown here
-    offered = await _offered(view)
-    assert offered, f"{view}: no keys offered"
     keys, screen, mode = VIEWS[view]
+    app = make_app(demo_snapshot())
     dead = []
-    for key in offered:
-        app = make_app(demo_snapshot())
-        async with app.run_test(size=SIZE) as pilot:
-            await _open(pilot, keys, screen, mode)
+    async with app.run_test(size=SIZE) as pilot:
+        await _open(pilot, keys, screen, mode)
+        offered = _offered(app, mode)
+        assert offered, f"{view}: no keys offered"
+        fresh = _seen(app)
+        state = {f.name: getattr(app.state, f.name) for f in fields(app.state)}
+        for n, key in enumerate(offered):
+            if n:
+                await _as_fresh(pilot, view, state, fresh)
             before = _seen(app)
             await pilot.press(key)
 
-            def changed(app: KvtopApp = app, before: tuple[object, ...] = before) -> bool:
+            def changed(before: tuple[object, ...] = before) -> bool:
                 return app.return_code is not None or _seen(app) != before
 
             try:
                 await until(pilot, f"{key!r} to do something in {view}", changed, timeout_s=3)
             except AssertionError:
                 dead.append(key)
-        if key == "q":
-            assert app.return_code == 0
+    if "q" in offered:
+        assert app.return_code == 0
     assert dead == [], f"{view}: keys offered that do nothing: {dead} (offered: {offered})"
 
 
