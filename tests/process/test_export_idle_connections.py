@@ -1,6 +1,7 @@
 """The real `kvtop --export` under systemd's default soft limit of 1,024 open files while 1,100
 connections send requests they never finish (reopened as soon as the exporter closes them): it
-keeps answering scrapes within a second, and its memory, threads and descriptors stay bounded.
+keeps answering scrapes about as fast as without them (within a second on a quiet machine), and
+its memory, threads and descriptors stay bounded.
 
 The suite holds the attack for HOLD_S; bench/bench_export_idle.py holds it for a minute (or
 longer) and prints the figures.
@@ -19,17 +20,32 @@ from tests.support.slow_clients import SlowClientsProcess, process_figures
 HOLD_S = float(os.environ.get("KVTOP_IDLE_HOLD_S", "15"))
 CLIENTS = 1100
 FD_LIMIT = 1024
+# A scrape under the attack takes at most SLOWER times the slowest of BASELINE scrapes just
+# before it, plus PLUS_S: the machine's own load (other tests, the attacking process on the same
+# cores) slows both alike, so the bound holds on a loaded machine and is far under a second on a
+# quiet one (0.10 s measured there, docs/exporter.md).
+BASELINE = 10
+SLOWER, PLUS_S = 4.0, 0.5
+
+
+def timed_scrape(url: str) -> float:
+    started = time.monotonic()
+    answer = httpx.get(url, timeout=10.0)
+    assert answer.status_code == 200 and "kvtop_" in answer.text, answer.status_code
+    return time.monotonic() - started
 
 
 def idle_attack(hold_s: float, clients: int = CLIENTS) -> tuple[dict[str, float], list[str]]:
     """Start the exporter at `ulimit -n 1024`, hold `clients` unfinished requests on it for
-    `hold_s`, scrape it every 0.5 s meanwhile; the figures (asserted by the caller)."""
+    `hold_s`, scrape it every 0.5 s meanwhile; the figures (asserted by the caller), with the
+    slowest scrape before the attack and the bound that makes of it."""
     line = " ".join(kvtop_command("--export", "127.0.0.1:0", "--demo", "--interval", "0.5"))
     command = ["sh", "-c", f"ulimit -n {FD_LIMIT} && exec {line}"]
     with exporter(command=command) as running:
         pid = running.proc.pid
         port = int(running.url.rsplit(":", 1)[1].split("/")[0])
         assert running.scrape().status_code == 200
+        baseline_s = max(timed_scrape(running.url) for _ in range(BASELINE))
         before = process_figures(pid)
         worst_s, scrapes, failures = 0.0, 0, []
         peak = dict(before)
@@ -38,7 +54,7 @@ def idle_attack(hold_s: float, clients: int = CLIENTS) -> tuple[dict[str, float]
             while time.monotonic() < end:
                 started = time.monotonic()
                 try:
-                    answer = httpx.get(running.url, timeout=1.0)
+                    answer = httpx.get(running.url, timeout=10.0)  # measured, then bounded
                     if answer.status_code != 200 or "kvtop_" not in answer.text:
                         failures.append(f"HTTP {answer.status_code}")
                 except httpx.HTTPError as exc:
@@ -54,6 +70,8 @@ def idle_attack(hold_s: float, clients: int = CLIENTS) -> tuple[dict[str, float]
             "scrapes": scrapes,
             "failed": len(failures),
             "worst_scrape_s": worst_s,
+            "baseline_scrape_s": baseline_s,
+            "scrape_limit_s": SLOWER * baseline_s + PLUS_S,
             "rss_before_mib": before["rss_mib"],
             "rss_peak_mib": peak["rss_mib"],
             "threads_before": before["threads"],
@@ -67,7 +85,8 @@ def idle_attack(hold_s: float, clients: int = CLIENTS) -> tuple[dict[str, float]
 def test_idle_connections_do_not_stop_the_exporter() -> None:
     figures, failures = idle_attack(HOLD_S)
     assert figures["pending_at_end"] == CLIENTS, figures
-    assert failures == [] and figures["worst_scrape_s"] < 1.0, (failures, figures)
+    assert failures == [], (failures, figures)
+    assert figures["worst_scrape_s"] <= figures["scrape_limit_s"], figures
     assert figures["threads_peak"] <= figures["threads_before"] + 10, figures
     assert figures["rss_peak_mib"] <= figures["rss_before_mib"] + 25, figures
     assert figures["fds_peak"] < FD_LIMIT / 2, figures
