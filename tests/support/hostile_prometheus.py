@@ -30,6 +30,14 @@ def as_json(body: object, status: int = 200) -> tuple[int, dict[str, str], bytes
     return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # A listen backlog like a real server's (Prometheus' is the system's), not socketserver's 5:
+    # the fleet reader opens seven connections at once, and a SYN past a backlog of 5 is
+    # dropped and sent again a second later.
+    request_queue_size = 128
+
+
 class HostilePrometheus:
     """`answers[path]` answers that path; `query(promql)` (when set) answers /api/v1/query by
     its query, before answers["/api/v1/query"]."""
@@ -74,8 +82,7 @@ class HostilePrometheus:
                 with contextlib.suppress(OSError):
                     self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()

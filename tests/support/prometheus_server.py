@@ -335,8 +335,12 @@ class RecordingServer:
 
         self._forward_to = forward
         self._client = httpx.Client(timeout=10.0, trust_env=False)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 128  # a real server's backlog, not socketserver's 5
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()

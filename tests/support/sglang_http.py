@@ -251,6 +251,9 @@ class FakeSGLang:
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             block_on_close = False
+            # SGLang's (uvicorn's) listen backlog is 2048, not socketserver's 5: with 5, a
+            # connection past it waits a second for its SYN to be sent again.
+            request_queue_size = 128
 
             def handle_error(self, request: object, client_address: object) -> None:
                 pass  # a client hanging up mid-response is part of the tests
