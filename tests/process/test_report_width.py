@@ -5,11 +5,14 @@ within the width."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,8 +75,10 @@ def _report(*args: str | Path, columns: int | None = None) -> str:
     return result.stdout
 
 
+@functools.cache
 def _memory_json(log: Path) -> list[dict[str, object]]:
-    """The memory table as the JSON report has it, with each rank's host KV cache."""
+    """The memory table as the JSON report has it, with each rank's host KV cache (one run per
+    log: the JSON has no width, and every width's text is held to the same table)."""
     data = json.loads(_report("--json", "--log-file", log))
     hosts = {r["rank"]: r["host_kv_gb"] for r in data["ranks"]}  # type: ignore[index, union-attr]
     rows = []
@@ -248,12 +253,52 @@ def test_demo_gpu_table_keeps_its_numbers(width: int) -> None:
 LOGS = sorted(REAL_LOGS.glob("*.log"))
 
 
+class Prefetched:
+    """The reports the module's selected fixture-log tests ask for, each a real `kvtop --once`
+    run, started two at a time in the tests' order as the first of them begins: each test reads
+    its own run's output without waiting for the runs of the tests before it."""
+
+    def __init__(self, pool: concurrent.futures.ThreadPoolExecutor, wanted: list[tuple[Path, int]]):
+        self.texts: dict[tuple[Path, int], concurrent.futures.Future[str]] = {}
+        self.memory: dict[Path, concurrent.futures.Future[list[dict[str, object]]]] = {}
+        for log, width in wanted:
+            if log not in self.memory:  # one JSON run per log, before its first text
+                self.memory[log] = pool.submit(_memory_json, log)
+            self.texts[(log, width)] = pool.submit(_fixture_report, log, width)
+
+    def text(self, log: Path, width: int) -> str:
+        if (log, width) not in self.texts:
+            return _fixture_report(log, width)
+        if log in self.memory:
+            self.memory[log].result()  # _memory_json's one run for the log: cached from here
+        return self.texts[(log, width)].result()
+
+
+def _fixture_report(log: Path, width: int) -> str:
+    return _report("--width", str(width), "--log-file", log.relative_to(ROOT))
+
+
+@pytest.fixture(scope="module")
+def prefetched(request: pytest.FixtureRequest) -> Iterator[Prefetched]:
+    wanted = [
+        (item.callspec.params["log"], item.callspec.params["width"])
+        for item in request.session.items
+        if item.module is request.module
+        and getattr(item, "originalname", None) == "test_fixture_logs_keep_the_memory_table"
+    ]
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    try:
+        yield Prefetched(pool, wanted)
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
 @pytest.mark.parametrize("log", LOGS, ids=[p.name[:40] for p in LOGS])
 @pytest.mark.parametrize("width", [80, 200])
-def test_fixture_logs_keep_the_memory_table(log: Path, width: int) -> None:
+def test_fixture_logs_keep_the_memory_table(log: Path, width: int, prefetched: Prefetched) -> None:
     """Hybrid pools (mamba), DP/EP/attention-CP rank tags, two-node logs: every number of the
     JSON's memory table appears whole in the text, at its rank."""
-    text = _report("--width", str(width), "--log-file", log.relative_to(ROOT))
+    text = prefetched.text(log, width)
     assert not CUT.search(text)
     _check_memory(log, text)
 
