@@ -126,9 +126,10 @@ ROWS = (
 )
 
 
-def kvtop(host: FaultHost, row: Row, *args: str) -> subprocess.CompletedProcess[str]:
-    """The installed command on the host's sources (the fake GPUs, the log, the server)."""
-    return subprocess.run(
+def kvtop(host: FaultHost, row: Row, *args: str) -> subprocess.Popen[str]:
+    """The installed command on the host's sources (the fake GPUs, the log, the server),
+    started; `done()` waits for it."""
+    return subprocess.Popen(
         [
             str(KVTOP),
             "--log-file",
@@ -136,12 +137,21 @@ def kvtop(host: FaultHost, row: Row, *args: str) -> subprocess.CompletedProcess[
             *(["--no-metrics"] if row.no_metrics else ["--url", host.server.url]),
             *args,
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=host.command_env(),
-        timeout=60,
-        check=False,
     )
+
+
+def done(run: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        out, err = run.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        run.communicate()
+        raise
+    return subprocess.CompletedProcess(run.args, run.returncode, out, err)
 
 
 def exported(body: str) -> tuple[str, list[str]]:
@@ -174,19 +184,26 @@ def settled(row: Row) -> Callable[[str, Snapshot | None], bool]:
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 async def test_one_verdict_in_four_views(row: Row, host: FaultHost) -> None:
     row.setup(host)
+    # The three commands run while the live view does (the sources stand still once set up):
+    # each is judged on its own, in the time of one.
+    once_run = kvtop(host, row, "--once", "--json")
+    check_run = kvtop(host, row, "--check")
+    body_run = kvtop(host, row, "--once", "--export")
 
     # 1. The live view: the real app on the real session.
-    session = host.session(metrics=not row.no_metrics)
-    app = KvtopApp(session, source_label="verdict matrix", host_name="gpu-host")
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_screen(app, pilot, f"{row.id} judged {row.level}", settled(row), 20)
-        live = app.state.latest
-        assert live is not None
-        assert tuple(a.kind for a in live.verdict.alerts) == row.alerts
-        assert app.state.status is not None and app.state.status.level == row.level
+    try:
+        session = host.session(metrics=not row.no_metrics)
+        app = KvtopApp(session, source_label="verdict matrix", host_name="gpu-host")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_screen(app, pilot, f"{row.id} judged {row.level}", settled(row), 20)
+            live = app.state.latest
+            assert live is not None
+            assert tuple(a.kind for a in live.verdict.alerts) == row.alerts
+            assert app.state.status is not None and app.state.status.level == row.level
+    finally:
+        once, check, body = (done(run) for run in (once_run, check_run, body_run))
 
     # 2. --once --json: the verdict, and the level --check exits with.
-    once = kvtop(host, row, "--once", "--json")
     assert once.returncode == 0, once.stderr
     data = json.loads(once.stdout)
     verdict = data["verdict"]
@@ -195,13 +212,11 @@ async def test_one_verdict_in_four_views(row: Row, host: FaultHost) -> None:
     assert all(a["since"] and a["summary"] for a in verdict["alerts"])
 
     # 3. --check: the plugin's state and exit status.
-    check = kvtop(host, row, "--check")
     assert EXIT_LEVEL[check.returncode] == row.level, check.stdout + check.stderr
     assert re.search(row.check, check.stdout), check.stdout
     assert verdict["summary"] in check.stdout  # the same words
 
     # 4. The exporter's body.
-    body = kvtop(host, row, "--once", "--export")
     assert body.returncode == 0, body.stderr
     assert exported(body.stdout) == (row.level, list(row.alerts))
 
