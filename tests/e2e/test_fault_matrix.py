@@ -44,6 +44,7 @@ from kvtop.model.memory.gpu_detail import gpu_detail
 from kvtop.model.memory.gpu_memory import reconcile
 from kvtop.model.snapshot import Snapshot
 from kvtop.model.status.levels import Level
+from kvtop.sources import journal as journal_source
 from tests.support.fake_nvml import gcc_path
 from tests.support.fault_host import (
     API_KEY,
@@ -1118,7 +1119,10 @@ def journal_missing_unit_then_starts(host: FaultHost) -> None:
 
 def journal_damaged(host: FaultHost) -> None:
     """The unit's journal file cut in the middle (a full disk, a copy that stopped): systemd
-    skips such a file without a word."""
+    skips such a file without a word. kvtop checks the files every 0.5 s here instead of every
+    5 s (the notice goes at the first check after the file is whole, whatever the period)."""
+    assert host.monkeypatch is not None
+    host.monkeypatch.setattr(journal_source, "DAMAGE_CHECK_S", 0.5)
     journal_setup(host)
     path = host.journal / "test.journal"
     os.truncate(path, path.stat().st_size // 2)
@@ -1133,6 +1137,10 @@ def journal_rewritten(host: FaultHost) -> None:
 
 
 def journal_dir_removed(host: FaultHost) -> None:
+    """The directory goes; kvtop looks for it again every 0.2 s here instead of every 2 s
+    (it reads on at the first look after it is back, whatever the period)."""
+    assert host.monkeypatch is not None
+    host.monkeypatch.setattr(journal_source, "RETRY_S", 0.2)
     shutil.rmtree(host.journal)
 
 
