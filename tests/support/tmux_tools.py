@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-POLL_S = 0.2
+# How often a pane is read while waiting: a capture costs a few milliseconds of a tmux client,
+# and each wait ends this much after what it waits for at most.
+POLL_S = 0.05
 SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 
 

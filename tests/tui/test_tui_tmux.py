@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.tmux_tools import (
+from tests.support.tmux_tools import (  # POLL_S: wait_for_file and the exit checks poll alike
+    POLL_S,
     SGR,
     Tmux,
     alive,
@@ -31,7 +32,6 @@ from tests.support.tmux_tools import (
 TMUX = shutil.which("tmux")
 KVTOP_SCRIPT = Path(sys.executable).with_name("kvtop")
 DEADLINE_S = 20.0
-POLL_S = 0.2  # wait_for_file and the exit checks poll like tmux_tools does
 GONE_LIMIT_S = 10.0  # how long processes may take to end once their terminal is gone
 
 pytestmark = [
