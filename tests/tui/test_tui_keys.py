@@ -5,10 +5,11 @@ a stand-in: tests/support/tui_support.py)."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
+from textual.screen import Screen
 from textual.widgets._toast import Toast
 
 from kvtop.live.app import KvtopApp
@@ -76,23 +77,48 @@ def _offered(app: KvtopApp, mode: str | None) -> list[str]:
     return sorted(offered, key=lambda key: (key == "q", key))
 
 
-async def _as_fresh(pilot, view: str, state: dict[str, object], fresh: tuple[object, ...]) -> None:  # type: ignore[no-untyped-def]
-    """Back to where a fresh app stands in VIEW: every screen over the overview closed, the
-    view state the app started with (compact, paused, orders, selection …), no toasts, the view
-    opened again on a new screen; and the screen must then be the very one a fresh app showed
-    there before any key, so each key is pressed on what a fresh app shows."""
+@dataclass
+class Fresh:
+    """A view as a fresh app shows it: what is seen there, the view state the app started
+    with, and the view's own screen (a new one each time the view is opened again)."""
+
+    view: str
+    seen: tuple[object, ...]
+    state: dict[str, object]
+    screen: Screen[object]
+    depth: int  # the screens on the stack with the view's on top
+
+
+async def _as_fresh(pilot, fresh: Fresh) -> None:  # type: ignore[no-untyped-def]
+    """Back to where a fresh app stands in the view: the view state the app started with
+    (compact, paused, orders, selection …), no toasts, the screens a key opened over the view
+    closed; and the screen must then be the very one a fresh app showed there before any key,
+    so each key is pressed on what a fresh app shows. Where it is not (the key changed the
+    view's own screen: a filter, a search, a sentence), every screen over the overview is
+    closed and the view opened again on a new screen, which must show it."""
     app = pilot.app
-    while len(app.screen_stack) > 1:
-        app.pop_screen()
-    for name, value in state.items():
+    for name, value in fresh.state.items():
         setattr(app.state, name, value)
     app.feed.interval_s = app.state.interval_s
     app.clear_notifications()
+    stack = app.screen_stack
+    if len(stack) >= fresh.depth and stack[fresh.depth - 1] is fresh.screen:
+        while len(app.screen_stack) > fresh.depth:
+            app.pop_screen()
+        app.show_state()
+        await pilot.pause()
+        if _seen(app) == fresh.seen:
+            return
+    while len(app.screen_stack) > 1:
+        app.pop_screen()
     app.show_state()
-    keys, screen, mode = VIEWS[view]
+    keys, screen, mode = VIEWS[fresh.view]
     await until(pilot, "the overview", lambda: isinstance(app.screen, OverviewScreen))
     await _open(pilot, keys, screen, mode)
-    await until(pilot, f"the {view} as a fresh app shows it", lambda: _seen(app) == fresh)
+    await until(
+        pilot, f"the {fresh.view} as a fresh app shows it", lambda: _seen(app) == fresh.seen
+    )
+    fresh.screen = app.screen
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
@@ -110,11 +136,11 @@ async def test_every_key_offered_does_something(
         await _open(pilot, keys, screen, mode)
         offered = _offered(app, mode)
         assert offered, f"{view}: no keys offered"
-        fresh = _seen(app)
         state = {f.name: getattr(app.state, f.name) for f in fields(app.state)}
+        fresh = Fresh(view, _seen(app), state, app.screen, len(app.screen_stack))
         for n, key in enumerate(offered):
             if n:
-                await _as_fresh(pilot, view, state, fresh)
+                await _as_fresh(pilot, fresh)
             before = _seen(app)
             await pilot.press(key)
 
