@@ -117,7 +117,7 @@ class Fault:
 
 
 # A hang is waited out against a shorter limit than kvtop's own (5 s a fetch, 2 s an NVML call),
-# set with the fault and put back with its end (FaultHost.fetch_limit, .nvml_call_limit): the
+# set with the fault and put back with its end (FaultHost.shorten_fetch, .shorten_nvml_call): the
 # same cut, the same sentence (naming the limit) and the same recovery, in a tenth of the time.
 FETCH_S = 0.3
 NVML_CALL_S = 0.2
@@ -146,15 +146,15 @@ def nvml_healthy(host: FaultHost) -> None:
     host.write_nvml()
 
 
-def nvml_hangs(host: FaultHost) -> None:
+async def nvml_hangs(host: FaultHost) -> None:
     """Every GPU's memory call hangs five times the limit (on a real host: 10 s against 2 s)."""
-    host.nvml_call_limit(NVML_CALL_S)
+    await host.shorten_nvml_call(NVML_CALL_S)
     nvml(delays=[("nvmlDeviceGetMemoryInfo_v2", round(NVML_CALL_S * 5 * 1000))])(host)
 
 
 def nvml_answers(host: FaultHost) -> None:
     nvml_healthy(host)
-    host.nvml_call_limit(None)
+    host.restore_nvml_call()
 
 
 def driver_unloaded(host: FaultHost) -> None:
@@ -694,8 +694,8 @@ def http_healthy(host: FaultHost) -> None:
 def hangs(**changes: object) -> Step:
     """A server that kvtop waits out: the switches, with the fetch limit shortened."""
 
-    def step(host: FaultHost) -> None:
-        host.fetch_limit(FETCH_S)
+    async def step(host: FaultHost) -> None:
+        await host.shorten_fetch(FETCH_S)
         switch(**changes)(host)
 
     return step
@@ -703,7 +703,7 @@ def hangs(**changes: object) -> Step:
 
 def answers(host: FaultHost) -> None:
     http_healthy(host)
-    host.fetch_limit(None)
+    host.restore_fetch()
 
 
 def server_down(host: FaultHost) -> None:
@@ -788,15 +788,15 @@ def info_key_accepted(host: FaultHost) -> None:
     host.server.switches.api_key = API_KEY
 
 
-def info_hangs(host: FaultHost) -> None:
-    host.fetch_limit(FETCH_S)
+async def info_hangs(host: FaultHost) -> None:
+    await host.shorten_fetch(FETCH_S)
     host.server.switches.delay_by_path = {"/server_info": 30.0}
     host.session_ref.forget_server_info()
 
 
 def info_answers(host: FaultHost) -> None:
     host.server.switches.delay_by_path = {}
-    host.fetch_limit(None)
+    host.restore_fetch()
 
 
 HTTP_ROWS = [

@@ -210,26 +210,40 @@ class FaultHost:
     # -- kvtop's limits, shortened for a fault --------------------------------------------------
     # A hung server or driver call is cut by kvtop after its limit (5 s for a fetch, 2 s for an
     # NVML call). A row proves the cut, what the screen says and the recovery through the same
-    # code with a shorter limit, set when the fault comes and put back when it goes (a healthy
-    # source on a loaded machine never meets the short one).
-    def fetch_limit(self, seconds: float | None) -> None:
-        """The limit of one fetch of /metrics or /server_info (None: kvtop's own again), for
-        the live session's client and every session built meanwhile (the --once and --check
-        reports)."""
+    # code with a shorter limit, set before the fault comes and put back when it goes (a
+    # healthy source on a loaded machine never meets the short one). A fetch or poll keeps the
+    # limit it began with, so the fault waits until the one in flight when the limit changed is
+    # back: two new readings, the second asked for after the first was in.
+    async def shorten_fetch(self, seconds: float) -> None:
+        """The limit of one fetch of /metrics or /server_info, for the live session's client
+        and every session built from now on (the --once and --check reports)."""
         assert self.monkeypatch is not None and self.session_ref is not None
-        limit = self._fetch_s if seconds is None else seconds
-        self.monkeypatch.setattr(metrics, "FETCH_TIMEOUT_S", limit)
-        source = self.session_ref.server.source
-        assert source is not None, "no client yet: the live session has not scraped"
-        source.timeout_s = limit
+        self.monkeypatch.setattr(metrics, "FETCH_TIMEOUT_S", seconds)
+        server = self.session_ref.server
+        assert server.source is not None, "no client yet: the live session has not scraped"
+        server.source.timeout_s = seconds
+        await _two_new(lambda: server.good_at, "scrapes under the shorter fetch limit")
 
-    def nvml_call_limit(self, seconds: float | None) -> None:
-        """The limit of one NVML poll in the live session (None: kvtop's own again)."""
-        assert self.session_ref is not None and self.session_ref.nvml is not None
-        nvml = self.session_ref.nvml
+    def restore_fetch(self) -> None:
+        assert self.monkeypatch is not None and self.session_ref is not None
+        self.monkeypatch.setattr(metrics, "FETCH_TIMEOUT_S", self._fetch_s)
+        source = self.session_ref.server.source
+        assert source is not None
+        source.timeout_s = self._fetch_s
+
+    async def shorten_nvml_call(self, seconds: float) -> None:
+        """The limit of one NVML poll in the live session."""
+        session = self.session_ref
+        assert session is not None and session.nvml is not None
         if self._nvml_call_s is None:
-            self._nvml_call_s = nvml.call_timeout_s
-        nvml.call_timeout_s = self._nvml_call_s if seconds is None else seconds
+            self._nvml_call_s = session.nvml.call_timeout_s
+        session.nvml.call_timeout_s = seconds
+        await _two_new(lambda: session.latest_nvml, "NVML polls under the shorter call limit")
+
+    def restore_nvml_call(self) -> None:
+        assert self.session_ref is not None and self.session_ref.nvml is not None
+        assert self._nvml_call_s is not None
+        self.session_ref.nvml.call_timeout_s = self._nvml_call_s
 
     def bump(self, sources: Iterable[str] = ("nvml", "metrics", "log")) -> dict[str, int]:
         """Move one number in each of SOURCES (the others keep their fault); returns what each
@@ -256,6 +270,20 @@ class FaultHost:
             with self.log.open("a") as f:
                 f.write(BATCH_LINE.format(sec=10 + n % 50, tokens=log_tokens))
         return {"gpu7_mib": gpu7_mib, "metrics_tokens": tokens, "log_tokens": log_tokens}
+
+
+async def _two_new(read: Callable[[], object], what: str, timeout_s: float = 10.0) -> None:
+    """Until what READ returns has changed twice (each reading is a new object)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    seen, changes = read(), 0
+    while changes < 2:
+        if loop.time() > deadline:
+            raise AssertionError(f"no two {what} within {timeout_s:g} s")
+        await asyncio.sleep(0.01)
+        now = read()
+        if now is not seen:
+            seen, changes = now, changes + 1
 
 
 # -- what a snapshot says ---------------------------------------------------------------------
