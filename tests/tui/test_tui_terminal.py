@@ -79,15 +79,26 @@ SETTLE_S = 1.2  # longer than the refresh interval: a screen this old has had a 
 def settled(tmux: Tmux, name: str, what: str) -> str:
     """The overview once drawn and unchanged (masked) across a refresh interval: the first
     readings fill panels one after another, so the first complete screen is not the last."""
+    return settled_all(tmux, {name: what})[name]
+
+
+def settled_all(tmux: Tmux, whats: dict[str, str]) -> dict[str, str]:
+    """settled() for several sessions running at once, each screen compared with its own a
+    refresh interval before (one wait of SETTLE_S serves them all)."""
     deadline = time.monotonic() + DEADLINE_S
-    screen = tmux.wait_for(name, what, drawn)
+    screens = {name: tmux.wait_for(name, what, drawn) for name, what in whats.items()}
+    done: dict[str, str] = {}
     while time.monotonic() < deadline:
         time.sleep(SETTLE_S)
-        later = tmux.wait_for(name, what, drawn)
-        if masked(later) == masked(screen):
-            return later
-        screen = later
-    pytest.fail(f"the screen of {what} kept changing for {DEADLINE_S:g} s:\n{screen}")
+        for name in [n for n in whats if n not in done]:
+            later = tmux.wait_for(name, whats[name], drawn)
+            if masked(later) == masked(screens[name]):
+                done[name] = later
+            screens[name] = later
+        if len(done) == len(whats):
+            return done
+    changing = {whats[n]: screens[n] for n in whats if n not in done}
+    pytest.fail(f"the screens of {list(changing)} kept changing for {DEADLINE_S:g} s:\n{changing}")
 
 
 def shell_session(tmux: Tmux, name: str, width: int = 120, height: int = 40) -> None:
@@ -163,12 +174,18 @@ def test_ctrl_c_quits_with_status_zero(tmux: Tmux, kvtop_line: str, where: str) 
     assert "status=0" in done and "Traceback" not in done
 
 
-def fresh_screen(tmux: Tmux, kvtop_line: str, width: int, height: int) -> str:
-    name = f"fresh{width}x{height}"
-    tmux.new_session(name, kvtop_line, width, height)
-    screen = settled(tmux, name, f"the overview at {width}x{height}")
-    tmux.kill_session(name)
-    return masked(screen)
+def fresh_screens(
+    tmux: Tmux, kvtop_line: str, sizes: set[tuple[int, int]]
+) -> dict[tuple[int, int], str]:
+    """What kvtop started at each size draws once settled (masked), the sizes run at once."""
+    names = {size: f"fresh{size[0]}x{size[1]}" for size in sizes}
+    for (width, height), name in names.items():
+        tmux.new_session(name, kvtop_line, width, height)
+    whats = {name: f"the overview at {w}x{h}" for (w, h), name in names.items()}
+    screens = settled_all(tmux, whats)
+    for name in names.values():
+        tmux.kill_session(name)
+    return {size: masked(screens[name]) for size, name in names.items()}
 
 
 @pytest.mark.parametrize(
@@ -181,9 +198,9 @@ def test_the_layout_follows_every_resize_at_once(
 ) -> None:
     """After each resize the screen is, row by row, what kvtop started at that size draws
     (compact below 34 rows, full above): never the layout of the size before."""
-    fresh = {size: fresh_screen(tmux, kvtop_line, *size) for size in set(sizes[1:])}
     (width, height), *later = sizes
-    tmux.new_session("resized", kvtop_line, width, height)
+    tmux.new_session("resized", kvtop_line, width, height)  # starts while the fresh ones do
+    fresh = fresh_screens(tmux, kvtop_line, set(later))
     tmux.wait_for("resized", "the overview drawn", drawn)
     for size in later:
         tmux.run("resize-window", "-t", "resized", "-x", str(size[0]), "-y", str(size[1]))
