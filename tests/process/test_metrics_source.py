@@ -232,4 +232,6 @@ async def test_hung_server_info_does_not_hold_up_metrics(sg: FakeSGLang) -> None
         assert not info.done()
         result = await info
     assert result.status == "degraded"
-    assert result.problem is not None and "/server_info did not answer within 1.5 s" in result.problem
+    assert (
+        result.problem is not None and "/server_info did not answer within 1.5 s" in result.problem
+    )
