@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtop.sources.metrics import MetricsSource
+from kvtop.sources.metrics import FETCH_TIMEOUT_S, MetricsSource
 from tests.support.ports import refused_url
 from tests.support.sglang_http import FakeSGLang
 
@@ -606,7 +606,7 @@ def _faulty(server: FakeSGLang, fault: str, refused: str) -> str:
     elif fault == "HTML body":
         sw.body = "html"
     elif fault == "timeout":
-        sw.delay_s = 2.3  # past kvtop's 2 s per fetch
+        sw.delay_s = FETCH_TIMEOUT_S + 0.3  # past kvtop's limit for one fetch
     elif fault == "refused":
         return refused
     return server.url
