@@ -1400,7 +1400,7 @@ async def wait_fresh(app: KvtopApp, pilot, host: FaultHost, sources: set[str], w
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 15.0
     while True:
-        await pilot.pause(0.05)
+        await pilot.pause(0.01)
         snap = app.state.latest
         stale = [s for s in sources if snap is None or not FRESH[s](snap, bumped)]
         if not stale:

@@ -333,7 +333,7 @@ async def wait_screen(
     deadline = loop.time() + timeout_s
     text = ""
     while True:
-        await pilot.pause(0.05)
+        await pilot.pause(0.01)
         text = screen_text(app)
         if outputs is not None:
             outputs.append(text)
