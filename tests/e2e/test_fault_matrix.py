@@ -1138,7 +1138,9 @@ def journal_rewritten(host: FaultHost) -> None:
 
 def journal_dir_removed(host: FaultHost) -> None:
     """The directory goes; kvtop looks for it again every 0.2 s here instead of every 2 s
-    (it reads on at the first look after it is back, whatever the period)."""
+    (it reads on at the first look after it is back, whatever the period). It comes back with
+    its file written whole: the step writes it while kvtop's loop waits, so no look can find
+    the file half written (kvtop would call it damaged until its next check of the files)."""
     assert host.monkeypatch is not None
     host.monkeypatch.setattr(journal_source, "RETRY_S", 0.2)
     shutil.rmtree(host.journal)
