@@ -67,6 +67,9 @@ class Built:
     version_source: str
     cell_explanation: str
     notes: tuple[str, ...]
+    # The version as the report shows it: the log's range where a log narrows it no further
+    # ("0.4.3–0.4.9"), else the version whose rules applied.
+    version_text: str = ""
 
 
 def _elem_bytes(kv_dtype: str | None, dims: ModelDims | None, args: LaunchArgs) -> float:
@@ -403,7 +406,18 @@ def build(
         notes=tuple(notes),
     )
     assert mfs is not None
-    return Built(planner, mfs, source, default, version, version_source, cell_words, tuple(notes))
+    shown = calib.version_text if calib is not None and version_source == "log" else ""
+    return Built(
+        planner,
+        mfs,
+        source,
+        default,
+        version,
+        version_source,
+        cell_words,
+        tuple(notes),
+        shown or formula.format_version(version),
+    )
 
 
 def _same_pool_launch(calib: Calibration, args: LaunchArgs) -> bool:
