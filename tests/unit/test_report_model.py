@@ -90,9 +90,12 @@ def test_what_if_090_and_092(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     w90 = by_mfs[0.9]
     assert 27_000 <= w90.delta_tokens <= 29_000  # "about 28,000 tokens (+18%)"
     assert w90.delta_pct == pytest.approx(18, abs=0.5)
-    assert w90.headroom_after_graphs_gib == pytest.approx(5.5, abs=0.1)
+    # The engine's free memory after startup, as `kvtop plan --from-log` gives it: the draft's
+    # pool grows with the target's and the tightest rank counts (the write-up's TP0 alone said
+    # 5.5 and 3.67).
+    assert w90.headroom_after_graphs_gib == pytest.approx(5.43, abs=0.01)
     w92 = by_mfs[0.92]
-    assert w92.headroom_after_graphs_gib == pytest.approx(3.67, abs=0.1)
+    assert w92.headroom_after_graphs_gib == pytest.approx(3.46, abs=0.01)
     steps = {s.label: s for s in report.explanation.steps}  # type: ignore[union-attr]
     # ratio 4: 159,277 × 4 + 1 page = 637,109 tokens × 70,272 B = 44.77 GB per rank, as logged
     assert steps["host KV cache"].result == "44.77 GB per rank · 44.77 logged"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from kvtop.model.memory.rank_memory import MemoryBreakdown, memory_breakdown
 from kvtop.model.sizing.formula import version_text
+from kvtop.model.sizing.log_planner import planner_from_boot
 from kvtop.model.sizing.model_config import ConfigFile
 from kvtop.model.sizing.replay import (
     CellSizeChoice,
@@ -72,7 +73,8 @@ def analyse(
         sizings = tuple(
             s for s in (rank_sizing(r, startup, cell.cell) for r in ranks) if s is not None
         )
-        explained = explain(startup, cell, version, what_if_mfs, request_len)
+        planner = planner_from_boot(startup, version_override)
+        explained = explain(startup, cell, version, what_if_mfs, request_len, planner)
         explanation = with_caveats(explained, request_len)
     except (ArithmeticError, ValueError) as exc:
         # Numbers no real server logs (absurd sizes, overflowing products): say so, keep the rest.

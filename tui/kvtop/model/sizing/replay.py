@@ -16,6 +16,7 @@ from kvtop.model.sizing.model_config import (
     cell_size_inferred,
     parse_model_dims,
 )
+from kvtop.model.sizing.plan import Planner
 from kvtop.sglang.server_args import ServerArgs
 from kvtop.sglang.start_state import RankStartup, Startup
 
@@ -92,9 +93,43 @@ class SizingInputs:
     max_requests: int | None = None
     slots_follow_pool: bool = False
     kv_cell_bytes: float | None = None
+    # The sizing engine calibrated by this boot (log_planner.planner_from_boot): where there is
+    # one, the what-if's tokens and free memory after startup are its own (the same as
+    # `kvtop plan --from-log`: every rank, the draft's pool growing with the target's).
+    planner: Planner | None = None
 
     def what_if(self, mfs: float) -> formula.WhatIf:
         """SGLang's pool at `mfs`, anchored on the logged token count (see formula.what_if)."""
+        return self._from_engine(self._by_formula(mfs), mfs)
+
+    def _from_engine(self, result: formula.WhatIf, mfs: float) -> formula.WhatIf:
+        if self.planner is None:
+            return result
+        tokens, free = self.planner.headroom_at(mfs)
+        pool_tokens = max(tokens, 0)
+        delta = pool_tokens - self.tokens
+        cell = self.kv_cell_bytes or self.cell_size_bytes
+        requests = result.requests_at_context
+        if self.context_len:
+            requests = pool_tokens / self.context_len
+            if self.max_requests is not None and self.tokens > 0:
+                slots = self.max_requests
+                if self.slots_follow_pool:
+                    slots = self.max_requests * pool_tokens // self.tokens
+                requests = min(requests, float(slots))
+        return replace(
+            result,
+            tokens=tokens,
+            delta_tokens=delta,
+            delta_pct=None if self.tokens <= 0 else 100 * delta / self.tokens,
+            kv_pool_gib=formula.kv_pool_gib(pool_tokens, cell, self.page_size) if tokens > 0 else 0.0,
+            delta_kv_gib=delta * cell / formula.GIB,
+            # Before ready nothing is "after startup" yet: the engine's figure waits with it.
+            headroom_after_graphs_gib=None if self.headroom_after_graphs_gib is None else free,
+            requests_at_context=requests,
+        )
+
+    def _by_formula(self, mfs: float) -> formula.WhatIf:
         result = self._what_if(mfs)
         if not self.slots_follow_pool and self.kv_cell_bytes is None:
             return result
@@ -711,6 +746,7 @@ def explain(
     version: tuple[int, ...] | None,
     what_if_mfs: Sequence[float] = (),
     request_len: int | None = None,
+    planner: Planner | None = None,
 ) -> SizingExplanation | None:
     """The formula with this startup's numbers, using SGLang's own inputs: the minimum over ranks."""
     rank = _reference_rank(startup)
@@ -740,6 +776,8 @@ def explain(
     if not startup.finished:  # before ready the latest reading is not "after startup"
         headroom = None
     inputs = _hybrid_inputs(_sizing_inputs(startup, budget, cell, tokens, headroom), rule)
+    if inputs is not None and planner is not None:
+        inputs = replace(inputs, planner=planner)
     if inputs is not None:
         notes.append(_headroom_note(headroom))
     return SizingExplanation(

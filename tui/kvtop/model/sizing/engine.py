@@ -1,0 +1,545 @@
+"""The one sizing engine's inputs: from what is known of a deployment (model files, an earlier
+boot's log, GPUs, launch arguments) to the Planner that replays SGLang's sizing at any
+mem_fraction_static (tui/kvtop/model/sizing/plan.py). `kvtop plan`, the formula screen's what-if and
+the replay of a logged boot all size through it. Pure: no file is read here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvtop.model.sizing import formula
+from kvtop.model.sizing.calibration import Calibration
+from kvtop.model.sizing.default_mfs import (
+    DefaultMfs,
+    LaunchShape,
+    default_mem_fraction_static,
+    graph_defaults,
+)
+from kvtop.model.sizing.default_mfs import _graph_reserve_mb as graph_reserve_mb
+from kvtop.model.sizing.launch_args import LaunchArgs, kv_dtype_name
+from kvtop.model.sizing.model_config import ModelDims, cell_size_from_dims, sglang_model_dtype
+from kvtop.model.sizing.model_shape import DEFAULT_MAMBA_SSM_BYTES, ModelShape
+from kvtop.model.sizing.plan import (
+    DEFAULT_MAMBA_FULL_MEMORY_RATIO,
+    DEFAULT_SWA_FULL_TOKENS_RATIO,
+    AfterPool,
+    Anchor,
+    Planner,
+    PoolCells,
+    RankMemory,
+    RequestRules,
+)
+
+GIB = formula.GIB
+LATEST_KNOWN_VERSION = (0, 5, 23)
+# Free memory SGLang measures before the weights is the card's total less the CUDA context and
+# NCCL's buffers: ~1.2 GiB on one GPU, ~2.4 GiB per rank with TP (the fixtures' boots).
+CONTEXT_OVERHEAD_GIB = {True: 2.4, False: 1.2}
+_SPEC_WITH_DRAFT_POOL = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+
+
+class PlanInputError(ValueError):
+    """The inputs cannot make a plan; the message says what is missing and what to give."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    dims: ModelDims
+    shape: ModelShape
+    weights_bytes: int | None  # the checkpoint's total (model.safetensors.index.json)
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Gpus:
+    count: int
+    total_mib: float  # the smallest GPU's total memory (nvidia-smi's memory.total)
+    name: str | None
+    source: str  # "NVML" or "--gpu-memory"
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    planner: Planner
+    mem_fraction_static: float
+    mfs_source: str  # "given", "log", "SGLang default"
+    default: DefaultMfs | None
+    version: tuple[int, ...]
+    version_source: str
+    cell_explanation: str
+    notes: tuple[str, ...]
+    # The version as the report shows it: the log's range where a log narrows it no further
+    # ("0.4.3–0.4.9"), else the version whose rules applied.
+    version_text: str = ""
+
+
+def _elem_bytes(kv_dtype: str | None, dims: ModelDims | None, args: LaunchArgs) -> float:
+    runtime = args.str_of("dtype")
+    model_dtype = None if runtime in (None, "auto") else runtime
+    if dims is not None:
+        model_dtype = model_dtype or sglang_model_dtype(dims.torch_dtype)
+    elem = formula.element_size_bytes(
+        kv_dtype or "auto", model_dtype, dims.kv_cache_quant_fp8 if dims else False
+    )
+    if elem is None:
+        raise PlanInputError(f"unknown KV cache dtype {kv_dtype!r}")
+    return elem
+
+
+def _draft_layers(model: ModelInfo | None, args: LaunchArgs) -> int | None:
+    """Layers of the draft's KV pool: an MTP's nextn layers, a one-layer EAGLE head otherwise."""
+    algo = args.speculative
+    if algo not in _SPEC_WITH_DRAFT_POOL:
+        return None
+    if (
+        model is not None
+        and model.shape.nextn_layers
+        and not args.str_of("speculative_draft_model_path")
+    ):
+        return model.shape.nextn_layers
+    return 1
+
+
+def _config_cells(
+    model: ModelInfo, args: LaunchArgs, version: tuple[int, ...]
+) -> tuple[PoolCells, str]:
+    dims, shape = model.dims, model.shape
+    kv_dtype = args.str_of("kv_cache_dtype")
+    runtime = args.str_of("dtype")
+    model_dtype = None if runtime in (None, "auto") else runtime
+    full_dims = replace(dims, num_layers=shape.full_layers) if shape.hybrid else dims
+    if shape.hybrid and shape.full_layers == 0:
+        full_dims = replace(dims, num_layers=0)
+    try:
+        cell = cell_size_from_dims(
+            full_dims if full_dims.num_layers else replace(dims, num_layers=1),
+            kv_dtype or "auto",
+            attn_tp_size=args.attn_tp,
+            pp_size=args.pp,
+            model_dtype=model_dtype,
+        )
+    except ValueError as exc:
+        raise PlanInputError(str(exc)) from None
+    full = float(cell.bytes) if full_dims.num_layers else 0.0
+    steps = [("cell size (full attention)", cell.explanation, f"{full:,.0f} B/token")]
+    elem = _elem_bytes(kv_dtype, dims, args)
+    v = (*version, 0, 0)[:3]
+    if dims.attention == "MLA" and shape.dsa_index_head_dim:
+        # DeepSeek-V3.2's indexer: 128 B of keys + 4 B of scale per layer, uint8.
+        layers = max(1, dims.num_layers // args.pp)
+        per_layer = (dims.kv_lora_rank or 0) + (dims.qk_rope_head_dim or 0)
+        if elem == 1 and v >= (0, 5, 19):
+            latent = (
+                (dims.kv_lora_rank or 0)
+                + (dims.kv_lora_rank or 0) // 128 * 4
+                + (dims.qk_rope_head_dim or 0) * 2
+            )
+        else:
+            latent = int(per_layer * elem)
+        full = float((latent + 132) * layers)
+        steps.append(
+            ("DSA indexer", f"({latent} + 132 indexer) B × {layers} layers", f"{full:,.0f} B/token")
+        )
+    budget: float = full
+    swa_bytes = swa_ratio = None
+    if shape.swa_layers and not args.flag("disable_hybrid_swa_memory"):
+        heads = shape.swa_num_kv_heads or dims.num_kv_heads or 1
+        hd = shape.swa_head_dim or dims.head_dim or 0
+        vd = shape.swa_v_head_dim or shape.swa_head_dim or dims.v_head_dim or hd
+        per_rank = max(1, heads // args.attn_tp)
+        swa_bytes = float(int(per_rank * (hd + vd) * max(1, shape.swa_layers // args.pp) * elem))
+        swa_ratio = (
+            args.float_of("swa_full_tokens_ratio")
+            or shape.swa_full_tokens_ratio
+            or DEFAULT_SWA_FULL_TOKENS_RATIO
+        )
+        budget = full + swa_ratio * swa_bytes
+        steps.append(
+            (
+                "cell size (sliding window)",
+                f"{per_rank} KV heads × ({hd} + {vd}) × {shape.swa_layers} layers × {elem:g} B",
+                f"{swa_bytes:,.0f} B/token",
+            )
+        )
+        steps.append(
+            (
+                "rest per full-pool token",
+                f"full + {swa_ratio:g} × SWA = {full:,.0f} + {swa_ratio:g} × {swa_bytes:,.0f}",
+                f"{budget:,.0f} B/token",
+            )
+        )
+    elif shape.swa_layers:
+        # --disable-hybrid-swa-memory: every layer keeps the whole context.
+        budget = full = full * (shape.full_layers + shape.swa_layers) / max(1, shape.full_layers)
+    state_bytes = None
+    if shape.mamba_layers and shape.mamba is not None:
+        ssm_bytes = {"float32": 4, "bfloat16": 2, "float16": 2}.get(
+            args.str_of("mamba_ssm_dtype") or "float32", DEFAULT_MAMBA_SSM_BYTES
+        )
+        state_bytes = shape.mamba.bytes_per_request(shape.mamba_layers, args.tp, ssm_bytes)
+        steps.append(
+            (
+                "Mamba state per request",
+                f"conv + ssm state × {shape.mamba_layers} {shape.mamba.kind} layers, per rank",
+                f"{state_bytes / (1 << 20):,.2f} MiB",
+            )
+        )
+    draft_bytes = 0.0
+    layers_d = _draft_layers(model, args)
+    if layers_d and shape.num_layers:
+        layer_bytes = full / max(1, full_dims.num_layers // args.pp)
+        draft_bytes = layer_bytes * layers_d
+        if v >= formula.FIRST_DRAFT_BUDGETED_VERSION:
+            extra = int(budget * layers_d / max(1, full_dims.num_layers // args.pp))
+            budget += extra
+            steps.append(
+                (
+                    "draft layers in the budget",
+                    f"+ int(cell × {layers_d} draft layer(s) / {full_dims.num_layers} layers) "
+                    "(SGLang ≥0.5.14)",
+                    f"{budget:,.0f} B/token",
+                )
+            )
+    cells = PoolCells(
+        full_bytes=full,
+        budget_bytes=budget,
+        draft_bytes=draft_bytes,
+        swa_bytes=swa_bytes,
+        swa_ratio=swa_ratio,
+        mamba_state_bytes=state_bytes,
+        mamba_full_memory_ratio=args.float_of("mamba_full_memory_ratio")
+        or DEFAULT_MAMBA_FULL_MEMORY_RATIO,
+        mamba_slots_fixed=args.int_of("max_mamba_cache_size"),
+        steps=tuple(steps),
+    )
+    return cells, cell.explanation
+
+
+def _log_elem(calib: Calibration) -> float | None:
+    return formula.element_size_bytes(calib.kv_dtype) if calib.kv_dtype else None
+
+
+def _log_cells(calib: Calibration, args: LaunchArgs) -> tuple[PoolCells, str]:
+    """The bytes per token the logged pool implies, rescaled for a new KV dtype."""
+    if calib.budget_bytes is None or calib.full_bytes is None:
+        raise PlanInputError(
+            "the log has no `KV Cache is allocated` line to take the bytes per token from: "
+            "give --model DIR (its config.json)"
+        )
+    scale = 1.0
+    words = "from the log's KV Cache line"
+    new_dtype = kv_dtype_name(args.str_of("kv_cache_dtype"))
+    old = _log_elem(calib)
+    if new_dtype is not None and old is not None and "kv_cache_dtype" in args.given:
+        new = formula.element_size_bytes(new_dtype)
+        if new is not None and new != old:
+            scale = new / old
+            words += f", × {new:g}/{old:g} B for --kv-cache-dtype {args.str_of('kv_cache_dtype')}"
+    if args.tp != calib.tp_size and "tp_size" in args.given and not calib.mla:
+        raise PlanInputError(
+            f"the log's boot ran TP{calib.tp_size}; for TP{args.tp} the bytes per token depend "
+            "on the model's KV heads: give --model DIR (its config.json) as well"
+        )
+    cells = PoolCells(
+        full_bytes=calib.full_bytes * scale,
+        budget_bytes=calib.budget_bytes * scale,
+        draft_bytes=calib.draft_bytes * scale,
+        swa_bytes=None,
+        swa_ratio=calib.swa_ratio,
+        steps=(("cell size (log)", words, f"{calib.budget_bytes * scale:,.0f} B/token"),),
+    )
+    return cells, words
+
+
+def _estimated_ranks(
+    model: ModelInfo | None, gpus: Gpus | None, args: LaunchArgs
+) -> tuple[RankMemory, ...]:
+    if gpus is None:
+        raise PlanInputError(
+            "no GPU memory to plan with: NVML found no GPU here; give --gpu-memory GIB (the "
+            "memory of one GPU, e.g. 80 for an H100) or --from-log LOG"
+        )
+    if model is None or model.weights_bytes is None:
+        raise PlanInputError(
+            "the weights' size is unknown: give --model DIR with model.safetensors.index.json "
+            "(its metadata.total_size), or --from-log LOG of a boot of this model"
+        )
+    ranks_n = args.tp * args.pp
+    overhead = CONTEXT_OVERHEAD_GIB[ranks_n > 1]
+    pre = gpus.total_mib / 1024 - overhead
+    weights = model.weights_bytes / ranks_n / GIB
+    return tuple(
+        RankMemory(f"TP{i}" if ranks_n > 1 else "GPU", pre, weights, pre - weights, "estimate")
+        for i in range(min(ranks_n, 1 if ranks_n == 1 else ranks_n))
+    )
+
+
+def _log_ranks(calib: Calibration, args: LaunchArgs) -> tuple[tuple[RankMemory, ...], float]:
+    """The log's ranks; with another TP each rank's weights rescaled (returned: post shift)."""
+    if args.tp == calib.tp_size or not calib.ranks:
+        return calib.ranks, 0.0
+    pre = min(r.pre_load_free_gib for r in calib.ranks)
+    old_post = min(r.post_load_free_gib for r in calib.ranks)
+    weights = max((r.weights_gib or 0.0) for r in calib.ranks)
+    kept = pre - weights - old_post  # what else the log's boot took before sizing
+    new_weights = weights * calib.tp_size / args.tp
+    post = pre - new_weights - kept
+    ranks = tuple(
+        RankMemory(f"TP{i}", pre, new_weights, post, f"log TP{calib.tp_size}, rescaled")
+        for i in range(args.tp * args.pp)
+    )
+    return ranks, post - old_post
+
+
+def build(
+    model: ModelInfo | None,
+    calib: Calibration | None,
+    args: LaunchArgs,
+    gpus: Gpus | None,
+    version: tuple[int, ...] | None,
+    version_source: str,
+) -> Built:
+    notes: list[str] = []
+    if version is None:
+        version = LATEST_KNOWN_VERSION
+        version_source = "assumed"
+        notes.append(
+            "SGLang version unknown (no log, no installed sglang, no --sglang-version): the rules "
+            "of 0.5.23 are used"
+        )
+    v = (*version, 0, 0)[:3]
+    page = args.int_of("page_size", 1) or 1
+    mla = model.dims.attention == "MLA" if model else bool(calib and calib.mla)
+    # ---- bytes per token
+    if model is not None:
+        cells, cell_words = _config_cells(model, args, version)
+        notes.extend(f"model config: {m}" for m in model.shape.missing)
+    elif calib is not None:
+        cells, cell_words = _log_cells(calib, args)
+    else:
+        raise PlanInputError("nothing to plan from: give --model DIR or --from-log LOG")
+    # ---- free memory per rank
+    if calib is not None:
+        ranks, _shift = _log_ranks(calib, args)
+    else:
+        ranks = _estimated_ranks(model, gpus, args)
+        notes.append(
+            f"pre-load free memory is estimated: the GPU's {gpus.total_mib / 1024:.2f} GiB less "  # type: ignore[union-attr]
+            f"{CONTEXT_OVERHEAD_GIB[len(ranks) > 1]:g} GiB for the CUDA context and NCCL; the "
+            "weights are the checkpoint's bytes over TP × PP. --from-log LOG of a boot on these "
+            "GPUs replaces both with measured figures."
+        )
+    # ---- mem_fraction_static
+    default = None
+    mfs = args.float_of("mem_fraction_static")
+    if "mem_fraction_static" in args.given and mfs is not None:
+        source = "given"
+    elif mfs is not None and calib is not None:
+        source = "log"
+    elif (implied := _implied_mfs(calib, cells)) is not None:
+        mfs, source = implied, "log"
+        notes.append(
+            f"mem_fraction_static is not in the log: {implied:.3f} is the value its pool implies"
+        )
+    else:
+        if gpus is None:
+            raise PlanInputError(
+                "mem_fraction_static is not given and SGLang's default needs the GPU's total "
+                "memory: NVML shows no GPU here; give --gpu-memory GIB or "
+                "-- --mem-fraction-static VALUE"
+            )
+        default = default_mem_fraction_static(gpus.total_mib, _launch_shape(args, mla), version)
+        mfs, source = default.mem_fraction_static, "SGLang default"
+    # ---- calibration anchor and what startup takes after the pool
+    anchor = None
+    if calib is not None and calib.tokens and not calib.capped:
+        anchor_cell = calib.budget_bytes or cells.budget_bytes
+        anchor_state = calib.state_gib
+        if model is not None and _same_pool_launch(calib, args):
+            # The config's exact cell, if it is the logged pool's (its GiB rounds the same).
+            if _matches_log(calib, cells):
+                anchor_cell = cells.budget_bytes
+                if cells.mamba_state_bytes and calib.mamba_slots:
+                    anchor_state = calib.mamba_slots * cells.mamba_state_bytes / GIB
+            else:
+                notes.append(
+                    f"the config's {cells.budget_bytes:,.0f} B/token does not give the logged "
+                    f"pool ({calib.kv_pool_gib} GiB for {calib.tokens:,} tokens): the config may "
+                    "not be this boot's model"
+                )
+        logged_mfs = calib.mem_fraction_static or _implied_mfs(calib, cells)
+        if logged_mfs is not None:
+            anchor = Anchor(
+                tokens=calib.tokens,
+                budget_bytes=anchor_cell,
+                page_size=calib.page_size,
+                mem_fraction_static=logged_mfs,
+                post_load_free_gib=min(r.post_load_free_gib for r in calib.ranks),
+                state_gib=anchor_state,
+            )
+    if calib is not None and args.speculative is None:
+        cells = replace(cells, draft_bytes=0.0)
+    elif calib is not None and calib.speculative and calib.draft_bytes:
+        cells = replace(cells, draft_bytes=calib.draft_bytes)
+    if calib is not None and calib.mamba_slot_bytes and model is None:
+        cells = replace(cells, mamba_state_bytes=calib.mamba_slot_bytes)
+    after = _after_pool(calib, args, model, mla, v, gpus, cells, notes)
+    context = args.int_of("context_length") or (calib.context_len if calib else None)
+    if context is None and model is not None:
+        context = model.shape.context_len
+    rules = RequestRules(
+        context_len=context,
+        max_running_requests=args.int_of("max_running_requests"),
+        attn_dp_size=args.attn_dp,
+        speculative=args.speculative is not None,
+        version=version,
+    )
+    planner = Planner(
+        ranks=ranks,
+        cells=cells,
+        page_size=page,
+        max_total_tokens=args.int_of("max_total_tokens"),
+        after_pool=after,
+        rules=rules,
+        anchor=anchor,
+        tp_size=args.tp,
+        disable_radix_cache=args.flag("disable_radix_cache"),
+        notes=tuple(notes),
+    )
+    assert mfs is not None
+    shown = calib.version_text if calib is not None and version_source == "log" else ""
+    return Built(
+        planner,
+        mfs,
+        source,
+        default,
+        version,
+        version_source,
+        cell_words,
+        tuple(notes),
+        shown or formula.format_version(version),
+    )
+
+
+def _same_pool_launch(calib: Calibration, args: LaunchArgs) -> bool:
+    return (
+        args.tp == calib.tp_size
+        and "kv_cache_dtype" not in args.given
+        and ("speculative_algorithm" not in args.given)
+    )
+
+
+def _matches_log(calib: Calibration, cells: PoolCells) -> bool:
+    if not calib.tokens or calib.kv_pool_gib is None or calib.budget_bytes is None:
+        return False
+    if calib.swa_ratio is not None or calib.state_gib:
+        # Hybrid: the logged budget per token is the pools' sum; compare within 1 %.
+        return abs(cells.budget_bytes - calib.budget_bytes) <= 0.01 * calib.budget_bytes
+    pool = (calib.tokens + calib.page_size) * cells.full_bytes / GIB
+    return abs(pool - calib.kv_pool_gib) <= 0.0051
+
+
+def _implied_mfs(calib: Calibration | None, cells: PoolCells) -> float | None:
+    """The 3-decimal mem_fraction_static a logged pool implies when the log does not say it."""
+    if calib is None or not calib.tokens or not calib.ranks:
+        return None
+    pre = min(r.pre_load_free_gib for r in calib.ranks)
+    post = min(r.post_load_free_gib for r in calib.ranks)
+    cell = calib.budget_bytes or cells.budget_bytes
+    rest = (calib.tokens + calib.page_size / 2) * cell / GIB + calib.state_gib
+    return round(1 - (post - rest) / pre, 3)
+
+
+def _launch_shape(args: LaunchArgs, mla: bool) -> LaunchShape:
+    return LaunchShape(
+        tp_size=args.tp,
+        pp_size=args.pp,
+        dp_size=args.dp,
+        enable_dp_attention=args.flag("enable_dp_attention"),
+        chunked_prefill_size=args.int_of("chunked_prefill_size"),
+        cuda_graph_max_bs=args.int_of("cuda_graph_max_bs"),
+        disable_cuda_graph=args.flag("disable_cuda_graph"),
+        max_running_requests=args.int_of("max_running_requests"),
+        max_total_tokens=args.int_of("max_total_tokens"),
+        speculative_algorithm=args.speculative,
+        moe_a2a_backend=args.str_of("moe_a2a_backend"),
+        disaggregation_mode=args.str_of("disaggregation_mode"),
+        mla=mla,
+    )
+
+
+def _after_pool(
+    calib: Calibration | None,
+    args: LaunchArgs,
+    model: ModelInfo | None,
+    mla: bool,
+    v: tuple[int, ...],
+    gpus: Gpus | None,
+    cells: PoolCells,
+    notes: list[str],
+) -> AfterPool | None:
+    budgeted = v >= formula.FIRST_DRAFT_BUDGETED_VERSION
+    if (
+        calib is not None
+        and calib.pool_overhead_gib is not None
+        and calib.cuda_graph_gib is not None
+    ):
+        graphs = calib.cuda_graph_gib
+        source = "log"
+        old_bs = _int(calib.server_args.get("cuda_graph_max_bs"))
+        new_bs = args.int_of("cuda_graph_max_bs")
+        if args.flag("disable_cuda_graph"):
+            graphs, source = 0.0, "--disable-cuda-graph"
+        elif "cuda_graph_max_bs" in args.given and old_bs and new_bs and new_bs != old_bs:
+            graphs = graphs * new_bs / old_bs
+            source = f"log, × {new_bs}/{old_bs} for --cuda-graph-max-bs"
+        draft_w = 0.0 if budgeted else calib.draft_weights_gib
+        if args.speculative is None and calib.speculative:
+            draft_w = 0.0
+            notes.append(
+                "the log's boot had a draft model; this plan has none (its weights, KV "
+                "and graphs are left out)"
+            )
+        elif args.speculative is not None and not calib.speculative:
+            notes.append(
+                "the log's boot had no draft model: the draft's weights and graphs "
+                "are not in this plan's free memory after startup"
+            )
+        return AfterPool(
+            pool_overhead_gib=calib.pool_overhead_gib,
+            cuda_graph_gib=graphs,
+            draft_weights_gib=draft_w,
+            other_gib=calib.other_gib,
+            cuda_graph_source=source,
+        )
+    if calib is not None and calib.ranks:
+        notes.append(
+            "the log ends before the CUDA graphs: free memory after startup is "
+            "estimated with SGLang's own graph reserve"
+        )
+    # SGLang's own estimate of the graphs, in its default-fraction rule.
+    gpu_mib = gpus.total_mib if gpus else 80 * 1024
+    chunked, max_bs = graph_defaults(gpu_mib, args.tp, v)
+    shape = _launch_shape(args, mla)
+    max_bs = shape.cuda_graph_max_bs or max_bs
+    graphs_mb = graph_reserve_mb(shape, shape.chunked_prefill_size or chunked, max_bs, v[:3])  # type: ignore[arg-type]
+    context = args.int_of("context_length") or (model.shape.context_len if model else None) or 4096
+    reqs = args.int_of("max_running_requests") or (48 if args.speculative else 4096)
+    overhead = (reqs + 1) * (context + 4) * 4 / GIB
+    notes.append(
+        f"CUDA graphs estimated at {graphs_mb / 1024:.2f} GiB (SGLang's own reserve_for_graph "
+        "estimate); the req_to_token table at "
+        f"{overhead:.2f} GiB; a boot's log (--from-log) measures both"
+    )
+    return AfterPool(
+        pool_overhead_gib=overhead,
+        cuda_graph_gib=graphs_mb / 1024,
+        cuda_graph_source="estimate (SGLang's reserve_for_graph)",
+    )
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
