@@ -36,7 +36,9 @@ def test_from_log_text_names_the_minimum_rank_and_the_verdict() -> None:
     done = plan("--from-log", str(STORY_LOG))
     assert done.returncode == 0, done.stderr
     assert "max_total_num_tokens  159,277" in done.stdout
-    assert "← min pre-load, min post-load" in done.stdout
+    # The per-rank table marks where SGLang's minimum is (a column, or a row once transposed).
+    assert "SGLang's minimum" in done.stdout
+    assert "pre-load, post-load" in done.stdout
     assert "Verdict: fits" in done.stdout
     assert "mem_fraction_static   0.880  (log)" in done.stdout
 

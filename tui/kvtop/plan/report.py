@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
-from kvtop.model.sizing.formula import format_version
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.text import Text
+
+from kvtop.fmt import UNKNOWN
+from kvtop.model.sizing.formula import GIB, format_version
 from kvtop.model.sizing.launch_args import LaunchArgs
 from kvtop.model.sizing.plan import SAFE_HEADROOM_GIB, PlanResult
 from kvtop.plan.build import Built, Gpus, ModelInfo
+from kvtop.report.plain_output import plain
+from kvtop.report.reflow import FitColumn, FitTable, Hanging
+from kvtop.report.width import report_width
+from kvtop.sglang.control_chars import make_visible
 
 SCHEMA = "kvtop-plan/1"
 
@@ -23,10 +33,24 @@ class PlanContext:
     gpus: Gpus | None
     calibrated_from: str | None  # "LOG" or "unit UNIT"
     calibration_rank: str | None
+    width: int | None = None  # the text's width (--width); None: the report width rule
+    ascii: bool = False  # ASCII glyphs, for a stream that cannot take Unicode
+
+
+def version_shown(built: Built) -> str:
+    """The version as the report shows it: the log's range where the log narrows it no
+    further ("0.4.3–0.4.9"), else the version whose rules applied."""
+    return built.version_text or format_version(built.version)
 
 
 def _round(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def _bytes(value: float) -> int | float:
+    """A byte count for the JSON: an integer when whole (70272, not 70272.0), else rounded."""
+    rounded = round(value, 1)
+    return int(rounded) if rounded == int(rounded) else rounded
 
 
 def plan_json(ctx: PlanContext) -> dict[str, object]:
@@ -36,6 +60,7 @@ def plan_json(ctx: PlanContext) -> dict[str, object]:
     return {
         "schema": SCHEMA,
         "sglang_version": format_version(b.version),
+        "sglang_version_range": version_shown(b),
         "sglang_version_source": b.version_source,
         "model": None
         if model is None
@@ -72,11 +97,11 @@ def plan_json(ctx: PlanContext) -> dict[str, object]:
             "rule": b.default.rule,
             "steps": list(b.default.steps),
         },
-        "cell_bytes": round(cells.budget_bytes, 1),
+        "cell_bytes": _bytes(cells.budget_bytes),
         "cell_bytes_by_pool": {
-            "full": round(cells.full_bytes, 1),
-            "swa": None if cells.swa_bytes is None else round(cells.swa_bytes, 1),
-            "draft": round(cells.draft_bytes, 1),
+            "full": _bytes(cells.full_bytes),
+            "swa": None if cells.swa_bytes is None else _bytes(cells.swa_bytes),
+            "draft": _bytes(cells.draft_bytes),
             "mamba_state_per_request": cells.mamba_state_bytes,
         },
         "page_size": r.page_size,
@@ -126,121 +151,253 @@ def plan_json(ctx: PlanContext) -> dict[str, object]:
     }
 
 
+# --------------------------------------------------------------------------- text
+
+LABEL = 21  # the sizing rows' label column: values start one space after it
+_RANK_COLUMNS = (
+    "rank",
+    "weights",
+    "pre-load free",
+    "reserve",
+    "rest",
+    "tokens alone",
+    "free after startup",
+)
+
+
 def _gib(value: float | None) -> str:
-    return "?" if value is None else f"{value:,.2f} GiB"
+    return UNKNOWN if value is None else f"{value:,.2f} GiB"
 
 
-def plan_text(ctx: PlanContext) -> str:
-    r, b = ctx.result, ctx.built
-    lines: list[str] = []
-    head = f"kvtop plan · SGLang {format_version(b.version)} ({b.version_source})"
-    lines.append(head)
+def _line(text: str, hang: int = 2) -> Hanging:
+    """A sentence that wraps at word boundaries, continuation lines `hang` further in."""
+    return Hanging(Text(make_visible(text)), hang=hang)
+
+
+def _row(label: str, value: str, words: str = "", indent: int = 2) -> Hanging:
+    """`label  value  words`, the value at a fixed column; wrapped words hang under the value."""
+    text = f"{' ' * indent}{label:<{LABEL}} {value}" + (f"  {words}" if words else "")
+    return Hanging(Text(make_visible(text)), hang=LABEL + 1)
+
+
+def _rest_and_pool(ctx: PlanContext) -> str | None:
+    """Why "rest for KV" and "KV pool" differ, from this plan's figures: rest is what SGLang
+    divides by the bytes per token; the pool is the tokens times the bytes per token plus one
+    page of padding rows, plus the SWA and the draft pools where there are."""
+    r = ctx.result
+    tokens = r.pools.tokens
+    if tokens <= 0 or r.kv_pool_gib <= 0:
+        return None
+    cells, page = r.cells, r.page_size
+    target = tokens * cells.full_bytes / GIB
+    padding = page * cells.full_bytes / GIB
+    words = (
+        f"rest for KV {r.pools.rest_gib:,.2f} GiB is what SGLang divides by "
+        f"{cells.budget_bytes:,.0f} B/token"
+    )
+    if r.pools.mamba_slots is not None:
+        words += f" once the Mamba state ({r.pools.state_gib:,.2f} GiB) is taken from it"
+    words += (
+        f"; the KV pool {r.kv_pool_gib:,.2f} GiB is {tokens:,} tokens × "
+        f"{cells.full_bytes:,.0f} B ({target:,.2f} GiB) plus one page of padding rows "
+        f"({padding:,.2f} GiB)"
+    )
+    if cells.swa_bytes and cells.swa_ratio is not None and r.pools.swa_tokens is not None:
+        swa = (r.pools.swa_tokens + page) * cells.swa_bytes / GIB
+        words += f", the SWA pool's {r.pools.swa_tokens:,} tokens ({swa:,.2f} GiB)"
+    if cells.draft_bytes:
+        draft = (tokens + page) * cells.draft_bytes / GIB
+        swa_share = (cells.swa_ratio or 0.0) * (cells.swa_bytes or 0.0)
+        budgeted = cells.budget_bytes - cells.full_bytes - swa_share >= cells.draft_bytes / 2
+        where = (
+            "inside the budget"
+            if budgeted
+            else f"outside the budget at SGLang {version_shown(ctx.built)}"
+        )
+        words += (
+            f" and the draft's pool ({draft:,.2f} GiB, {cells.draft_bytes:,.0f} B/token, {where})"
+        )
+    return words + "."
+
+
+def _rank_table(ctx: PlanContext) -> FitTable:
+    r = ctx.result
+    several = len(r.ranks) > 1
+    names = _RANK_COLUMNS + (("SGLang's minimum",) if several else ())
+    table = FitTable(
+        [
+            FitColumn(name, justify="left" if name in ("rank", "SGLang's minimum") else "right")
+            for name in names
+        ]
+    )
+    for o in r.ranks:
+        cells = [
+            o.rank,
+            _gib(o.memory.weights_gib),
+            _gib(o.memory.pre_load_free_gib),
+            _gib(o.reserve_gib),
+            _gib(o.rest_gib),
+            f"{max(o.tokens_alone, 0):,}",
+            _gib(o.free_after_startup_gib),
+        ]
+        if several:
+            marks = [
+                name
+                for name, at in (("pre-load", r.pre_load_rank), ("post-load", r.post_load_rank))
+                if o.rank == at
+            ]
+            cells.append(", ".join(marks))
+        table.add_row(*(Text(make_visible(c)) for c in cells))
+    return table
+
+
+def _header(ctx: PlanContext) -> list[RenderableType]:
+    b = ctx.built
+    parts: list[RenderableType] = [
+        Text(f"kvtop plan · SGLang {version_shown(b)} ({b.version_source})", style="bold")
+    ]
     what = []
     if ctx.model is not None:
         d = ctx.model.dims
+        hybrid = f", {ctx.model.shape.hybrid} hybrid" if ctx.model.shape.hybrid else ""
         what.append(
-            f"model {d.architecture or '?'} ({d.attention}, {d.num_layers} layers"
-            + (f", {ctx.model.shape.hybrid} hybrid" if ctx.model.shape.hybrid else "")
-            + ")"
+            f"model {d.architecture or UNKNOWN} ({d.attention}, {d.num_layers} layers{hybrid})"
         )
     if ctx.calibrated_from:
         what.append(f"calibrated by {ctx.calibrated_from}")
     if ctx.gpus is not None:
         what.append(
-            f"{ctx.gpus.count} × {ctx.gpus.name or 'GPU'} {ctx.gpus.total_mib / 1024:.2f} GiB "
+            f"{ctx.gpus.count} × {ctx.gpus.name or 'GPU'} {ctx.gpus.total_mib / 1024:,.2f} GiB "
             f"({ctx.gpus.source})"
         )
-    lines.append(" · ".join(what))
-    lines.append(f"TP {ctx.args.tp} · DP {ctx.args.dp} · PP {ctx.args.pp} · page {r.page_size}")
-    lines.append("")
-    lines.append(f"mem_fraction_static   {r.mem_fraction_static:.3f}  ({b.mfs_source})")
+    if what:
+        parts.append(_line(" · ".join(what)))
+    a = ctx.args
+    parts.append(_line(f"TP {a.tp} · DP {a.dp} · PP {a.pp} · page {ctx.result.page_size}"))
+    parts.append(Text(""))
+    parts.append(
+        _row("mem_fraction_static", f"{ctx.result.mem_fraction_static:.3f}", f"({b.mfs_source})", 0)
+    )
     if b.default is not None:
-        lines.append(f"  SGLang's default rule ({b.default.rule}):")
-        lines.extend(f"    {step}" for step in b.default.steps)
-    lines.append("")
-    lines.append(
-        "Per rank                weights    pre-load free  reserve   rest      tokens alone  free after startup"
-    )
-    for o in r.ranks:
-        marks = []
-        if o.rank == r.pre_load_rank:
-            marks.append("min pre-load")
-        if o.rank == r.post_load_rank:
-            marks.append("min post-load")
-        mark = f"  ← {', '.join(marks)}" if marks and len(r.ranks) > 1 else ""
-        lines.append(
-            f"  {o.rank:<20}  {_gib(o.memory.weights_gib):>10} {_gib(o.memory.pre_load_free_gib):>13}"
-            f"  {_gib(o.reserve_gib):>9} {_gib(o.rest_gib):>10}  {max(o.tokens_alone, 0):>12,}"
-            f"  {_gib(o.free_after_startup_gib):>10}{mark}"
+        parts.append(_line(f"  SGLang's default rule ({b.default.rule}):", hang=4))
+        parts.extend(_line(f"    {step}", hang=2) for step in b.default.steps)
+    return parts
+
+
+def _sizing(ctx: PlanContext) -> list[RenderableType]:
+    r = ctx.result
+    parts: list[RenderableType] = [Text("SGLang's sizing (minimum over ranks)", style="bold")]
+    parts.append(_row("pre-load free", _gib(r.pre_load_free_gib), f"at {r.pre_load_rank}"))
+    parts.append(_row("post-load free", _gib(r.post_load_free_gib), f"at {r.post_load_rank}"))
+    parts.append(
+        _row(
+            "reserve",
+            _gib(r.reserve_gib),
+            f"pre-load free × (1 − mfs) = {r.pre_load_free_gib:,.2f} × "
+            f"(1 − {r.mem_fraction_static:.3f})",
         )
-    src = sorted({o.memory.source for o in r.ranks})
-    lines.append(f"  (figures: {', '.join(src)})")
-    lines.append("")
-    lines.append("SGLang's sizing (minimum over ranks)")
-    lines.append(f"  pre-load free         {_gib(r.pre_load_free_gib)}  at {r.pre_load_rank}")
-    lines.append(f"  post-load free        {_gib(r.post_load_free_gib)}  at {r.post_load_rank}")
-    lines.append(
-        f"  reserve               {_gib(r.reserve_gib)}  pre-load free × (1 − mfs) = "
-        f"{r.pre_load_free_gib:.2f} × (1 − {r.mem_fraction_static:.3f})"
     )
-    lines.append(
-        f"  rest for KV           {_gib(r.pools.rest_gib)}"
-        + ("  (anchored on the log's pool)" if r.anchored else "  post-load free − reserve")
+    parts.append(
+        _row(
+            "rest for KV",
+            _gib(r.pools.rest_gib),
+            "(anchored on the log's pool)" if r.anchored else "post-load free − reserve",
+        )
     )
-    for label, arithmetic, result in r.cells.steps:
-        lines.append(f"  {label:<21} {result}  {arithmetic}")
+    parts.extend(_row(label, result, arithmetic) for label, arithmetic, result in r.cells.steps)
     if r.pools.mamba_slots is not None:
-        lines.append(
-            f"  Mamba state           {r.pools.mamba_slots:,} slots · {_gib(r.pools.state_gib)}"
+        parts.append(
+            _row("Mamba state", f"{r.pools.mamba_slots:,} slots · {_gib(r.pools.state_gib)}")
         )
-    lines.append(
-        f"  cell size             {r.cells.budget_bytes:,.0f} B/token (what rest is divided by)"
+    parts.append(
+        _row("cell size", f"{r.cells.budget_bytes:,.0f} B/token", "(what rest is divided by)")
     )
     tokens = max(r.pools.tokens, 0)
-    lines.append(
-        f"  max_total_num_tokens  {tokens:,}"
-        + (f" (page {r.page_size})" if r.page_size > 1 else "")
-    )
+    page = f"(page {r.page_size})" if r.page_size > 1 else ""
+    parts.append(_row("max_total_num_tokens", f"{tokens:,}", page))
     if r.pools.swa_tokens is not None:
-        lines.append(f"  SWA pool tokens       {r.pools.swa_tokens:,}")
-    lines.append(f"  KV pool               {_gib(r.kv_pool_gib)}")
-    mrr = "?" if r.max_running_requests is None else f"{r.max_running_requests:,}"
-    lines.append(f"  max_running_requests  {mrr}  {r.max_running_requests_rule}")
-    lines.append(
-        f"  CUDA graphs           {_gib(r.after_pool.cuda_graph_gib)}  ({r.after_pool.cuda_graph_source})"
-    )
-    if r.after_pool.draft_weights_gib:
-        lines.append(
-            f"  draft weights         {_gib(r.after_pool.draft_weights_gib)}  (after the pool)"
+        parts.append(_row("SWA pool tokens", f"{r.pools.swa_tokens:,}"))
+    parts.append(_row("KV pool", _gib(r.kv_pool_gib)))
+    why = _rest_and_pool(ctx)
+    if why is not None:
+        parts.append(_line(f"    {why}", hang=2))
+    mrr = UNKNOWN if r.max_running_requests is None else f"{r.max_running_requests:,}"
+    parts.append(_row("max_running_requests", mrr, r.max_running_requests_rule))
+    a = r.after_pool
+    parts.append(_row("CUDA graphs", _gib(a.cuda_graph_gib), f"({a.cuda_graph_source})"))
+    if a.draft_weights_gib:
+        parts.append(_row("draft weights", _gib(a.draft_weights_gib), "(after the pool)"))
+    parts.append(
+        _row(
+            "free after startup",
+            _gib(r.free_after_startup_gib),
+            f"(safe margin {SAFE_HEADROOM_GIB:g} GiB)",
         )
-    lines.append(
-        f"  free after startup    {_gib(r.free_after_startup_gib)}  (safe margin {SAFE_HEADROOM_GIB:g} GiB)"
     )
-    lines.append("")
-    v = r.verdict
-    lines.append(f"Verdict: {v.kind}")
-    lines.extend(f"  {reason}" for reason in v.reasons)
+    return parts
+
+
+def _verdict(ctx: PlanContext) -> list[RenderableType]:
+    r, v = ctx.result, ctx.result.verdict
+    parts: list[RenderableType] = [Text(f"Verdict: {v.kind}", style="bold")]
+    parts.extend(_line(f"  {reason}") for reason in v.reasons)
     if v.minimum_mem_fraction_static is not None:
-        lines.append(
-            f"  least mem_fraction_static that starts: {v.minimum_mem_fraction_static:.3f}"
+        parts.append(
+            _line(f"  least mem_fraction_static that starts: {v.minimum_mem_fraction_static:.3f}")
         )
     if v.fixes:
-        lines.append("  fixes: " + " · ".join(v.fixes))
-    context = b.planner.rules.context_len
-    if tokens > 0:
-        lines.append("")
-        lines.append("What the pool means")
+        parts.append(_line("  fixes: " + " · ".join(v.fixes)))
+    context = ctx.built.planner.rules.context_len
+    if r.pools.tokens > 0:
+        parts += [Text(""), Text("What the pool means", style="bold")]
         if context and r.requests_at_context is not None:
-            lines.append(
-                f"  requests of the full context ({context:,} tokens) at once: {r.requests_at_context:,.2f}"
+            parts.append(
+                _line(
+                    f"  requests of the full context ({context:,} tokens) at once: "
+                    f"{r.requests_at_context:,.2f}"
+                )
             )
-        per = " · ".join(f"{n:,} → {t:,}" for n, t in r.tokens_per_request)
-        lines.append(f"  tokens per request at N concurrent: {per}")
+        # "48→3,318" holds together: a wrapped line never starts with the arrow.
+        per = " · ".join(f"{n:,}→{t:,}" for n, t in r.tokens_per_request)
+        parts.append(_line(f"  tokens per request at N concurrent: {per}"))
+    return parts
+
+
+def render_plan(ctx: PlanContext) -> Group:
+    """The plan as Rich renderables: sentences wrap with a hanging indent, the per-rank table
+    reflows to the width it is printed at, nothing is cut."""
+    r = ctx.result
+    parts = _header(ctx)
+    table = Padding(_rank_table(ctx), (0, 0, 0, 2))
+    parts += [Text(""), Text("Per rank", style="bold"), table]
+    sources = sorted({o.memory.source for o in r.ranks})
+    parts.append(_line(f"  figures: {', '.join(sources)}"))
+    parts += [Text(""), *_sizing(ctx), Text(""), *_verdict(ctx)]
     if ctx.args.ignored:
-        lines.append("")
-        lines.append("Not modelled (no effect on the plan): " + " ".join(ctx.args.ignored))
+        parts += [
+            Text(""),
+            _line("Not modelled (no effect on the plan): " + " ".join(ctx.args.ignored)),
+        ]
     if r.notes:
-        lines.append("")
-        lines.append("Notes")
-        lines.extend(f"  • {note}" for note in r.notes)
-    return "\n".join(lines) + "\n"
+        parts += [Text(""), Text("Notes", style="bold")]
+        parts.extend(_line(f"  • {note}") for note in r.notes)
+    return Group(*parts)
+
+
+def plan_text(ctx: PlanContext, width: int | None = None) -> str:
+    """The plan as text `width` columns wide (else the context's, else the report width rule:
+    the terminal's, $COLUMNS, 80 on a pipe); ASCII glyphs when the context asks for them."""
+    columns = report_width(width if width is not None else ctx.width)
+    out = io.StringIO()
+    console = Console(
+        file=out,
+        width=columns,
+        highlight=False,
+        soft_wrap=False,
+        color_system=None,
+        force_terminal=False,
+        emoji=False,
+    )
+    console.print(render_plan(ctx), crop=False)  # a long path stays whole
+    text = "\n".join(line.rstrip() for line in out.getvalue().split("\n"))
+    return plain(text) if ctx.ascii else text
