@@ -16,7 +16,7 @@ from kvtop.model.sizing.launch_args import (
     merge_launch_args,
     parse_launch_args,
 )
-from kvtop.model.sizing.plan import FITS, NOT_ENOUGH_MEMORY, OOM_RISK
+from kvtop.model.sizing.plan import NOT_ENOUGH_MEMORY, OOM_RISK, POOL_UNDER_CONTEXT
 from kvtop.plan.build import Built, build
 from kvtop.plan.gather import read_boot, read_model
 from kvtop.sglang.story import fold_lines
@@ -128,7 +128,14 @@ def test_kimi_at_090_agrees_with_the_formula_screen_what_if() -> None:
     )
     assert result.pools.tokens == what_if.tokens
     assert built.mfs_source == "given"
-    assert result.verdict.kind == FITS
+    # It starts with the margin kept, but 187,761 tokens hold 0.72 of one request of Kimi's
+    # 262,144-token context: the verdict says so, with the shorter context that fits.
+    assert result.verdict.kind == POOL_UNDER_CONTEXT
+    assert "0.72 of one request of the context length (262,144 tokens)" in " ".join(
+        result.verdict.reasons
+    )
+    assert result.verdict.fixes[0] == "--context-length 187392"  # 187,749 tokens, whole KiB
+    assert result.verdict.fixes[1].startswith("--tp-size 16 (no fraction holds one")
     # Free after startup falls by exactly the extra pools: the target's and the EAGLE draft's,
     # which holds as many tokens (0.30 + 0.30 GB K + V for 159,278 rows in the log).
     draft_bytes = built.planner.cells.draft_bytes
@@ -162,7 +169,7 @@ def test_oom_risk_fix_leaves_the_safe_margin() -> None:
     assert result.verdict.kind == OOM_RISK
     fix = next(f for f in result.verdict.fixes if f.startswith("--mem-fraction-static"))
     safe = float(fix.split()[1])
-    assert built.planner.at(safe).verdict.kind == FITS
+    assert built.planner.at(safe).verdict.kind == POOL_UNDER_CONTEXT  # not OOM_RISK
     assert built.planner.at(safe + 0.001).verdict.kind == OOM_RISK
 
 
@@ -176,8 +183,9 @@ def test_fp8_kv_doubles_the_tokens_of_a_bf16_pool() -> None:
 def test_max_running_requests_is_sglangs_rule() -> None:
     built = _plan("qwen3-8b", KNOWN["20-qwen3-8b"][1], [])
     result = built.planner.at(built.mem_fraction_static)
-    # 404,890 / 8,096 × 512 is over 4096: the clamp's top (0.4.6 logs one more, its +1 slot).
-    assert result.max_running_requests == 4096
+    # 404,890 / 8,096 × 512 is over 4096: the clamp's top, + 0.4.6's extra request-pool row
+    # (ReqToTokenPool(size=max_num_reqs + 1)): 4097, as the log says.
+    assert result.max_running_requests == 4097
     kimi = _plan("kimi-k2.5", STORY_LOG, []).planner.at(0.88)
     assert kimi.max_running_requests == 48  # EAGLE's reset, as the log's summary says
 

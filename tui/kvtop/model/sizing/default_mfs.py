@@ -16,7 +16,9 @@ versions (docs/plan.md, "Where SGLang decides"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from kvtop.model.sizing import sglang_rules
 
 MIB_PER_GIB = 1024
 _TEN_GIB_MB = 10 * 1024
@@ -39,6 +41,11 @@ class LaunchShape:
     moe_a2a_backend: str | None = None
     disaggregation_mode: str | None = None
     mla: bool = False
+    # A multimodal model's vision tower (ViT layers, hidden size; None: SGLang's defaults 24,
+    # 1024): SGLang lowers its default fraction for it (sglang_rules "vlm_fraction").
+    multimodal: bool = False
+    vision_layers: int | None = None
+    vision_hidden_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +124,8 @@ def _old_fraction(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
             f"GPU over 96 GiB: min({mfs:g} + 48 GiB × (1 − {mfs:g}) / gpu, (gpu − 18 GiB) / gpu)"
         )
         mfs = bigger
-    return DefaultMfs(round(mfs, 3), gpu_mem_mb * (1 - mfs), 8192, 160, tuple(steps), "≤0.4.9")
+    # 0.4.x keeps the unrounded value (ServerArgs.__post_init__ in 0.4.6 rounds nothing).
+    return DefaultMfs(mfs, gpu_mem_mb * (1 - mfs), 8192, 160, tuple(steps), "≤0.4.9")
 
 
 def _size_class_reserve(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
@@ -160,6 +168,28 @@ def default_mem_fraction_static(
     """SGLang's mem_fraction_static for a GPU of `gpu_mem_mb` MiB total and these flags."""
     if not gpu_mem_mb > 0:
         raise ValueError(f"GPU memory must be positive, got {gpu_mem_mb} MiB")
+    default = _by_version(gpu_mem_mb, shape, version)
+    if shape.multimodal and sglang_rules.holds("vlm_fraction", version):
+        factor = sglang_rules.vlm_fraction_factor(shape.vision_layers, shape.vision_hidden_size)
+        mfs = default.mem_fraction_static * factor
+        layers = shape.vision_layers or 24
+        hidden = shape.vision_hidden_size or 1024
+        step = (
+            f"multimodal: × {factor:.4f} (0.95 × clamp(1 − 0.1 × ({layers} × {hidden}² / "
+            f"(24 × 1024²) − 1), 0.8, 1.05)) = {mfs:.4f}"
+        )
+        return replace(
+            default,
+            mem_fraction_static=mfs,
+            steps=(*default.steps, step),
+            rule=default.rule + ", multimodal",
+        )
+    return default
+
+
+def _by_version(
+    gpu_mem_mb: float, shape: LaunchShape, version: tuple[int, ...] | None
+) -> DefaultMfs:
     v = _version3(version)
     if v < (0, 4, 10):
         return _old_fraction(gpu_mem_mb, shape)
@@ -169,7 +199,11 @@ def default_mem_fraction_static(
     chunked = shape.chunked_prefill_size or chunked
     if shape.cuda_graph_max_bs:
         max_bs = shape.cuda_graph_max_bs
-    elif shape.max_running_requests is not None and max_bs > shape.max_running_requests:
+    elif (
+        shape.max_running_requests is not None
+        and max_bs > shape.max_running_requests
+        and sglang_rules.holds("graph_batch_capped_by_requests", version)
+    ):
         max_bs = shape.max_running_requests
     steps: list[str] = [
         f"GPU {gpu_mem_mb:,.0f} MiB → chunked_prefill_size {chunked}, decode graphs up to "
@@ -182,7 +216,7 @@ def default_mem_fraction_static(
         f"512 + {activation} × 1.5 (activations) + {parallel} / 8 × 1024 (TP × PP) = "
         f"{reserved:,.0f} MiB"
     )
-    graphs = _graph_reserve_mb(shape, chunked, max_bs, v)
+    graphs = graph_reserve_mb(shape, chunked, max_bs, v)
     if graphs:
         reserved += graphs
         steps.append(f"+ {graphs:,.0f} MiB for CUDA graphs")
@@ -206,7 +240,7 @@ def default_mem_fraction_static(
     return _finish(gpu_mem_mb, reserved, chunked, max_bs, steps, rule)
 
 
-def _graph_reserve_mb(
+def graph_reserve_mb(
     shape: LaunchShape, chunked: int, max_bs: int, v: tuple[int, int, int]
 ) -> float:
     """SGLang's reserve_for_graph_mb: decode graphs, DP attention, prefill graphs."""

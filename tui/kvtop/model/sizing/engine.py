@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvtop.model.sizing import formula
+from kvtop.model.sizing import formula, sglang_rules
 from kvtop.model.sizing.calibration import Calibration
 from kvtop.model.sizing.default_mfs import (
     DefaultMfs,
     LaunchShape,
     default_mem_fraction_static,
     graph_defaults,
+    graph_reserve_mb,
 )
-from kvtop.model.sizing.default_mfs import _graph_reserve_mb as graph_reserve_mb
 from kvtop.model.sizing.launch_args import LaunchArgs, kv_dtype_name
 from kvtop.model.sizing.model_config import ModelDims, cell_size_from_dims, sglang_model_dtype
 from kvtop.model.sizing.model_shape import DEFAULT_MAMBA_SSM_BYTES, ModelShape
@@ -37,6 +37,60 @@ LATEST_KNOWN_VERSION = (0, 5, 23)
 # NCCL's buffers: ~1.2 GiB on one GPU, ~2.4 GiB per rank with TP (the fixtures' boots).
 CONTEXT_OVERHEAD_GIB = {True: 2.4, False: 1.2}
 _SPEC_WITH_DRAFT_POOL = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+# Launch flags that change no GPU memory: a plan ignoring them is still a firm answer. Any other
+# flag the engine does not model makes the verdict say so.
+NO_MEMORY_EFFECT = frozenset(
+    {
+        "--host",
+        "--port",
+        "--served-model-name",
+        "--log-level",
+        "--log-level-http",
+        "--log-requests",
+        "--log-requests-level",
+        "--api-key",
+        "--trust-remote-code",
+        "--tokenizer-path",
+        "--tokenizer-mode",
+        "--chat-template",
+        "--completion-template",
+        "--reasoning-parser",
+        "--tool-call-parser",
+        "--enable-metrics",
+        "--show-time-cost",
+        "--random-seed",
+        "--skip-server-warmup",
+        "--watchdog-timeout",
+        "--decode-log-interval",
+        "--revision",
+        "--download-dir",
+        "--dist-init-addr",
+        "--nnodes",
+        "--node-rank",
+        "--enable-cache-report",
+        "--device",
+        "--attention-backend",
+        "--sampling-backend",
+        "--grammar-backend",
+        "--schedule-policy",
+        "--schedule-conservativeness",
+        "--stream-interval",
+        "--enable-p2p-check",
+        "--hicache-ratio",
+        "--hicache-size",
+        "--enable-hierarchical-cache",
+        "--hicache-io-backend",
+        "--hicache-mem-layout",
+        "--hicache-storage-backend",
+        "--collect-tokens-histogram",
+        "--crash-dump-folder",
+        "--bucket-time-to-first-token",
+        "--bucket-inter-token-latency",
+        "--bucket-e2e-request-latency",
+        "--prompt-tokens-buckets",
+        "--generation-tokens-buckets",
+    }
+)
 
 
 class PlanInputError(ValueError):
@@ -101,6 +155,21 @@ def _draft_layers(model: ModelInfo | None, args: LaunchArgs) -> int | None:
     return 1
 
 
+def _swa_pooled(model: ModelInfo, args: LaunchArgs, version: tuple[int, ...]) -> str | None:
+    """Why a sliding-window model's SWA layers keep the whole context (None: they get their
+    own pool)."""
+    if not model.shape.swa_layers:
+        return None
+    if args.flag("disable_hybrid_swa_memory"):
+        return "--disable-hybrid-swa-memory"
+    if not sglang_rules.holds("swa_pools", version):
+        return f"SGLang {formula.format_version(version)} has no sliding-window pool"
+    pattern = model.shape.sliding_window is not None and model.shape.swa_layers > 0
+    if sglang_rules.swa_memory_off(model.dims.architecture, pattern):
+        return f"SGLang's overrides for {model.dims.architecture} turn hybrid SWA memory off"
+    return None
+
+
 def _config_cells(
     model: ModelInfo, args: LaunchArgs, version: tuple[int, ...]
 ) -> tuple[PoolCells, str]:
@@ -108,26 +177,35 @@ def _config_cells(
     kv_dtype = args.str_of("kv_cache_dtype")
     runtime = args.str_of("dtype")
     model_dtype = None if runtime in (None, "auto") else runtime
-    full_dims = replace(dims, num_layers=shape.full_layers) if shape.hybrid else dims
-    if shape.hybrid and shape.full_layers == 0:
-        full_dims = replace(dims, num_layers=0)
+    steps: list[tuple[str, str, str]] = []
+    swa_off = _swa_pooled(model, args, version)
+    if swa_off is not None:
+        steps.append(("sliding window", f"{swa_off}: every layer keeps the whole context", "—"))
+    # Layers on the fullest pipeline stage: it decides the token count (PP MIN).
+    def stage(layers: int) -> int:
+        return sglang_rules.pp_stage_layers(layers, args.pp)
+
+    full_layers = shape.full_layers if shape.hybrid else dims.num_layers
+    if swa_off is not None:
+        full_layers = shape.full_layers + shape.swa_layers
+    swa_layers = 0 if swa_off is not None else shape.swa_layers
+    full_dims = replace(dims, num_layers=stage(full_layers) if full_layers else 1)
     try:
         cell = cell_size_from_dims(
-            full_dims if full_dims.num_layers else replace(dims, num_layers=1),
-            kv_dtype or "auto",
-            attn_tp_size=args.attn_tp,
-            pp_size=args.pp,
-            model_dtype=model_dtype,
+            full_dims, kv_dtype or "auto", attn_tp_size=args.attn_tp, model_dtype=model_dtype
         )
     except ValueError as exc:
         raise PlanInputError(str(exc)) from None
-    full = float(cell.bytes) if full_dims.num_layers else 0.0
-    steps = [("cell size (full attention)", cell.explanation, f"{full:,.0f} B/token")]
+    full = float(cell.bytes) if full_layers else 0.0
+    explanation = cell.explanation
+    if args.pp > 1:
+        explanation += f" ({full_layers} layers over PP {args.pp}: the fullest stage decides)"
+    steps.append(("cell size (full attention)", explanation, f"{full:,.0f} B/token"))
     elem = _elem_bytes(kv_dtype, dims, args)
     v = (*version, 0, 0)[:3]
     if dims.attention == "MLA" and shape.dsa_index_head_dim:
         # DeepSeek-V3.2's indexer: 128 B of keys + 4 B of scale per layer, uint8.
-        layers = max(1, dims.num_layers // args.pp)
+        layers = stage(dims.num_layers)
         per_layer = (dims.kv_lora_rank or 0) + (dims.qk_rope_head_dim or 0)
         if elem == 1 and v >= (0, 5, 19):
             latent = (
@@ -143,12 +221,14 @@ def _config_cells(
         )
     budget: float = full
     swa_bytes = swa_ratio = None
-    if shape.swa_layers and not args.flag("disable_hybrid_swa_memory"):
+    split = "budget"
+    profile: float | None = None
+    if swa_layers:
         heads = shape.swa_num_kv_heads or dims.num_kv_heads or 1
         hd = shape.swa_head_dim or dims.head_dim or 0
         vd = shape.swa_v_head_dim or shape.swa_head_dim or dims.v_head_dim or hd
         per_rank = max(1, heads // args.attn_tp)
-        swa_bytes = float(int(per_rank * (hd + vd) * max(1, shape.swa_layers // args.pp) * elem))
+        swa_bytes = float(int(per_rank * (hd + vd) * stage(swa_layers) * elem))
         swa_ratio = (
             args.float_of("swa_full_tokens_ratio")
             or shape.swa_full_tokens_ratio
@@ -158,10 +238,33 @@ def _config_cells(
         steps.append(
             (
                 "cell size (sliding window)",
-                f"{per_rank} KV heads × ({hd} + {vd}) × {shape.swa_layers} layers × {elem:g} B",
+                f"{per_rank} KV heads × ({hd} + {vd}) × {swa_layers} layers × {elem:g} B",
                 f"{swa_bytes:,.0f} B/token",
             )
         )
+        which = sglang_rules.rule("swa_split", version)
+        if which.until == (0, 5, 10):
+            split = "profile_all"
+            # Profiled as if every layer had the full layers' size (plus a distinct SWA
+            # layout's own bytes, as MiMo's).
+            per_full_layer = full / max(1, stage(full_layers))
+            if shape.swa_num_kv_heads or shape.swa_head_dim:
+                profile = full + swa_bytes
+            else:
+                profile = per_full_layer * stage(full_layers + swa_layers)
+            steps.append(
+                (
+                    "profile (every layer full)",
+                    f"SGLang {which.range_text()}: {which.words}",
+                    f"{profile:,.0f} B/token",
+                )
+            )
+        elif which.until == (0, 5, 14):
+            split = "profile_mixed"
+            profile = full + swa_bytes
+            steps.append(
+                ("profile (full + SWA)", f"SGLang {which.range_text()}", f"{profile:,.0f} B/token")
+            )
         steps.append(
             (
                 "rest per full-pool token",
@@ -169,15 +272,12 @@ def _config_cells(
                 f"{budget:,.0f} B/token",
             )
         )
-    elif shape.swa_layers:
-        # --disable-hybrid-swa-memory: every layer keeps the whole context.
-        budget = full = full * (shape.full_layers + shape.swa_layers) / max(1, shape.full_layers)
     state_bytes = None
     if shape.mamba_layers and shape.mamba is not None:
         ssm_bytes = {"float32": 4, "bfloat16": 2, "float16": 2}.get(
             args.str_of("mamba_ssm_dtype") or "float32", DEFAULT_MAMBA_SSM_BYTES
         )
-        state_bytes = shape.mamba.bytes_per_request(shape.mamba_layers, args.tp, ssm_bytes)
+        state_bytes = shape.mamba.bytes_per_request(stage(shape.mamba_layers), args.tp, ssm_bytes)
         steps.append(
             (
                 "Mamba state per request",
@@ -188,10 +288,10 @@ def _config_cells(
     draft_bytes = 0.0
     layers_d = _draft_layers(model, args)
     if layers_d and shape.num_layers:
-        layer_bytes = full / max(1, full_dims.num_layers // args.pp)
+        layer_bytes = full / max(1, full_dims.num_layers)
         draft_bytes = layer_bytes * layers_d
         if v >= formula.FIRST_DRAFT_BUDGETED_VERSION:
-            extra = int(budget * layers_d / max(1, full_dims.num_layers // args.pp))
+            extra = int(budget * layers_d / max(1, full_dims.num_layers))
             budget += extra
             steps.append(
                 (
@@ -201,6 +301,15 @@ def _config_cells(
                     f"{budget:,.0f} B/token",
                 )
             )
+    mm = sglang_rules.vlm_reservation_gib(shape.multimodal, version)
+    if mm:
+        steps.append(
+            (
+                "multimodal reservation",
+                "SGLANG_VLM_CACHE_SIZE_MB (100 MiB by default) out of the KV budget",
+                f"{mm:.2f} GiB",
+            )
+        )
     cells = PoolCells(
         full_bytes=full,
         budget_bytes=budget,
@@ -212,6 +321,12 @@ def _config_cells(
         or DEFAULT_MAMBA_FULL_MEMORY_RATIO,
         mamba_slots_fixed=args.int_of("max_mamba_cache_size"),
         steps=tuple(steps),
+        swa_split=split,
+        profile_bytes=profile,
+        full_layers=stage(full_layers),
+        swa_layers=stage(swa_layers) if swa_layers else 0,
+        mamba_padding_in_budget=sglang_rules.rule("mamba_slots", version).until is None,
+        taken_from_rest_gib=mm,
     )
     return cells, cell.explanation
 
@@ -220,7 +335,9 @@ def _log_elem(calib: Calibration) -> float | None:
     return formula.element_size_bytes(calib.kv_dtype) if calib.kv_dtype else None
 
 
-def _log_cells(calib: Calibration, args: LaunchArgs) -> tuple[PoolCells, str]:
+def _log_cells(
+    calib: Calibration, args: LaunchArgs, version: tuple[int, ...]
+) -> tuple[PoolCells, str]:
     """The bytes per token the logged pool implies, rescaled for a new KV dtype."""
     if calib.budget_bytes is None or calib.full_bytes is None:
         raise PlanInputError(
@@ -248,6 +365,7 @@ def _log_cells(calib: Calibration, args: LaunchArgs) -> tuple[PoolCells, str]:
         swa_bytes=None,
         swa_ratio=calib.swa_ratio,
         steps=(("cell size (log)", words, f"{calib.budget_bytes * scale:,.0f} B/token"),),
+        mamba_padding_in_budget=sglang_rules.rule("mamba_slots", version).until is None,
     )
     return cells, words
 
@@ -269,10 +387,17 @@ def _estimated_ranks(
     overhead = CONTEXT_OVERHEAD_GIB[ranks_n > 1]
     pre = gpus.total_mib / 1024 - overhead
     weights = model.weights_bytes / ranks_n / GIB
-    return tuple(
-        RankMemory(f"TP{i}" if ranks_n > 1 else "GPU", pre, weights, pre - weights, "estimate")
-        for i in range(min(ranks_n, 1 if ranks_n == 1 else ranks_n))
-    )
+    # --cpu-offload-gb keeps up to that many GiB of each rank's weights in host RAM
+    # (utils/offloader.py: cpu_offload_gb × 1024³ bytes).
+    offload = args.float_of("cpu_offload_gb") or 0.0
+    weights = max(0.0, weights - offload)
+    names = [
+        f"PP{p} TP{t}" if args.pp > 1 else f"TP{t}" for p in range(args.pp) for t in range(args.tp)
+    ]
+    if ranks_n == 1:
+        names = ["GPU"]
+    source = "estimate" if not offload else "estimate, less --cpu-offload-gb"
+    return tuple(RankMemory(name, pre, weights, pre - weights, source) for name in names)
 
 
 def _log_ranks(calib: Calibration, args: LaunchArgs) -> tuple[tuple[RankMemory, ...], float]:
@@ -316,7 +441,7 @@ def build(
         cells, cell_words = _config_cells(model, args, version)
         notes.extend(f"model config: {m}" for m in model.shape.missing)
     elif calib is not None:
-        cells, cell_words = _log_cells(calib, args)
+        cells, cell_words = _log_cells(calib, args, version)
     else:
         raise PlanInputError("nothing to plan from: give --model DIR or --from-log LOG")
     # ---- free memory per rank
@@ -349,7 +474,9 @@ def build(
                 "memory: NVML shows no GPU here; give --gpu-memory GIB or "
                 "-- --mem-fraction-static VALUE"
             )
-        default = default_mem_fraction_static(gpus.total_mib, _launch_shape(args, mla), version)
+        default = default_mem_fraction_static(
+            gpus.total_mib, _launch_shape(args, mla, model), version
+        )
         mfs, source = default.mem_fraction_static, "SGLang default"
     # ---- calibration anchor and what startup takes after the pool
     anchor = None
@@ -406,6 +533,7 @@ def build(
         tp_size=args.tp,
         disable_radix_cache=args.flag("disable_radix_cache"),
         notes=tuple(notes),
+        unmodelled_flags=tuple(f for f in args.ignored if f not in NO_MEMORY_EFFECT),
     )
     assert mfs is not None
     shown = calib.version_text if calib is not None and version_source == "log" else ""
@@ -451,8 +579,12 @@ def _implied_mfs(calib: Calibration | None, cells: PoolCells) -> float | None:
     return round(1 - (post - rest) / pre, 3)
 
 
-def _launch_shape(args: LaunchArgs, mla: bool) -> LaunchShape:
+def _launch_shape(args: LaunchArgs, mla: bool, model: ModelInfo | None = None) -> LaunchShape:
+    shape = model.shape if model is not None else None
     return LaunchShape(
+        multimodal=bool(shape and shape.multimodal),
+        vision_layers=getattr(shape, "vision_layers", None),
+        vision_hidden_size=getattr(shape, "vision_hidden_size", None),
         tp_size=args.tp,
         pp_size=args.pp,
         dp_size=args.dp,

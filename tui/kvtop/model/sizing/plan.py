@@ -17,11 +17,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from kvtop.model.sizing import formula
+from kvtop.model.sizing import formula, sglang_rules
 from kvtop.model.sizing.formula import GIB
 
 SAFE_HEADROOM_GIB = formula.SAFE_HEADROOM_GIB
 FITS, NOT_ENOUGH_MEMORY, OOM_RISK = "fits", "not_enough_memory", "oom_risk"
+# SGLang starts, but one request of the full context length does not fit in the pool.
+POOL_UNDER_CONTEXT = "pool_under_context"
 DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
 SPECULATIVE_MAX_RUNNING_REQUESTS = 48  # SGLang resets it to 48 for EAGLE/MTP/NGRAM drafts
@@ -53,6 +55,16 @@ class PoolCells:
     mamba_slots_fixed: int | None = None  # --max-mamba-cache-size
     mamba_slots_per_request: int = 3  # 3 state slots per running request with radix cache
     steps: tuple[tuple[str, str, str], ...] = ()  # (label, arithmetic, result)
+    # How the SWA/full split is made (sglang_rules "swa_split"): "budget" divides rest by
+    # budget_bytes (0.5.14 on); "profile_all" profiles with every layer as full attention first
+    # (0.5.2–0.5.8); "profile_mixed" profiles with each kind's own size first (0.5.10).
+    swa_split: str = "budget"
+    profile_bytes: float | None = None  # what the profile divides rest by, for profile_*
+    full_layers: int = 0
+    swa_layers: int = 0
+    # The padding slot of the Mamba state is inside the budget (0.5.19 on) or beside it.
+    mamba_padding_in_budget: bool = True
+    taken_from_rest_gib: float = 0.0  # a multimodal model's runtime reservation (0.5.19 on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +126,8 @@ class Verdict:
     minimum_mem_fraction_static: float | None
     fixes: tuple[str, ...]
     reasons: tuple[str, ...]
+    # False when a launch flag the engine does not model may change the answer.
+    firm: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,19 +158,27 @@ class PlanResult:
 
 
 def size_pools(rest_gib: float, cells: PoolCells, page: int, cap: int | None) -> PoolSizes:
-    """SGLang's division of rest memory into its pools (full, SWA, Mamba state)."""
+    """SGLang's division of rest memory into its pools (full, SWA, Mamba state), by the rules
+    of the version the cells were made for (sglang_rules: "mamba_slots", "swa_split")."""
     state_gib = 0.0
     slots: int | None = None
-    kv_rest = rest_gib
+    kv_rest = rest_gib - cells.taken_from_rest_gib
     if cells.mamba_state_bytes:
         per = cells.mamba_state_bytes
         if cells.mamba_slots_fixed is not None:
             slots = cells.mamba_slots_fixed
         else:
             share = cells.mamba_full_memory_ratio / (1 + cells.mamba_full_memory_ratio)
-            slots = max(0, int(int(max(rest_gib, 0) * share * GIB) // per))
-        state_gib = slots * per / GIB
-        kv_rest = rest_gib - state_gib
+            budget = max(kv_rest, 0) * share * GIB
+            if cells.mamba_padding_in_budget:
+                slots = max(0, int((budget - per) // per))
+            else:
+                slots = max(0, int(budget // per))
+        held = slots + 1 if cells.mamba_padding_in_budget else slots
+        state_gib = held * per / GIB
+        kv_rest = kv_rest - state_gib
+    if cells.swa_ratio is not None and cells.swa_split != "budget" and cells.profile_bytes:
+        return _profiled_swa(rest_gib, kv_rest, cells, page, cap, slots, state_gib)
     tokens = int(int(kv_rest * GIB) // cells.budget_bytes)
     if cap is not None:
         tokens = min(tokens, cap)
@@ -165,6 +187,31 @@ def size_pools(rest_gib: float, cells: PoolCells, page: int, cap: int | None) ->
     if cells.swa_ratio is not None:
         swa = int(max(tokens, 0) * cells.swa_ratio) // page * page
     return PoolSizes(rest_gib, tokens, swa, slots, state_gib)
+
+
+def _profiled_swa(
+    rest_gib: float,
+    kv_rest: float,
+    cells: PoolCells,
+    page: int,
+    cap: int | None,
+    slots: int | None,
+    state_gib: float,
+) -> PoolSizes:
+    """0.5.2–0.5.13: a profile of T tokens first (user cap, page), then the split."""
+    assert cells.profile_bytes is not None and cells.swa_ratio is not None
+    profiled = int(int(kv_rest * GIB) // cells.profile_bytes)
+    if cap is not None:
+        profiled = min(profiled, cap)
+    profiled = profiled // page * page
+    ratio = cells.swa_ratio
+    if cells.swa_split == "profile_all":
+        layers = cells.full_layers + cells.swa_layers
+        full = int(profiled * layers / (ratio * cells.swa_layers + cells.full_layers))
+    else:
+        full = int(profiled * cells.profile_bytes / cells.budget_bytes)
+    swa = int(full * ratio) // page * page
+    return PoolSizes(rest_gib, full // page * page, swa, slots, state_gib)
 
 
 def rest_at(
@@ -197,24 +244,15 @@ def max_running_requests(
         return None, "no pool"
     if not rules.context_len:
         return None, "context length unknown"
-    estimated = max(min(int(tokens / rules.context_len * 512), 4096), 2048)
     given = rules.max_running_requests
-    words = f"clamp(int({tokens:,} / {rules.context_len:,} × 512), 2048, 4096) = {estimated:,}"
+    prefix = ""
     if given is None and rules.speculative:
         given = SPECULATIVE_MAX_RUNNING_REQUESTS
-        words = "48, SGLang's value for speculative decoding"
-    v = (*(rules.version or (0, 5, 23)), 0, 0)[:3]
-    if given is not None:
-        per_worker = max(1, given // max(1, rules.attn_dp_size))
-        if v >= (0, 5, 19):
-            result = min(per_worker, tokens // 2)
-            words = f"min({per_worker:,} set, per DP worker, {tokens:,} // 2)"
-        else:
-            result = min(per_worker, estimated)
-            words = f"min({per_worker:,} set, per DP worker, {words})"
-    else:
-        result = min(estimated, tokens // 2)
-        words = f"min({words}, {tokens:,} // 2)"
+        prefix = "48, SGLang's value for speculative decoding: "
+    limit = sglang_rules.max_running_requests(
+        tokens, rules.context_len, given, rules.attn_dp_size, rules.version
+    )
+    result, words = limit.value, prefix + limit.words
     if mamba_slots is not None:
         cap = mamba_slots // max(1, ratio)
         if cap < result:
@@ -249,6 +287,7 @@ class Planner:
     tp_size: int = 1
     disable_radix_cache: bool = False
     notes: tuple[str, ...] = ()
+    unmodelled_flags: tuple[str, ...] = ()  # launch flags that may change memory, not modelled
 
     def _minimum(self) -> tuple[RankMemory, RankMemory]:
         pre = min(self.ranks, key=lambda r: r.pre_load_free_gib)
@@ -271,14 +310,17 @@ class Planner:
             sizes = replace(sizes, tokens=min(sizes.tokens, 0))
         return sizes
 
-    def kv_pool_gib(self, tokens: int) -> float:
+    def kv_pool_gib(self, tokens: int, swa_tokens: int | None = None) -> float:
+        """The pools as allocated: one page of padding rows each, the SWA and draft pools."""
         if tokens <= 0:
             return 0.0
         rows = tokens + self.page_size
         target = rows * self.cells.full_bytes
         swa = 0.0
         if self.cells.swa_bytes and self.cells.swa_ratio is not None:
-            swa_tokens = int(tokens * self.cells.swa_ratio) // self.page_size * self.page_size
+            if swa_tokens is None:
+                ratio = self.cells.swa_ratio
+                swa_tokens = int(tokens * ratio) // self.page_size * self.page_size
             swa = (swa_tokens + self.page_size) * self.cells.swa_bytes
         return (target + swa + rows * self.cells.draft_bytes) / GIB
 
@@ -287,9 +329,11 @@ class Planner:
         if self.after_pool is None or sizes.tokens <= 0:
             return None
         a = self.after_pool
-        taken = self.kv_pool_gib(sizes.tokens) + sizes.state_gib + a.pool_overhead_gib
-        taken += a.cuda_graph_gib + a.draft_weights_gib + a.other_gib
-        if sizes.mamba_slots is not None and self.cells.mamba_state_bytes:
+        taken = self.kv_pool_gib(sizes.tokens, sizes.swa_tokens) + sizes.state_gib
+        taken += a.pool_overhead_gib + a.cuda_graph_gib + a.draft_weights_gib + a.other_gib
+        taken += self.cells.taken_from_rest_gib
+        beside = not self.cells.mamba_padding_in_budget
+        if sizes.mamba_slots is not None and self.cells.mamba_state_bytes and beside:
             taken += self.cells.mamba_state_bytes / GIB  # the padding slot
         return memory.post_load_free_gib - taken
 
@@ -360,7 +404,7 @@ class Planner:
             reserve_gib=reserve,
             cells=self.cells,
             pools=sizes,
-            kv_pool_gib=self.kv_pool_gib(sizes.tokens),
+            kv_pool_gib=self.kv_pool_gib(sizes.tokens, sizes.swa_tokens),
             max_running_requests=mrr,
             max_running_requests_rule=mrr_words,
             after_pool=self.after_pool or AfterPool(),
@@ -375,6 +419,10 @@ class Planner:
 
     def _verdict(self, mfs: float, tokens: int, free: float | None) -> Verdict:
         kind = verdict_kind(tokens, free)
+        context = self.rules.context_len
+        short = bool(context and 0 < tokens < context)
+        if kind == FITS and short:
+            kind = POOL_UNDER_CONTEXT
         least = self.minimum_mfs()
         fixes: list[str] = []
         reasons: list[str] = []
@@ -410,7 +458,34 @@ class Planner:
                     f"--cuda-graph-max-bs with a smaller batch (the graphs take {graphs:.2f} GiB)"
                 )
             fixes.append(f"--tp-size {self.tp_size * 2}")
-        return Verdict(kind, least, tuple(fixes), tuple(reasons))
+        if short and context:
+            reasons.append(
+                f"the KV pool holds {tokens:,} tokens, {tokens / context:.2f} of one request of "
+                f"the context length ({context:,} tokens): a request longer than the pool cannot "
+                "run"
+            )
+            fixes.extend(self._context_fixes(tokens, context))
+        firm = not self.unmodelled_flags
+        if not firm:
+            reasons.append(
+                "not modelled: " + " ".join(self.unmodelled_flags) + " (the figures assume "
+                "SGLang's defaults for them; a boot's log, --from-log, measures their effect)"
+            )
+        return Verdict(kind, least, tuple(dict.fromkeys(fixes)), tuple(reasons), firm)
+
+    def _context_fixes(self, tokens: int, context: int) -> list[str]:
+        """A shorter context that fits the pool, or the fraction whose pool holds one request."""
+        fixes = [f"--context-length {tokens // 1024 * 1024 or tokens:,}".replace(",", "")]
+        holds = _first_milli(lambda m: self.pools_at(m).tokens >= context)
+        free = self.headroom_at(holds)[1] if holds is not None else None
+        if holds is not None and (free is None or free >= SAFE_HEADROOM_GIB):
+            fixes.append(f"--mem-fraction-static {holds:.3f} (holds one full-context request)")
+        else:
+            fixes.append(
+                f"--tp-size {self.tp_size * 2} (no fraction holds one full-context request and "
+                f"keeps the {SAFE_HEADROOM_GIB:g} GiB margin on these GPUs)"
+            )
+        return fixes
 
 
 def _first_milli(ok: Callable[[float], bool]) -> float | None:
