@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -181,3 +183,51 @@ def test_kvtop_help_mentions_plan() -> None:
         [sys.executable, "-m", "kvtop", "--help"], capture_output=True, text=True, timeout=60
     )
     assert "kvtop plan" in done.stdout
+
+
+def test_ctrl_c_while_a_log_fifo_waits_for_a_writer_is_one_line_and_130(tmp_path: Path) -> None:
+    """A named pipe no one writes blocks the read; Ctrl-C ends kvtop plan with one line."""
+    fifo = tmp_path / "boot.log"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvtop", "plan", "--from-log", str(fifo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        # Wait until kvtop blocks in open() on the FIFO (it has no writer yet).
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _waits_on(proc.pid, fifo):
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert out == ""
+    assert err == "kvtop plan: interrupted before the plan was ready; nothing was printed.\n"
+
+
+def _waits_on(pid: int, fifo: Path) -> bool:
+    """Whether the process is blocked opening the FIFO: the kernel says so in wchan
+    (wait_for_partner); where wchan is hidden, an openat that lasts 0.2 s (an import's openat
+    returns at once)."""
+    try:
+        if Path(f"/proc/{pid}/wchan").read_text().strip() == "wait_for_partner":
+            return True
+    except OSError:
+        pass
+    for _ in range(10):
+        try:
+            syscall = Path(f"/proc/{pid}/syscall").read_text().split()
+        except OSError:
+            return False
+        # openat is syscall 257 on x86-64, 56 on arm64.
+        if not syscall or syscall[0] not in ("257", "56"):
+            return False
+        time.sleep(0.02)
+    return True

@@ -4,6 +4,7 @@ arguments (and an earlier boot's log to calibrate what a config cannot tell)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -12,9 +13,14 @@ from collections.abc import Sequence
 from kvtop import help_format
 from kvtop.model.sizing.calibration import Calibration, CalibrationError
 from kvtop.model.sizing.formula import parse_version
-from kvtop.model.sizing.launch_args import LaunchArgsError, merge_launch_args, parse_launch_args
+from kvtop.model.sizing.launch_args import (
+    LaunchArgsError,
+    launch_shape_problem,
+    merge_launch_args,
+    parse_launch_args,
+)
 from kvtop.model.sizing.plan import FITS, NOT_ENOUGH_MEMORY, OOM_RISK
-from kvtop.options import EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE
+from kvtop.options import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE
 from kvtop.plan.build import Gpus, ModelInfo, PlanInputError, build
 from kvtop.plan.gather import (
     GatherError,
@@ -33,7 +39,11 @@ EXIT_BY_VERDICT = {
     OOM_RISK: EXIT_OOM_RISK,
     NOT_ENOUGH_MEMORY: EXIT_NOT_ENOUGH_MEMORY,
 }
-MAX_GPU_GIB = 4096  # far beyond any accelerator; keeps the arithmetic in range
+# One GPU's memory: SGLang needs room beyond the CUDA context and NCCL (1.2 GiB, 2.4 GiB with
+# TP: build.CONTEXT_OVERHEAD_GIB) for weights and a KV pool, so a card under 4 GiB plans nothing;
+# 4096 GiB is far beyond any accelerator and keeps the arithmetic in range.
+MIN_GPU_GIB = 4
+MAX_GPU_GIB = 4096
 
 _EXAMPLES = (
     ("kvtop plan --from-log sglang.log -- --mem-fraction-static 0.90", "this server at 0.90"),
@@ -88,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu-memory",
         metavar="GIB",
         type=float,
-        help="memory of one GPU in GiB when NVML shows none here (e.g. 80 for an H100 80GB)",
+        help="memory of one GPU in GiB when NVML shows none here (e.g. 80 for an H100 80GB; "
+        f"from {MIN_GPU_GIB} to {MAX_GPU_GIB})",
     )
     parser.add_argument(
         "--sglang-version",
@@ -123,6 +134,17 @@ def _version(override: str | None, calib: Calibration | None) -> tuple[tuple[int
 
 
 def main_plan(argv: Sequence[str]) -> int:
+    """`kvtop plan`; Ctrl-C (a FIFO no one writes, a slow journal) ends it with one line and
+    130, as kvtop's other one-shot commands."""
+    try:
+        return _main_plan(argv)
+    except KeyboardInterrupt:
+        with contextlib.suppress(OSError, ValueError):
+            _say("interrupted before the plan was ready; nothing was printed.")
+        return EXIT_INTERRUPTED
+
+
+def _main_plan(argv: Sequence[str]) -> int:
     parser = build_parser()
     ours, theirs = _split(argv)
     try:
@@ -134,10 +156,14 @@ def main_plan(argv: Sequence[str]) -> int:
         _say(f"--sglang-version {opts.sglang_version!r} is not a version: give e.g. 0.5.23")
         return EXIT_USAGE
     if opts.gpu_memory is not None and not (
-        math.isfinite(opts.gpu_memory) and 0 < opts.gpu_memory <= MAX_GPU_GIB
+        math.isfinite(opts.gpu_memory) and MIN_GPU_GIB <= opts.gpu_memory <= MAX_GPU_GIB
     ):
         parser.print_usage(sys.stderr)
-        _say(f"--gpu-memory {opts.gpu_memory:g}: give one GPU's memory in GiB, e.g. 80")
+        _say(
+            f"--gpu-memory {opts.gpu_memory:g}: give one GPU's memory in GiB, from "
+            f"{MIN_GPU_GIB} to {MAX_GPU_GIB} (e.g. 80); SGLang needs more than the "
+            "CUDA context's 1.2–2.4 GiB"
+        )
         return EXIT_USAGE
     if not (opts.model or opts.from_log or opts.unit):
         parser.print_usage(sys.stderr)
@@ -165,6 +191,10 @@ def main_plan(argv: Sequence[str]) -> int:
         gpus, _why = read_gpus()
     seen = {"tp_size": calib.tp_size} if calib is not None else None
     args = merge_launch_args(given, calib.server_args if calib else None, seen)
+    problem = launch_shape_problem(args)
+    if problem is not None:
+        _say(problem)
+        return EXIT_USAGE
     version, version_source = _version(opts.sglang_version, calib)
     try:
         built = build(model, calib, args, gpus, version, version_source)

@@ -6,21 +6,30 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import os
+import stat
 from pathlib import Path
 
 from kvtop.model.sizing.calibration import Calibration, calibrate
-from kvtop.model.sizing.model_config import ModelConfigError, parse_model_dims
-from kvtop.model.sizing.model_shape import parse_model_shape, weights_bytes_from_index
+from kvtop.model.sizing.model_config import (
+    MAX_CONFIG_BYTES,
+    ModelConfigError,
+    ParsedModel,
+    parse_model,
+)
+from kvtop.model.sizing.model_shape import weights_bytes_from_index
 from kvtop.plan.build import Gpus, ModelInfo
 from kvtop.sglang.raw_lines import RawLines
 from kvtop.sglang.start_state import Startup
 from kvtop.sglang.startup import StartupTracker
 from kvtop.sources.log_reader import LogReader
 from kvtop.sources.log_text import LogUnreadable
-from kvtop.sources.model_config_file import CONFIG_NAME, read_config_text
+from kvtop.sources.model_config_file import CONFIG_NAME
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_WEIGHTS = "model.safetensors"
+# The index maps every tensor to its shard: some MB for the largest MoE checkpoints.
+MAX_INDEX_BYTES = 64 << 20
 
 
 class GatherError(ValueError):
@@ -29,38 +38,96 @@ class GatherError(ValueError):
 
 def read_model(path: str) -> ModelInfo:
     """A model directory (config.json + model.safetensors.index.json) or a config.json."""
+    parsed, weights = read_model_files(path)
+    return ModelInfo(parsed.dims, parsed.shape, weights, parsed.config.path)
+
+
+def read_model_files(path: str) -> tuple[ParsedModel, int | None]:
+    """The model's config.json parsed once, and its checkpoint's bytes (None when no index or
+    single safetensors file is there)."""
     where = Path(path).expanduser()
-    if where.is_dir():
+    kind = _kind_of(where)
+    if kind == "directory":
         config = where / CONFIG_NAME
-        if not config.is_file():
+        config_kind = _kind_of(config)
+        if config_kind is None:
             raise GatherError(
                 f"{where} has no {CONFIG_NAME}: give the model's directory (with config.json) "
                 "or the config.json itself"
             )
-    elif where.is_file():
+        if config_kind != "file":
+            what = "a directory" if config_kind == "directory" else config_kind
+            raise GatherError(
+                f"{config} is {what}, not a regular file: give the model's config.json"
+            )
+    elif kind == "file":
         config = where
-    else:
+    elif kind is None:
         raise GatherError(
             f"--model {path}: no such file or directory. Give the model's directory or its "
             "config.json"
         )
+    else:
+        raise GatherError(
+            f"--model {path} is {kind}, not a regular file or a directory: give the model's "
+            "directory or its config.json"
+        )
     try:
-        text = read_config_text(config)
-        dims = parse_model_dims(text, config)
-        shape = parse_model_shape(text, str(config))
+        parsed = parse_model(_read_capped(config, MAX_CONFIG_BYTES, "a config.json"), config)
     except ModelConfigError as exc:
         raise GatherError(f"{exc}. Give a model's config.json from Hugging Face") from None
     weights = None
     index = config.parent / INDEX_NAME
     single = config.parent / SINGLE_WEIGHTS
     try:
-        if index.is_file():
-            weights = weights_bytes_from_index(read_config_text(index), str(index))
-        elif single.is_file():
+        if _kind_of(index) == "file":
+            text = _read_capped(index, MAX_INDEX_BYTES, "a safetensors index")
+            weights = weights_bytes_from_index(text, str(index))
+        elif _kind_of(single) == "file":
             weights = single.stat().st_size
     except (ModelConfigError, OSError) as exc:
         raise GatherError(f"{exc}: the weights' size cannot be read") from None
-    return ModelInfo(dims, shape, weights, str(config))
+    return parsed, weights
+
+
+def _kind_of(path: Path) -> str | None:
+    """ "file", "directory", what else it is in words, or None when nothing is there."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
+
+
+def _read_capped(path: Path, limit: int, what: str) -> str:
+    """A regular file's text, at most `limit` bytes (ModelConfigError past it or unreadable)."""
+    try:
+        # O_NONBLOCK: a file that turned into a FIFO since it was looked at does not block.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise ModelConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise ModelConfigError(
+            f"{path} is over {limit >> 20} MiB: {what} is far smaller. Check the path"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelConfigError(f"{path} is not UTF-8 text: {what} is JSON") from None
 
 
 def read_boot(log_file: str | None, unit: str | None) -> Startup:

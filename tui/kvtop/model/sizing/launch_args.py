@@ -1,33 +1,66 @@
 """SGLang launch_server arguments (the words after `kvtop plan --`) as the sizing reads them.
 
 Only the arguments that change the KV sizing are read and checked; a bad value of one of them
-is refused with a sentence (LaunchArgsError). Any other SGLang flag is kept by name and listed
-as not modelled: SGLang has hundreds, and a launch line copied whole must still plan.
+is refused with a sentence (LaunchArgsError). Every other word is checked as SGLang's own
+argparse checks it, against the flags of the SGLang release kvtop knows
+(tui/kvtop/data/sglang_launch_flags.txt, written by scripts/sglang_flags.py): a flag of SGLang
+that kvtop does not model is kept by name and listed as not modelled (a launch line copied
+whole must still plan); a unique prefix of one flag stands for it (argparse's allow_abbrev); an
+ambiguous prefix or a word that is no flag of SGLang is refused, as SGLang would refuse to start.
 Arguments not given are taken from an earlier boot's server_args (the calibration log), then
 from SGLang's own defaults.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 
 from kvtop.model.sizing.formula import canonical_dtype
+
+# Bounds on the launch's shape. A host has 8 or 16 GPUs and the largest deployments a few
+# thousand; beyond these a TP or PP size is a typo, and the plan (a line per rank) would print
+# and compute without end.
+MAX_TP_SIZE = 1024
+MAX_PP_SIZE = 256
+MAX_DP_SIZE = 1024
+MAX_EP_SIZE = 1024
+MAX_RANKS = 4096  # TP × PP: GPUs one model instance spans
+# SGLang refuses a context beyond the model's own unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN
+# is set; 100 million tokens is far past any model's.
+MAX_CONTEXT_LENGTH = 100_000_000
+# Tokens, requests, batch sizes: far beyond any GPU's pool, and below 2^53 so that the sizing's
+# float arithmetic stays exact.
+MAX_COUNT = 10**12
+# SGLang's pool ratios are around 1 (0.8 SWA, 0.9 Mamba).
+MAX_RATIO = 1000.0
+FLAGS_FILE = "sglang_launch_flags.txt"
+# How many candidates an ambiguous prefix names (argparse names all; `--enable` has a hundred).
+_MAX_NAMED = 6
 
 
 class LaunchArgsError(ValueError):
     """A launch argument kvtop plan needs is malformed; the message says which and why."""
 
 
-def _int_at_least(low: int) -> Callable[[str], int]:
+def _int_at_least(low: int, high: int = MAX_COUNT, why: str = "") -> Callable[[str], int]:
     def convert(text: str) -> int:
+        if len(text.strip()) > 20:  # int() of a long word takes time; no bound has 20 digits
+            raise ValueError(f"must be a whole number from {low} to {high:,}{why}")
         value = int(text)
         if value < low:
             raise ValueError(f"must be a whole number ≥ {low}")
+        if value > high:
+            raise ValueError(f"must be at most {high:,}{why}")
         return value
 
     return convert
+
+
+_GPUS_WHY = ": no SGLang launch spans more GPUs"
 
 
 def _fraction(text: str) -> float:
@@ -39,8 +72,8 @@ def _fraction(text: str) -> float:
 
 def _positive_float(text: str) -> float:
     value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError("must be a number above 0")
+    if not (math.isfinite(value) and 0 < value <= MAX_RATIO):
+        raise ValueError(f"must be a number above 0 and at most {MAX_RATIO:g}")
     return value
 
 
@@ -54,10 +87,16 @@ def _choice(*choices: str) -> Callable[[str], str]:
 
 
 def _chunked(text: str) -> int:
-    value = int(text)
-    if value < 1 and value != -1:
-        raise ValueError("must be a whole number ≥ 1, or -1 (chunked prefill off)")
-    return value
+    if text.strip() == "-1":
+        return -1
+    try:
+        return _int_at_least(1)(text)
+    except ValueError as exc:
+        if str(exc).startswith("invalid literal"):
+            raise
+        raise ValueError(
+            f"must be a whole number from 1 to {MAX_COUNT:,}, or -1 (chunked prefill off)"
+        ) from None
 
 
 def _text(text: str) -> str:
@@ -82,19 +121,40 @@ SPECULATIVE = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "FRO
 # dest -> (converter, flag spellings). Boolean flags have converter None.
 _VALUED: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "model_path": (_text, ("--model-path", "--model")),
-    "tp_size": (_int_at_least(1), ("--tp-size", "--tensor-parallel-size", "--tp")),
-    "dp_size": (_int_at_least(1), ("--dp-size", "--data-parallel-size", "--dp")),
-    "pp_size": (_int_at_least(1), ("--pp-size", "--pipeline-parallel-size")),
-    "ep_size": (_int_at_least(1), ("--ep-size", "--expert-parallel-size", "--ep")),
+    # `--tp` and `--dp` are prefixes of --tp-size and --dp-size (argparse's allow_abbrev).
+    "tp_size": (
+        _int_at_least(1, MAX_TP_SIZE, _GPUS_WHY),
+        ("--tp-size", "--tensor-parallel-size"),
+    ),
+    "dp_size": (
+        _int_at_least(1, MAX_DP_SIZE, _GPUS_WHY),
+        ("--dp-size", "--data-parallel-size"),
+    ),
+    "pp_size": (
+        _int_at_least(1, MAX_PP_SIZE, _GPUS_WHY),
+        ("--pp-size", "--pipeline-parallel-size"),
+    ),
+    "ep_size": (
+        _int_at_least(1, MAX_EP_SIZE, _GPUS_WHY),
+        ("--ep-size", "--expert-parallel-size", "--ep"),
+    ),
     "mem_fraction_static": (_fraction, ("--mem-fraction-static",)),
     "kv_cache_dtype": (_choice(*KV_CACHE_DTYPES), ("--kv-cache-dtype",)),
     "dtype": (_choice(*MODEL_DTYPES), ("--dtype",)),
     "page_size": (_int_at_least(1), ("--page-size",)),
-    "context_length": (_int_at_least(1), ("--context-length",)),
+    "context_length": (
+        _int_at_least(1, MAX_CONTEXT_LENGTH, " tokens, far past any model's context"),
+        ("--context-length",),
+    ),
     "max_total_tokens": (_int_at_least(1), ("--max-total-tokens",)),
     "max_running_requests": (_int_at_least(1), ("--max-running-requests",)),
     "chunked_prefill_size": (_chunked, ("--chunked-prefill-size",)),
-    "cuda_graph_max_bs": (_int_at_least(1), ("--cuda-graph-max-bs",)),
+    # --cuda-graph-max-bs until SGLang 0.5.22; from 0.5.23 the decode graphs' own flag (the
+    # batch sizes SGLang's graph reserve counts).
+    "cuda_graph_max_bs": (
+        _int_at_least(1),
+        ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),
+    ),
     "speculative_algorithm": (_choice(*SPECULATIVE), ("--speculative-algorithm",)),
     "speculative_draft_model_path": (
         _text,
@@ -129,6 +189,66 @@ class GivenArgs:
     ignored: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class SglangFlags:
+    """SGLang's launch_server flags in its parser's order, each with what it takes: `switch`
+    (nothing), `value` (one word), `values` (the words up to the next flag), `optional`."""
+
+    version: str
+    kinds: Mapping[str, str]
+
+
+@functools.cache
+def sglang_flags() -> SglangFlags:
+    """The flags of tui/kvtop/data/sglang_launch_flags.txt (shipped in the wheel)."""
+    text = resources.files("kvtop.data").joinpath(FLAGS_FILE).read_text(encoding="utf-8")
+    version = "?"
+    kinds: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("# version\t"):
+            version = line.split("\t", 1)[1].strip()
+        if not line.strip() or line.startswith("#"):
+            continue
+        flag, _, kind = line.partition("\t")
+        kinds[flag.strip()] = kind.strip() or "value"
+    return SglangFlags(version, kinds)
+
+
+def _resolve(flag: str) -> str:
+    """The flag a word names, as SGLang's argparse reads it: itself when it is a flag (of SGLang,
+    or one kvtop reads from an earlier release), else the one flag it is a prefix of."""
+    known = sglang_flags()
+    if flag in known.kinds or flag in _BY_FLAG:
+        return flag
+    if flag == "--":
+        raise LaunchArgsError(
+            "a second `--` among the SGLang arguments: SGLang's launch_server takes only flags"
+        )
+    matches = [f for f in known.kinds if f.startswith(flag)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        named = ", ".join(matches[:_MAX_NAMED])
+        if len(matches) > _MAX_NAMED:
+            named += f", … ({len(matches)} flags)"
+        raise LaunchArgsError(
+            f"ambiguous option: {flag} could match {named}: SGLang {known.version} refuses it "
+            "too; spell the flag out"
+        )
+    raise LaunchArgsError(
+        f"unrecognized SGLang argument {flag} (not a launch_server flag of SGLang "
+        f"{known.version}): SGLang would refuse to start; check the spelling"
+    )
+
+
+def _kind(flag: str, dest: str | None) -> str:
+    if dest in _FLAGS:
+        return "switch"
+    if dest in _VALUED:
+        return "value"
+    return sglang_flags().kinds.get(flag, "value")
+
+
 def parse_launch_args(words: Sequence[str]) -> GivenArgs:
     """`--tp-size 8 --mem-fraction-static=0.9 --enable-dp-attention ...` → values by name."""
     values: dict[str, object] = {}
@@ -141,34 +261,37 @@ def parse_launch_args(words: Sequence[str]) -> GivenArgs:
                 f"SGLang argument {word!r} is not a --flag: give the launch_server arguments "
                 "after `--`, e.g. kvtop plan --model DIR -- --tp-size 8"
             )
-        flag, eq, inline = word.partition("=")
-        flag = flag.replace("_", "-")
+        given, eq, inline = word.partition("=")
+        # kvtop reads `--tp_size` as `--tp-size`, the spelling of SGLang's logged server_args.
+        flag = _resolve(given.replace("_", "-") if given != "--" else given)
         dest = _BY_FLAG.get(flag)
-        if dest in _FLAGS:
-            if eq:
-                values[dest] = _bool_value(flag, inline)
+        kind = _kind(flag, dest)
+        i += 1
+        if kind == "switch":
+            value = _bool_value(flag, inline) if eq else True
+            if dest is not None:
+                values[dest] = value
             else:
-                values[dest] = True
-            i += 1
-            continue
-        if dest is None:
-            ignored.append(flag)
-            # Skip an unknown flag's value too (anything up to the next --flag).
-            i += 1
-            if not eq:
-                while i < len(words) and not words[i].startswith("--"):
-                    i += 1
+                ignored.append(flag)
             continue
         if eq:
-            raw = inline
-            i += 1
-        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
-            raw = words[i + 1]
-            i += 2
-        else:
+            raw: str | None = inline
+        elif kind in ("value", "values") and (i >= len(words) or words[i].startswith("--")):
             raise LaunchArgsError(
                 f"SGLang argument {flag} needs a value (e.g. {flag} {_example(dest)})"
             )
+        elif i < len(words) and not words[i].startswith("--"):
+            raw = words[i]
+            i += 1
+        else:
+            raw = None  # an optional value not given
+        if kind == "values":
+            # nargs "+"/"*": every word up to the next flag.
+            while i < len(words) and not words[i].startswith("--"):
+                i += 1
+        if dest is None or raw is None:
+            ignored.append(flag)
+            continue
         convert, _ = _VALUED[dest]
         try:
             values[dest] = convert(raw)
@@ -180,6 +303,23 @@ def parse_launch_args(words: Sequence[str]) -> GivenArgs:
     return GivenArgs(values, tuple(dict.fromkeys(ignored)))
 
 
+def launch_shape_problem(args: LaunchArgs) -> str | None:
+    """A launch no cluster runs (TP × PP past MAX_RANKS, DP attention over more ranks than
+    TP), in one sentence; None when the shape is one SGLang could start."""
+    tp, pp, dp = args.tp, args.pp, args.dp
+    if tp * pp > MAX_RANKS:
+        return (
+            f"--tp-size {tp} × --pp-size {pp} is {tp * pp:,} GPUs for one model, more than "
+            f"any cluster gives one SGLang launch: TP × PP must be at most {MAX_RANKS:,}"
+        )
+    if args.flag("enable_dp_attention") and dp > tp:
+        return (
+            f"--dp-size {dp} with --enable-dp-attention splits the attention of --tp-size {tp} "
+            f"ranks: DP must be at most TP ({tp})"
+        )
+    return None
+
+
 def _bool_value(flag: str, text: str) -> bool:
     low = text.strip().lower()
     if low in ("true", "1", "yes"):
@@ -189,8 +329,8 @@ def _bool_value(flag: str, text: str) -> bool:
     raise LaunchArgsError(f"SGLang argument {flag}={text!r}: must be true or false")
 
 
-def _example(dest: str) -> str:
-    return {"mem_fraction_static": "0.88", "kv_cache_dtype": "fp8_e4m3"}.get(dest, "8")
+def _example(dest: str | None) -> str:
+    return {"mem_fraction_static": "0.88", "kv_cache_dtype": "fp8_e4m3"}.get(dest or "", "8")
 
 
 @dataclass(frozen=True, slots=True)

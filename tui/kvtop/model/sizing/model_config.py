@@ -4,9 +4,10 @@ dimensions and the cell size per token. Pure: no file or environment is read her
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvtop.model.sizing.formula import (
     GIB,
@@ -18,12 +19,109 @@ from kvtop.model.sizing.formula import (
     mla_cell_size_bytes,
 )
 
+if TYPE_CHECKING:
+    from kvtop.model.sizing.model_shape import ModelShape
+
 # Multimodal checkpoints nest the language model under one of these keys.
-_NESTED_LM_KEYS = ("text_config", "language_config", "llm_config")
+NESTED_LM_KEYS = ("text_config", "language_config", "llm_config")
+
+# Bounds on a config's dimensions. The largest models have ~100 layers, ~128 heads and hidden
+# sizes of ~20,000; a value past these bounds is no model, and would overflow the float
+# arithmetic of the sizing (a 400-digit layer count) or make it loop for ever.
+MAX_LAYERS = 10_000
+MAX_HEADS = 100_000
+MAX_DIM = 1_000_000
+# Context lengths: the longest models read ~10 million tokens.
+MAX_CONTEXT = 100_000_000
+# A config.json is a few KB (a quantized MoE's module lists some hundred KB).
+MAX_CONFIG_BYTES = 4 << 20
+
+# The dimensions the KV cell multiplies or divides by: 0 is no model (a division by zero, or
+# a pool of 0 bytes per token), so SGLang could not size it either.
+_POSITIVE = frozenset(
+    {
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_size",
+        "kv_lora_rank",
+    }
+)
+_BOUNDS = {
+    "num_hidden_layers": MAX_LAYERS,
+    "num_nextn_predict_layers": MAX_LAYERS,
+    "num_attention_heads": MAX_HEADS,
+    "num_key_value_heads": MAX_HEADS,
+    "max_position_embeddings": MAX_CONTEXT,
+    "max_sequence_length": MAX_CONTEXT,
+    "seq_length": MAX_CONTEXT,
+    "sliding_window": MAX_CONTEXT,
+}
+
+
+def bound_of(key: str) -> int:
+    """The largest value kvtop reads for a config key (heads, layers, context or a dimension)."""
+    if key in _BOUNDS:
+        return _BOUNDS[key]
+    if "heads" in key or "groups" in key:
+        return MAX_HEADS
+    return MAX_DIM
 
 
 class ModelConfigError(ValueError):
     """A config.json that cannot be read or lacks what the KV sizing needs."""
+
+
+class ConfigView:
+    """A decoded config.json: the language model's own config first (a multimodal checkpoint's
+    text_config, language_config or llm_config), then the top level."""
+
+    __slots__ = ("_layers", "path", "top")
+
+    def __init__(self, top: Mapping[str, Any], path: str) -> None:
+        self.top = top
+        self.path = path
+        nested = next((top[k] for k in NESTED_LM_KEYS if isinstance(top.get(k), dict)), None)
+        # Nested first: a multimodal top level may carry unrelated or vision values.
+        self._layers: tuple[Mapping[str, Any], ...] = (nested, top) if nested else (top,)
+
+    @property
+    def layers(self) -> tuple[Mapping[str, Any], ...]:
+        """The language model's config (when nested), then the top level."""
+        return self._layers
+
+    def get(self, *keys: str) -> Any:
+        """The first value that is not None among `keys`, each looked up in the language
+        model's config, then at the top level."""
+        for key in keys:
+            for cfg in self._layers:
+                if cfg.get(key) is not None:
+                    return cfg[key]
+        return None
+
+    def bounded_int(self, *keys: str) -> int | None:
+        """The first of `keys` as a whole number; None when absent or not a whole number ≥ 0;
+        ModelConfigError when it is past its bound (no model has it)."""
+        for key in keys:
+            value = self.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                return None
+            limit = bound_of(key)
+            if value > limit:
+                raise ModelConfigError(
+                    f"model config {self.path}: {key!r} is {_short(value)}, past {limit:,} "
+                    "(no model has that many)"
+                )
+            return value
+        return None
+
+
+def _short(value: int) -> str:
+    text = str(value)
+    return f"{text[:12]}… ({len(text)} digits)" if len(text) > 16 else f"{value:,}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,38 +164,72 @@ class ConfigFile:
     problem: str | None = None
 
 
-def parse_model_dims(text: str, config_path: str | Path) -> ModelDims:
-    """Parse a config.json's text; raises ModelConfigError naming the file on any problem."""
+@dataclass(frozen=True, slots=True)
+class ParsedModel:
+    """A config.json read once: the KV cell's dimensions, the layers' layout and limits, and
+    the decoded config for what else reads it (the weights' estimate)."""
+
+    dims: ModelDims
+    shape: ModelShape
+    config: ConfigView
+
+
+def decode_config(text: str, config_path: str | Path) -> ConfigView:
+    """A config.json's text as a ConfigView; ModelConfigError naming the file on any problem."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ModelConfigError(
+            f"model config {config_path} is over {MAX_CONFIG_BYTES >> 20} MiB: a config.json "
+            "is a few KB. Check the path"
+        )
     try:
         top = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ModelConfigError(f"model config {config_path} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ModelConfigError(
+            f"model config {config_path} nests its JSON too deep to read: a config.json is a "
+            "few levels deep"
+        ) from None
+    except ValueError as exc:  # JSONDecodeError, and an integer of more than 4,300 digits
+        raise ModelConfigError(f"model config {config_path} is not valid JSON: {exc}") from None
     if not isinstance(top, dict):
         raise ModelConfigError(f"model config {config_path} is not a JSON object")
+    return ConfigView(top, str(config_path))
 
-    nested = next(
-        (top[key] for key in _NESTED_LM_KEYS if isinstance(top.get(key), dict)),
-        None,
-    )
-    # Nested first: a multimodal top level may carry unrelated or vision values.
-    layers: list[dict[str, Any]] = [nested, top] if nested is not None else [top]
 
-    def get(key: str) -> Any:
-        for cfg in layers:
-            if cfg.get(key) is not None:
-                return cfg[key]
-        return None
+def parse_model(text: str, config_path: str | Path) -> ParsedModel:
+    """Parse a config.json's text once into its dims, its shape and the decoded view; raises
+    ModelConfigError naming the file and the key on any problem."""
+    from kvtop.model.sizing.model_shape import shape_from_config
+
+    config = decode_config(text, config_path)
+    dims = dims_from_config(config)
+    return ParsedModel(dims, shape_from_config(config), config)
+
+
+def parse_model_dims(text: str, config_path: str | Path) -> ModelDims:
+    """Parse a config.json's text; raises ModelConfigError naming the file on any problem."""
+    return dims_from_config(decode_config(text, config_path))
+
+
+def dims_from_config(config: ConfigView) -> ModelDims:
+    """The KV cell's dimensions of a decoded config.json."""
+    config_path = config.path
 
     def optional_int(key: str) -> int | None:
-        value = get(key)
+        value = config.get(key)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ModelConfigError(
                 f"model config {config_path}: {key!r} should be a non-negative integer, "
-                f"got {value!r}"
+                f"got {_quote(value)}"
             )
-        return value
+        bounded = config.bounded_int(key)
+        if key in _POSITIVE and bounded == 0:
+            raise ModelConfigError(
+                f"model config {config_path}: {key!r} is 0, and no model has 0 of it (SGLang "
+                "could not size its KV cache)"
+            )
+        return bounded
 
     def required_int(key: str) -> int:
         value = optional_int(key)
@@ -108,7 +240,9 @@ def parse_model_dims(text: str, config_path: str | Path) -> ModelDims:
             )
         return value
 
-    architectures = top.get("architectures") or (nested or {}).get("architectures")
+    top = config.top
+    nested = config.layers[0] if len(config.layers) > 1 else {}
+    architectures = top.get("architectures") or nested.get("architectures")
     architecture = (
         architectures[0]
         if isinstance(architectures, list) and architectures and isinstance(architectures[0], str)
@@ -128,15 +262,18 @@ def parse_model_dims(text: str, config_path: str | Path) -> ModelDims:
         attention = "MHA"
         qk_rope_head_dim = None
         num_heads = required_int("num_attention_heads")
-        if num_heads == 0:
-            raise ModelConfigError(f"model config {config_path}: num_attention_heads is 0")
         num_kv_heads = optional_int("num_key_value_heads") or num_heads
         head_dim = optional_int("head_dim")
         if head_dim is None:
             head_dim = required_int("hidden_size") // num_heads
+            if head_dim == 0:
+                raise ModelConfigError(
+                    f"model config {config_path}: hidden_size {config.get('hidden_size')} over "
+                    f"{num_heads} attention heads leaves a head dimension of 0"
+                )
         v_head_dim = optional_int("v_head_dim")
 
-    torch_dtype = get("torch_dtype") or get("dtype")
+    torch_dtype = config.get("torch_dtype") or config.get("dtype")
     return ModelDims(
         architecture=architecture,
         num_layers=num_layers,
@@ -147,13 +284,18 @@ def parse_model_dims(text: str, config_path: str | Path) -> ModelDims:
         head_dim=head_dim,
         v_head_dim=v_head_dim,
         torch_dtype=torch_dtype if isinstance(torch_dtype, str) else None,
-        kv_cache_quant_fp8=_has_fp8_kv(layers),
+        kv_cache_quant_fp8=_has_fp8_kv(config.layers),
         num_nextn_predict_layers=optional_int("num_nextn_predict_layers"),
         config_path=str(config_path),
     )
 
 
-def _has_fp8_kv(layers: list[dict[str, Any]]) -> bool:
+def _quote(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def _has_fp8_kv(layers: tuple[Mapping[str, Any], ...]) -> bool:
     """SGLang's ``auto`` KV dtype turns into FP8 when the checkpoint ships FP8 KV scales."""
     for cfg in layers:
         quant = cfg.get("quantization_config")

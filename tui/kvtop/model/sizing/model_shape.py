@@ -2,19 +2,24 @@
 full attention, sliding-window or Mamba/linear attention, the state a Mamba layer keeps per
 request, an MTP draft's layers, and the weights' bytes from model.safetensors.index.json.
 
-Pure: the texts are read by tui/kvtop/sources/model_files.py. Each field is None where the config
-does not say; `missing` lists in words what the plan then has to guess or cannot tell.
+Pure: the texts are read by tui/kvtop/plan/gather.py and decoded once by
+tui/kvtop/model/sizing/model_config.py (parse_model). Each field is None where the config does
+not say; `missing` lists in words what the plan then has to guess or cannot tell.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from kvtop.model.sizing.model_config import ModelConfigError
+from kvtop.model.sizing.model_config import (
+    ConfigView,
+    ModelConfigError,
+    decode_config,
+)
 
-_NESTED_LM_KEYS = ("text_config", "language_config", "llm_config")
 # layer_types spellings (Hugging Face) by kind.
 _SWA_WORDS = ("sliding", "swa", "local")
 _MAMBA_WORDS = ("mamba", "linear", "ssm", "gdn", "deltanet")
@@ -60,6 +65,12 @@ class ModelShape:
     dsa_index_head_dim: int | None  # DeepSeek-V3.2 sparse attention's indexer
     multimodal: bool
     missing: tuple[str, ...]
+    architecture: str | None = None
+    # vision_config's num_hidden_layers and hidden_size: SGLang's multimodal default fraction
+    # reads them (24 and 1024 where the vision_config lacks them; None here, the engine's
+    # defaults apply).
+    vision_layers: int | None = None
+    vision_hidden_size: int | None = None
 
     @property
     def hybrid(self) -> str | None:
@@ -68,28 +79,6 @@ class ModelShape:
         if self.swa_layers:
             return "swa"
         return None
-
-
-def _layers(top: dict[str, Any]) -> list[dict[str, Any]]:
-    nested = next((top[k] for k in _NESTED_LM_KEYS if isinstance(top.get(k), dict)), None)
-    return [nested, top] if nested is not None else [top]
-
-
-def _getter(layers: list[dict[str, Any]]) -> Any:
-    def get(*keys: str) -> Any:
-        for key in keys:
-            for cfg in layers:
-                if cfg.get(key) is not None:
-                    return cfg[key]
-        return None
-
-    return get
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None
-    return value
 
 
 def _kind(word: str) -> str:
@@ -101,8 +90,9 @@ def _kind(word: str) -> str:
     return "full"
 
 
-def _layer_kinds(get: Any, num_layers: int) -> tuple[list[str] | None, str | None]:
+def _layer_kinds(config: ConfigView, num_layers: int) -> tuple[list[str] | None, str | None]:
     """Each layer's kind from layer_types / hybrid_override_pattern / full_attention_interval."""
+    get, _int = config.get, config.bounded_int
     types = get("layer_types", "layers_block_type")
     if isinstance(types, list) and types and all(isinstance(t, str) for t in types):
         return [_kind(t) for t in types], None
@@ -111,12 +101,12 @@ def _layer_kinds(get: Any, num_layers: int) -> tuple[list[str] | None, str | Non
         # Nemotron-H: M = Mamba, * = attention, - = MLP (no state).
         kinds = ["mamba" if c == "M" else "full" for c in pattern if c in "M*"]
         return kinds, None
-    interval = _int(get("full_attention_interval"))
+    interval = _int("full_attention_interval")
     if interval and get("linear_num_value_heads") is not None:
         # Qwen3-Next: every `interval`-th layer is full attention, the others linear (GDN).
         return ["full" if (i + 1) % interval == 0 else "mamba" for i in range(num_layers)], None
     if get("sliding_window") and get("sliding_window_pattern") is not None:
-        every = _int(get("sliding_window_pattern"))
+        every = _int("sliding_window_pattern")
         if every:
             # Gemma 3: every `pattern`-th layer is global, the rest local.
             kinds = ["full" if (i + 1) % every == 0 else "swa" for i in range(num_layers)]
@@ -129,24 +119,25 @@ def _layer_kinds(get: Any, num_layers: int) -> tuple[list[str] | None, str | Non
     return None, None
 
 
-def _mamba_state(get: Any) -> MambaState | None:
+def _mamba_state(config: ConfigView) -> MambaState | None:
+    _int = config.bounded_int
     # Gated DeltaNet (Qwen3-Next, Kimi-Linear style linear attention).
-    v_heads = _int(get("linear_num_value_heads"))
+    v_heads = _int("linear_num_value_heads")
     if v_heads:
-        k_heads = _int(get("linear_num_key_heads")) or v_heads
-        k_dim = _int(get("linear_key_head_dim")) or 0
-        v_dim = _int(get("linear_value_head_dim")) or 0
-        kernel = _int(get("linear_conv_kernel_dim")) or 4
+        k_heads = _int("linear_num_key_heads") or v_heads
+        k_dim = _int("linear_key_head_dim") or 0
+        v_dim = _int("linear_value_head_dim") or 0
+        kernel = _int("linear_conv_kernel_dim") or 4
         conv_dim = 2 * k_heads * k_dim + v_heads * v_dim
         return MambaState("gdn", conv_dim * (kernel - 1), v_heads * k_dim * v_dim, v_heads)
     # Mamba2 (Granite-4.0-H, Nemotron-H, Falcon-H1).
-    heads = _int(get("mamba_n_heads", "mamba_num_heads"))
-    head_dim = _int(get("mamba_d_head", "mamba_head_dim"))
-    state = _int(get("mamba_d_state", "ssm_state_size", "state_size"))
+    heads = _int("mamba_n_heads", "mamba_num_heads")
+    head_dim = _int("mamba_d_head", "mamba_head_dim")
+    state = _int("mamba_d_state", "ssm_state_size", "state_size")
     if not (heads and head_dim and state):
         return None
-    groups = _int(get("mamba_n_groups", "n_groups")) or 1
-    kernel = _int(get("mamba_d_conv", "conv_kernel")) or 4
+    groups = _int("mamba_n_groups", "n_groups") or 1
+    kernel = _int("mamba_d_conv", "conv_kernel") or 4
     intermediate = heads * head_dim
     conv_dim = intermediate + 2 * groups * state
     return MambaState("mamba2", conv_dim * (kernel - 1), heads * head_dim * state, heads)
@@ -154,34 +145,39 @@ def _mamba_state(get: Any) -> MambaState | None:
 
 def parse_model_shape(text: str, config_path: str) -> ModelShape:
     """The layout and limits from a config.json's text (raises ModelConfigError if not JSON)."""
-    try:
-        top = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ModelConfigError(f"model config {config_path} is not valid JSON: {exc}") from exc
-    if not isinstance(top, dict):
-        raise ModelConfigError(f"model config {config_path} is not a JSON object")
-    get = _getter(_layers(top))
-    num_layers = _int(get("num_hidden_layers")) or 0
+    return shape_from_config(decode_config(text, config_path))
+
+
+def shape_from_config(config: ConfigView) -> ModelShape:
+    """The layout and limits of a decoded config.json (ModelConfigError for a value past its
+    bound)."""
+    get, _int = config.get, config.bounded_int
+    num_layers = _int("num_hidden_layers") or 0
     missing: list[str] = []
-    context = _int(get("max_position_embeddings", "max_sequence_length", "seq_length"))
+    context = _int("max_position_embeddings", "max_sequence_length", "seq_length")
     if context is None:
         missing.append(
             "no max_position_embeddings: the context length must come from --context-length"
         )
-    kinds, problem = _layer_kinds(get, num_layers)
+    kinds, problem = _layer_kinds(config, num_layers)
     if problem:
         missing.append(problem)
     swa = kinds.count("swa") if kinds else 0
     mamba_layers = kinds.count("mamba") if kinds else 0
     full = len(kinds) - swa - mamba_layers if kinds else num_layers
-    state = _mamba_state(get) if mamba_layers else None
+    state = _mamba_state(config) if mamba_layers else None
     if mamba_layers and state is None:
         missing.append(
             "Mamba layers without mamba_n_heads/mamba_d_head/mamba_d_state (or linear_* for "
             "Gated DeltaNet): the state per request is unknown"
         )
-    window = _int(get("sliding_window"))
+    window = _int("sliding_window")
     ratio = get("swa_full_tokens_ratio")
+    top = config.top
+    vision = top.get("vision_config")
+    vision_view = (
+        ConfigView(vision, f"{config.path} (vision_config)") if isinstance(vision, dict) else None
+    )
     return ModelShape(
         num_layers=num_layers,
         context_len=context,
@@ -189,28 +185,65 @@ def parse_model_shape(text: str, config_path: str) -> ModelShape:
         swa_layers=swa,
         mamba_layers=mamba_layers,
         sliding_window=window,
-        swa_num_kv_heads=_int(get("swa_num_key_value_heads")),
-        swa_head_dim=_int(get("swa_head_dim")),
-        swa_v_head_dim=_int(get("swa_v_head_dim")),
-        swa_full_tokens_ratio=float(ratio)
-        if isinstance(ratio, int | float) and ratio > 0
-        else None,
+        swa_num_kv_heads=_int("swa_num_key_value_heads"),
+        swa_head_dim=_int("swa_head_dim"),
+        swa_v_head_dim=_int("swa_v_head_dim"),
+        swa_full_tokens_ratio=_ratio(ratio),
         mamba=state,
-        nextn_layers=_int(get("num_nextn_predict_layers")),
-        dsa_index_head_dim=_int(get("index_head_dim")),
+        nextn_layers=_int("num_nextn_predict_layers"),
+        dsa_index_head_dim=_int("index_head_dim"),
         multimodal=any(isinstance(top.get(k), dict) for k in ("vision_config", "audio_config")),
         missing=tuple(missing),
+        architecture=_architecture(config),
+        vision_layers=vision_view.bounded_int("num_hidden_layers") if vision_view else None,
+        vision_hidden_size=vision_view.bounded_int("hidden_size") if vision_view else None,
     )
+
+
+# A model's own SWA/full pool ratio is around 1; past this it is no ratio SGLang would use.
+_MAX_RATIO = 1000.0
+
+
+def _ratio(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int) and value > _MAX_RATIO:
+        return None  # float() of a 400-digit integer overflows
+    ratio = float(value)
+    return ratio if math.isfinite(ratio) and 0 < ratio <= _MAX_RATIO else None
+
+
+def _architecture(config: ConfigView) -> str | None:
+    for cfg in (config.top, *config.layers):
+        names = cfg.get("architectures")
+        if isinstance(names, list) and names and isinstance(names[0], str):
+            return names[0]
+    return None
+
+
+# A checkpoint's bytes: the largest released models are ~2 TB; 100 TiB is past any, and keeps
+# the sizing's float arithmetic exact (below 2^53).
+MAX_WEIGHTS_BYTES = 100 << 40
 
 
 def weights_bytes_from_index(text: str, index_path: str) -> int:
     """metadata.total_size of model.safetensors.index.json: the checkpoint's bytes."""
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ModelConfigError(f"{index_path} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ModelConfigError(f"{index_path} nests its JSON too deep to read") from None
+    except ValueError as exc:  # JSONDecodeError, and an integer of more than 4,300 digits
+        raise ModelConfigError(f"{index_path} is not valid JSON: {exc}") from None
     meta = data.get("metadata") if isinstance(data, dict) else None
     size = meta.get("total_size") if isinstance(meta, dict) else None
-    if isinstance(size, bool) or not isinstance(size, int | float) or size <= 0:
+    if size is None:
         raise ModelConfigError(f"{index_path} has no metadata.total_size")
-    return int(size)
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_WEIGHTS_BYTES:
+        shown = repr(size)
+        if len(shown) > 20:
+            shown = f"{shown[:12]}… ({len(shown)} characters)"
+        raise ModelConfigError(
+            f"{index_path}: metadata.total_size {shown} is not a checkpoint's size in "
+            "bytes (a whole number above 0 and at most 100 TiB, past any model)"
+        )
+    return size
