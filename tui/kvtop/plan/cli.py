@@ -19,7 +19,7 @@ from kvtop.model.sizing.launch_args import (
     merge_launch_args,
     parse_launch_args,
 )
-from kvtop.model.sizing.plan import FITS, NOT_ENOUGH_MEMORY, OOM_RISK
+from kvtop.model.sizing.plan import FITS, NOT_ENOUGH_MEMORY, OOM_RISK, POOL_UNDER_CONTEXT
 from kvtop.options import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE
 from kvtop.plan.build import Gpus, ModelInfo, PlanInputError, build
 from kvtop.plan.gather import (
@@ -32,10 +32,13 @@ from kvtop.plan.gather import (
 )
 from kvtop.plan.report import PlanContext, plan_json, plan_text
 
+# SGLang starts, but one request of the full context does not fit in its pool.
+EXIT_POOL_UNDER_CONTEXT = 3
 EXIT_OOM_RISK = 4
 EXIT_NOT_ENOUGH_MEMORY = 5
 EXIT_BY_VERDICT = {
     FITS: EXIT_OK,
+    POOL_UNDER_CONTEXT: EXIT_POOL_UNDER_CONTEXT,
     OOM_RISK: EXIT_OOM_RISK,
     NOT_ENOUGH_MEMORY: EXIT_NOT_ENOUGH_MEMORY,
 }
@@ -61,7 +64,7 @@ Arguments after `--` are SGLang's launch_server arguments (--tp-size, --mem-frac
 examples:
 {help_format.examples(_EXAMPLES)}
 
-exit status: {EXIT_OK} fits, {EXIT_OOM_RISK} oom_risk, {EXIT_NOT_ENOUGH_MEMORY} not_enough_memory,
+exit status: {EXIT_OK} fits, {EXIT_POOL_UNDER_CONTEXT} pool_under_context, {EXIT_OOM_RISK} oom_risk, {EXIT_NOT_ENOUGH_MEMORY} not_enough_memory,
 {EXIT_UNREADABLE} an input could not be read, {EXIT_USAGE} bad usage (see docs/plan.md)."""
 
 
