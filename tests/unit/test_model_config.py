@@ -412,3 +412,27 @@ def test_an_unreadable_config_is_said_and_the_kv_line_stands_in(tmp_path: Path) 
     analysis = analyse(tracker, "story", model_config=missing)
     assert analysis.cell.note.startswith(f"cannot read model config {tmp_path / 'nope.json'}")
     assert "inferred from the KV Cache line" in analysis.cell.note
+
+
+def test_parse_model_reads_the_config_once_into_dims_shape_and_a_view() -> None:
+    from kvtop.model.sizing.model_config import ConfigView, parse_model
+
+    parsed = parse_model(json.dumps(KIMI_LIKE), "/m/config.json")
+    assert parsed.dims.attention == "MLA"
+    assert parsed.dims.num_layers == parsed.shape.num_layers == 61
+    assert parsed.shape.architecture == "KimiK25ForConditionalGeneration"
+    assert (parsed.shape.vision_layers, parsed.shape.vision_hidden_size) == (27, 1152)
+    assert isinstance(parsed.config, ConfigView)
+    # The language model's own config first, then the top level.
+    assert parsed.config.get("architectures") == ["DeepseekV3ForCausalLM"]
+    assert parsed.config.get("missing_key", "model_type") == "kimi_k25"
+    assert parsed.config.top["model_type"] == "kimi_k25"
+
+
+def test_a_vision_config_without_sizes_leaves_them_to_the_engine() -> None:
+    from kvtop.model.sizing.model_config import parse_model
+
+    config = {**QWEN3_8B_LIKE, "vision_config": {"model_type": "siglip"}}
+    shape = parse_model(json.dumps(config), "c.json").shape
+    assert shape.multimodal
+    assert shape.vision_layers is None and shape.vision_hidden_size is None
