@@ -160,12 +160,20 @@ LAYERS = (
             "kvtop.live.screens.overview",
         ),
     ),
-    # `kvtop plan`: reads through the sources, computes in the model, prints no terminal UI.
+    # `kvtop plan`: reads through the sources, computes in the model, prints its text through
+    # the one-shot reports' layer (width, ASCII, reflowing tables); no terminal UI.
     Layer(
         "plan",
         ("kvtop.plan",),
-        (*PURE, "kvtop.plan", "kvtop.sources", "kvtop.options", "kvtop.help_format"),
-        NO_UI,
+        (
+            *PURE,
+            "kvtop.plan",
+            "kvtop.sources",
+            "kvtop.options",
+            "kvtop.help_format",
+            "kvtop.report",
+        ),
+        NO_TEXTUAL,
     ),
     # -- the command lines: the only modules that see every wing ------------------------------
     Layer(

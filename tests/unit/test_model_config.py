@@ -415,7 +415,8 @@ def test_an_unreadable_config_is_said_and_the_kv_line_stands_in(tmp_path: Path) 
 
 
 def test_parse_model_reads_the_config_once_into_dims_shape_and_a_view() -> None:
-    from kvtop.model.sizing.model_config import ConfigView, parse_model
+    from kvtop.model.sizing.model_config import ConfigView
+    from kvtop.model.sizing.model_shape import parse_model
 
     parsed = parse_model(json.dumps(KIMI_LIKE), "/m/config.json")
     assert parsed.dims.attention == "MLA"
@@ -430,7 +431,7 @@ def test_parse_model_reads_the_config_once_into_dims_shape_and_a_view() -> None:
 
 
 def test_a_vision_config_without_sizes_leaves_them_to_the_engine() -> None:
-    from kvtop.model.sizing.model_config import parse_model
+    from kvtop.model.sizing.model_shape import parse_model
 
     config = {**QWEN3_8B_LIKE, "vision_config": {"model_type": "siglip"}}
     shape = parse_model(json.dumps(config), "c.json").shape

@@ -11,13 +11,13 @@ import pytest
 from kvtop.model.sizing import formula, tuning
 from kvtop.model.sizing.calibration import CalibrationError, calibrate
 from kvtop.model.sizing.default_mfs import LaunchShape, default_mem_fraction_static
+from kvtop.model.sizing.engine import Built, build
 from kvtop.model.sizing.launch_args import (
     LaunchArgsError,
     merge_launch_args,
     parse_launch_args,
 )
 from kvtop.model.sizing.plan import NOT_ENOUGH_MEMORY, OOM_RISK, POOL_UNDER_CONTEXT
-from kvtop.plan.build import Built, build
 from kvtop.plan.gather import read_boot, read_model
 from kvtop.sglang.story import fold_lines
 from tests.support.paths import FIXTURES, REAL_LOGS, STORY_LOG

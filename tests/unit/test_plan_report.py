@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from kvtop.model.sizing.calibration import calibrate
+from kvtop.model.sizing.engine import Gpus, build
 from kvtop.model.sizing.launch_args import merge_launch_args, parse_launch_args
-from kvtop.plan.build import Gpus, build
 from kvtop.plan.gather import read_boot, read_model
 from kvtop.plan.report import PlanContext, plan_json, plan_text
 from tests.support.paths import FIXTURES, REAL_LOGS, STORY_LOG

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import sys
 from collections.abc import Sequence
 
 from kvtop import help_format
 from kvtop.model.sizing.calibration import Calibration, CalibrationError
+from kvtop.model.sizing.engine import Gpus, ModelInfo, PlanInputError, build
 from kvtop.model.sizing.formula import parse_version
 from kvtop.model.sizing.launch_args import (
     LaunchArgsError,
@@ -21,7 +21,6 @@ from kvtop.model.sizing.launch_args import (
 )
 from kvtop.model.sizing.plan import FITS, NOT_ENOUGH_MEMORY, OOM_RISK, POOL_UNDER_CONTEXT
 from kvtop.options import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE
-from kvtop.plan.build import Gpus, ModelInfo, PlanInputError, build
 from kvtop.plan.gather import (
     GatherError,
     calibration_of,
@@ -31,6 +30,7 @@ from kvtop.plan.gather import (
     read_model,
 )
 from kvtop.plan.report import PlanContext, plan_json, plan_text
+from kvtop.report.plain_output import takes_unicode, write_json
 
 # SGLang starts, but one request of the full context does not fit in its pool.
 EXIT_POOL_UNDER_CONTEXT = 3
@@ -47,6 +47,8 @@ EXIT_BY_VERDICT = {
 # 4096 GiB is far beyond any accelerator and keeps the arithmetic in range.
 MIN_GPU_GIB = 4
 MAX_GPU_GIB = 4096
+MAX_WEIGHTS_GIB = 100 * 1024  # 100 TiB: past any checkpoint, keeps the arithmetic exact
+MIN_WIDTH, MAX_WIDTH = 40, 1000
 
 _EXAMPLES = (
     ("kvtop plan --from-log sglang.log -- --mem-fraction-static 0.90", "this server at 0.90"),
@@ -109,7 +111,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="V",
         help="the SGLang version whose rules apply (default: the log's, the installed sglang's)",
     )
+    parser.add_argument(
+        "--weights-gib",
+        metavar="GIB",
+        type=float,
+        help="the checkpoint's size in GiB, all ranks together (default: "
+        "model.safetensors.index.json, else estimated from config.json)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON (schema kvtop-plan/1)")
+    parser.add_argument(
+        "--width",
+        metavar="N",
+        type=int,
+        help="the text's width in columns (default: the terminal's, $COLUMNS, 80 on a pipe)",
+    )
     return parser
 
 
@@ -168,6 +183,23 @@ def _main_plan(argv: Sequence[str]) -> int:
             "CUDA context's 1.2–2.4 GiB"
         )
         return EXIT_USAGE
+    if opts.weights_gib is not None and not (
+        math.isfinite(opts.weights_gib) and 0 < opts.weights_gib <= MAX_WEIGHTS_GIB
+    ):
+        parser.print_usage(sys.stderr)
+        _say(
+            f"--weights-gib {opts.weights_gib:g}: give the checkpoint's size in GiB, above 0 and "
+            f"at most {MAX_WEIGHTS_GIB:,} (e.g. 15 for an 8B model in bf16)"
+        )
+        return EXIT_USAGE
+    if opts.weights_gib is not None and not opts.model:
+        parser.print_usage(sys.stderr)
+        _say("--weights-gib goes with --model (the config.json whose weights they are)")
+        return EXIT_USAGE
+    if opts.width is not None and not MIN_WIDTH <= opts.width <= MAX_WIDTH:
+        parser.print_usage(sys.stderr)
+        _say(f"--width {opts.width}: give a width from {MIN_WIDTH} to {MAX_WIDTH} columns")
+        return EXIT_USAGE
     if not (opts.model or opts.from_log or opts.unit):
         parser.print_usage(sys.stderr)
         _say("give --model DIR (the model's config.json) and/or --from-log LOG / --unit UNIT")
@@ -178,7 +210,7 @@ def _main_plan(argv: Sequence[str]) -> int:
         _say(str(exc))
         return EXIT_USAGE
     try:
-        model: ModelInfo | None = read_model(opts.model) if opts.model else None
+        model: ModelInfo | None = read_model(opts.model, opts.weights_gib) if opts.model else None
         calib = None
         if opts.from_log or opts.unit:
             startup = read_boot(opts.from_log, opts.unit)
@@ -186,14 +218,13 @@ def _main_plan(argv: Sequence[str]) -> int:
     except (GatherError, CalibrationError) as exc:
         _say(str(exc))
         return EXIT_UNREADABLE
-    gpus: Gpus | None
-    if opts.gpu_memory is not None:
-        count = calib.tp_size if calib else 1
-        gpus = Gpus(count, opts.gpu_memory * 1024, None, "--gpu-memory")
-    else:
-        gpus, _why = read_gpus()
     seen = {"tp_size": calib.tp_size} if calib is not None else None
     args = merge_launch_args(given, calib.server_args if calib else None, seen)
+    gpus: Gpus | None
+    if opts.gpu_memory is not None:
+        gpus = Gpus(args.tp * args.pp, opts.gpu_memory * 1024, None, "--gpu-memory")
+    else:
+        gpus, _why = read_gpus()
     problem = launch_shape_problem(args)
     if problem is not None:
         _say(problem)
@@ -215,9 +246,11 @@ def _main_plan(argv: Sequence[str]) -> int:
         if calib is not None
         else None,
         calibration_rank=calib.reference_rank if calib else None,
+        width=opts.width,
+        ascii=not takes_unicode(sys.stdout),
     )
     if opts.json:
-        print(json.dumps(plan_json(ctx), indent=2))
+        write_json(plan_json(ctx))
     else:
         sys.stdout.write(plan_text(ctx))
     return EXIT_BY_VERDICT[result.verdict.kind]

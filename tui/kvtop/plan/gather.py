@@ -11,14 +11,10 @@ import stat
 from pathlib import Path
 
 from kvtop.model.sizing.calibration import Calibration, calibrate
-from kvtop.model.sizing.model_config import (
-    MAX_CONFIG_BYTES,
-    ModelConfigError,
-    ParsedModel,
-    parse_model,
-)
-from kvtop.model.sizing.model_shape import weights_bytes_from_index
-from kvtop.plan.build import Gpus, ModelInfo
+from kvtop.model.sizing.engine import Gpus, ModelInfo
+from kvtop.model.sizing.model_config import MAX_CONFIG_BYTES, ModelConfigError
+from kvtop.model.sizing.model_shape import ParsedModel, parse_model, weights_bytes_from_index
+from kvtop.model.sizing.weights_estimate import estimate_weights
 from kvtop.sglang.raw_lines import RawLines
 from kvtop.sglang.start_state import Startup
 from kvtop.sglang.startup import StartupTracker
@@ -36,10 +32,22 @@ class GatherError(ValueError):
     """An input of `kvtop plan` cannot be read; the message is a sentence with a next step."""
 
 
-def read_model(path: str) -> ModelInfo:
-    """A model directory (config.json + model.safetensors.index.json) or a config.json."""
+def read_model(path: str, weights_gib: float | None = None) -> ModelInfo:
+    """A model directory (config.json + model.safetensors.index.json) or a config.json. The
+    weights' bytes: `weights_gib` when given, else the index's, else estimated from the config
+    (a bare config.json is what one has before downloading the model)."""
     parsed, weights = read_model_files(path)
-    return ModelInfo(parsed.dims, parsed.shape, weights, parsed.config.path)
+    source = "model.safetensors.index.json"
+    if weights_gib is not None:
+        weights, source = int(weights_gib * (1 << 30)), "--weights-gib"
+    estimate = None
+    if weights is None:
+        try:
+            estimate = estimate_weights(parsed.config)
+        except ValueError:
+            estimate = None  # the plan says the size is unknown and how to give it
+        source = "estimated from config.json"
+    return ModelInfo(parsed.dims, parsed.shape, weights, parsed.config.path, estimate, source)
 
 
 def read_model_files(path: str) -> tuple[ParsedModel, int | None]:

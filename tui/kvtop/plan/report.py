@@ -10,10 +10,10 @@ from rich.padding import Padding
 from rich.text import Text
 
 from kvtop.fmt import UNKNOWN
+from kvtop.model.sizing.engine import Built, Gpus, ModelInfo
 from kvtop.model.sizing.formula import GIB, format_version
 from kvtop.model.sizing.launch_args import LaunchArgs
 from kvtop.model.sizing.plan import SAFE_HEADROOM_GIB, PlanResult
-from kvtop.plan.build import Built, Gpus, ModelInfo
 from kvtop.report.plain_output import plain
 from kvtop.report.reflow import FitColumn, FitTable, Hanging
 from kvtop.report.width import report_width

@@ -30,6 +30,7 @@ from kvtop.model.sizing.plan import (
     RankMemory,
     RequestRules,
 )
+from kvtop.model.sizing.weights_estimate import WeightsEstimate
 
 GIB = formula.GIB
 LATEST_KNOWN_VERSION = (0, 5, 23)
@@ -103,6 +104,10 @@ class ModelInfo:
     shape: ModelShape
     weights_bytes: int | None  # the checkpoint's total (model.safetensors.index.json)
     path: str
+    # Without the checkpoint's index: the weights' bytes estimated from config.json's
+    # dimensions and dtype / quantization (weights_estimate.py), said so in the plan.
+    estimate: WeightsEstimate | None = None
+    weights_source: str = "model.safetensors.index.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +186,7 @@ def _config_cells(
     swa_off = _swa_pooled(model, args, version)
     if swa_off is not None:
         steps.append(("sliding window", f"{swa_off}: every layer keeps the whole context", "—"))
+
     # Layers on the fullest pipeline stage: it decides the token count (PP MIN).
     def stage(layers: int) -> int:
         return sglang_rules.pp_stage_layers(layers, args.pp)
@@ -378,15 +384,17 @@ def _estimated_ranks(
             "no GPU memory to plan with: NVML found no GPU here; give --gpu-memory GIB (the "
             "memory of one GPU, e.g. 80 for an H100) or --from-log LOG"
         )
-    if model is None or model.weights_bytes is None:
+    loaded = _weights_loaded(model)
+    if model is None or loaded is None:
         raise PlanInputError(
             "the weights' size is unknown: give --model DIR with model.safetensors.index.json "
-            "(its metadata.total_size), or --from-log LOG of a boot of this model"
+            "(its metadata.total_size), --weights-gib GIB, or --from-log LOG of a boot of this "
+            "model"
         )
     ranks_n = args.tp * args.pp
     overhead = CONTEXT_OVERHEAD_GIB[ranks_n > 1]
     pre = gpus.total_mib / 1024 - overhead
-    weights = model.weights_bytes / ranks_n / GIB
+    weights = loaded / ranks_n / GIB
     # --cpu-offload-gb keeps up to that many GiB of each rank's weights in host RAM
     # (utils/offloader.py: cpu_offload_gb × 1024³ bytes).
     offload = args.float_of("cpu_offload_gb") or 0.0
@@ -397,7 +405,19 @@ def _estimated_ranks(
     if ranks_n == 1:
         names = ["GPU"]
     source = "estimate" if not offload else "estimate, less --cpu-offload-gb"
+    if model.weights_bytes is None:
+        source += ", weights from config.json"
     return tuple(RankMemory(name, pre, weights, pre - weights, source) for name in names)
+
+
+def _weights_loaded(model: ModelInfo | None) -> int | None:
+    """The bytes SGLang loads for the target: the checkpoint's index (or --weights-gib), else
+    the estimate from config.json (MTP layers left out: they load only as a draft)."""
+    if model is None:
+        return None
+    if model.weights_bytes is not None:
+        return model.weights_bytes
+    return model.estimate.bytes if model.estimate is not None else None
 
 
 def _log_ranks(calib: Calibration, args: LaunchArgs) -> tuple[tuple[RankMemory, ...], float]:
@@ -455,6 +475,12 @@ def build(
             "weights are the checkpoint's bytes over TP × PP. --from-log LOG of a boot on these "
             "GPUs replaces both with measured figures."
         )
+        if model is not None and model.weights_bytes is None and model.estimate is not None:
+            notes.append(
+                f"weights estimated: {model.estimate.explanation} (no "
+                "model.safetensors.index.json; --weights-gib GIB gives the checkpoint's size)"
+            )
+            notes.extend(f"weights estimate: {m}" for m in model.estimate.missing)
     # ---- mem_fraction_static
     default = None
     mfs = args.float_of("mem_fraction_static")

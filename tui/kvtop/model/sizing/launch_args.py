@@ -3,7 +3,7 @@
 Only the arguments that change the KV sizing are read and checked; a bad value of one of them
 is refused with a sentence (LaunchArgsError). Every other word is checked as SGLang's own
 argparse checks it, against the flags of the SGLang release kvtop knows
-(tui/kvtop/data/sglang_launch_flags.txt, written by scripts/sglang_flags.py): a flag of SGLang
+(sglang_launch_flags.py, written by scripts/sglang_flags.py): a flag of SGLang
 that kvtop does not model is kept by name and listed as not modelled (a launch line copied
 whole must still plan); a unique prefix of one flag stands for it (argparse's allow_abbrev); an
 ambiguous prefix or a word that is no flag of SGLang is refused, as SGLang would refuse to start.
@@ -13,12 +13,11 @@ from SGLang's own defaults.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 
+from kvtop.model.sizing import sglang_launch_flags
 from kvtop.model.sizing.formula import canonical_dtype
 
 # Bounds on the launch's shape. A host has 8 or 16 GPUs and the largest deployments a few
@@ -37,7 +36,6 @@ MAX_CONTEXT_LENGTH = 100_000_000
 MAX_COUNT = 10**12
 # SGLang's pool ratios are around 1 (0.8 SWA, 0.9 Mamba).
 MAX_RATIO = 1000.0
-FLAGS_FILE = "sglang_launch_flags.txt"
 # How many candidates an ambiguous prefix names (argparse names all; `--enable` has a hundred).
 _MAX_NAMED = 6
 
@@ -74,6 +72,14 @@ def _positive_float(text: str) -> float:
     value = float(text)
     if not (math.isfinite(value) and 0 < value <= MAX_RATIO):
         raise ValueError(f"must be a number above 0 and at most {MAX_RATIO:g}")
+    return value
+
+
+def _gib_offloaded(text: str) -> float:
+    value = float(text)
+    # Weights held in host RAM per GPU; 4096 GiB is past any host's memory.
+    if not (math.isfinite(value) and 0 <= value <= 4096):
+        raise ValueError("must be GiB of weights kept in host RAM per GPU, from 0 to 4096")
     return value
 
 
@@ -166,6 +172,7 @@ _VALUED: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "swa_full_tokens_ratio": (_positive_float, ("--swa-full-tokens-ratio",)),
     "mamba_full_memory_ratio": (_positive_float, ("--mamba-full-memory-ratio",)),
     "max_mamba_cache_size": (_int_at_least(1), ("--max-mamba-cache-size",)),
+    "cpu_offload_gb": (_gib_offloaded, ("--cpu-offload-gb",)),
     "mamba_ssm_dtype": (_choice("float32", "bfloat16", "float16"), ("--mamba-ssm-dtype",)),
     "moe_a2a_backend": (_text, ("--moe-a2a-backend",)),
     "disaggregation_mode": (_choice("null", "prefill", "decode"), ("--disaggregation-mode",)),
@@ -198,20 +205,13 @@ class SglangFlags:
     kinds: Mapping[str, str]
 
 
-@functools.cache
 def sglang_flags() -> SglangFlags:
-    """The flags of tui/kvtop/data/sglang_launch_flags.txt (shipped in the wheel)."""
-    text = resources.files("kvtop.data").joinpath(FLAGS_FILE).read_text(encoding="utf-8")
-    version = "?"
-    kinds: dict[str, str] = {}
-    for line in text.splitlines():
-        if line.startswith("# version\t"):
-            version = line.split("\t", 1)[1].strip()
-        if not line.strip() or line.startswith("#"):
-            continue
-        flag, _, kind = line.partition("\t")
-        kinds[flag.strip()] = kind.strip() or "value"
-    return SglangFlags(version, kinds)
+    """SGLang's flags (sglang_launch_flags.py, generated from its wheel by
+    scripts/sglang_flags.py)."""
+    return _SGLANG_FLAGS
+
+
+_SGLANG_FLAGS = SglangFlags(sglang_launch_flags.VERSION, sglang_launch_flags.FLAGS)
 
 
 def _resolve(flag: str) -> str:

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kvtop.model.sizing.formula import (
     GIB,
@@ -18,9 +18,6 @@ from kvtop.model.sizing.formula import (
     mha_cell_size_bytes,
     mla_cell_size_bytes,
 )
-
-if TYPE_CHECKING:
-    from kvtop.model.sizing.model_shape import ModelShape
 
 # Multimodal checkpoints nest the language model under one of these keys.
 NESTED_LM_KEYS = ("text_config", "language_config", "llm_config")
@@ -164,16 +161,6 @@ class ConfigFile:
     problem: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedModel:
-    """A config.json read once: the KV cell's dimensions, the layers' layout and limits, and
-    the decoded config for what else reads it (the weights' estimate)."""
-
-    dims: ModelDims
-    shape: ModelShape
-    config: ConfigView
-
-
 def decode_config(text: str, config_path: str | Path) -> ConfigView:
     """A config.json's text as a ConfigView; ModelConfigError naming the file on any problem."""
     if len(text) > MAX_CONFIG_BYTES:
@@ -193,16 +180,6 @@ def decode_config(text: str, config_path: str | Path) -> ConfigView:
     if not isinstance(top, dict):
         raise ModelConfigError(f"model config {config_path} is not a JSON object")
     return ConfigView(top, str(config_path))
-
-
-def parse_model(text: str, config_path: str | Path) -> ParsedModel:
-    """Parse a config.json's text once into its dims, its shape and the decoded view; raises
-    ModelConfigError naming the file and the key on any problem."""
-    from kvtop.model.sizing.model_shape import shape_from_config
-
-    config = decode_config(text, config_path)
-    dims = dims_from_config(config)
-    return ParsedModel(dims, shape_from_config(config), config)
 
 
 def parse_model_dims(text: str, config_path: str | Path) -> ModelDims:

@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kvtop.model.sizing.model_config import (
     ConfigView,
     ModelConfigError,
+    ModelDims,
     decode_config,
+    dims_from_config,
 )
 
 # layer_types spellings (Hugging Face) by kind.
@@ -247,3 +250,21 @@ def weights_bytes_from_index(text: str, index_path: str) -> int:
             "bytes (a whole number above 0 and at most 100 TiB, past any model)"
         )
     return size
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedModel:
+    """A config.json read once: the KV cell's dimensions, the layers' layout and limits, and
+    the decoded config for what else reads it (the weights' estimate)."""
+
+    dims: ModelDims
+    shape: ModelShape
+    config: ConfigView
+
+
+def parse_model(text: str, config_path: str | Path) -> ParsedModel:
+    """Parse a config.json's text once into its dims, its shape and the decoded view; raises
+    ModelConfigError naming the file and the key on any problem."""
+    config = decode_config(text, config_path)
+    dims = dims_from_config(config)
+    return ParsedModel(dims, shape_from_config(config), config)

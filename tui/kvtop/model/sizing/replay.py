@@ -122,7 +122,9 @@ class SizingInputs:
             tokens=tokens,
             delta_tokens=delta,
             delta_pct=None if self.tokens <= 0 else 100 * delta / self.tokens,
-            kv_pool_gib=formula.kv_pool_gib(pool_tokens, cell, self.page_size) if tokens > 0 else 0.0,
+            kv_pool_gib=formula.kv_pool_gib(pool_tokens, cell, self.page_size)
+            if tokens > 0
+            else 0.0,
             delta_kv_gib=delta * cell / formula.GIB,
             # Before ready nothing is "after startup" yet: the engine's figure waits with it.
             headroom_after_graphs_gib=None if self.headroom_after_graphs_gib is None else free,
