@@ -24,12 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvtop import fmt
+from kvtop.model.sizing import sglang_rules
 from kvtop.model.sizing.formula import GIB
 from kvtop.sglang.server_args import ServerArgs
 from kvtop.sglang.start_state import FULL, MAMBA, SWA, ModelMemory, Pool
 
-DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
-DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
+DEFAULT_SWA_FULL_TOKENS_RATIO = sglang_rules.DEFAULT_SWA_FULL_TOKENS_RATIO
+DEFAULT_MAMBA_FULL_MEMORY_RATIO = sglang_rules.DEFAULT_MAMBA_FULL_MEMORY_RATIO
 # How close the logged state share of rest must be to r_m / (1 + r_m) to call it the ratio split.
 _RATIO_SPLIT_TOLERANCE = 0.03
 

@@ -26,6 +26,9 @@ def planner_from_boot(startup: Startup, version_override: str | None = None) -> 
     args = merge_launch_args(_NOTHING_GIVEN, calib.server_args, {"tp_size": calib.tp_size})
     try:
         built = build(None, calib, args, None, calib.version, "log")
+        replayed = built.planner.pools_at(built.mem_fraction_static).tokens
     except (PlanInputError, ArithmeticError, ValueError):
         return None
-    return built.planner
+    # A pool SGLang's rule cannot give from these figures (sized by another rule, or an input
+    # guessed wrong): the engine cannot stand for this boot, the report says why instead.
+    return built.planner if replayed > 0 else None

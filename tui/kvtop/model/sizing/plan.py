@@ -24,8 +24,8 @@ SAFE_HEADROOM_GIB = formula.SAFE_HEADROOM_GIB
 FITS, NOT_ENOUGH_MEMORY, OOM_RISK = "fits", "not_enough_memory", "oom_risk"
 # SGLang starts, but one request of the full context length does not fit in the pool.
 POOL_UNDER_CONTEXT = "pool_under_context"
-DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
-DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
+DEFAULT_MAMBA_FULL_MEMORY_RATIO = sglang_rules.DEFAULT_MAMBA_FULL_MEMORY_RATIO
+DEFAULT_SWA_FULL_TOKENS_RATIO = sglang_rules.DEFAULT_SWA_FULL_TOKENS_RATIO
 SPECULATIVE_MAX_RUNNING_REQUESTS = 48  # SGLang resets it to 48 for EAGLE/MTP/NGRAM drafts
 _MILLI = 1000
 

@@ -764,6 +764,10 @@ def explain(
     if budget.mfs is None:
         notes.append("mem_fraction_static is unknown (no server_args line): reserve not computed.")
     predicted = _predicted_tokens(budget, cell, rule)
+    if predicted is not None and planner is not None and budget.mfs is not None:
+        # The engine unanchored: what SGLang computes from this boot's own inputs, to be
+        # compared with what the log printed (the same engine as the plan and the what-if).
+        predicted = replace(planner, anchor=None).pools_at(budget.mfs).tokens
     over = None
     if predicted is not None and cell is not None:
         steps.append(_max_total_tokens_step(budget, cell, predicted, tokens, rule))

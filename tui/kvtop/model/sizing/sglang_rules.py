@@ -23,6 +23,10 @@ def version3(version: tuple[int, ...] | None) -> Version:
 
 LATEST_READ: Version = (0, 5, 23)
 
+# SGLang's defaults of --swa-full-tokens-ratio and --mamba-full-memory-ratio (0.5.2–0.5.23).
+DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
+DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:
