@@ -127,7 +127,7 @@ def test_text_report_without_log(qwen_dir: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "cell size             36,864 B/token" in done.stdout  # 4 heads per rank, 1 B each
-    assert "Not modelled (no effect on the plan): --log-level" in done.stdout
+    assert "Not modelled (no effect on GPU memory): --log-level" in done.stdout
     assert "pre-load free memory is estimated" in done.stdout
 
 

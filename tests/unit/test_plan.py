@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kvtop.model.analysis import analyse
 from kvtop.model.sizing import formula, tuning
 from kvtop.model.sizing.calibration import CalibrationError, calibrate
 from kvtop.model.sizing.default_mfs import LaunchShape, default_mem_fraction_static
@@ -263,3 +264,24 @@ def test_given_arguments_win_over_the_logged_ones() -> None:
     assert args.source_of("mem_fraction_static") == "given"
     assert args.source_of("tp_size") == "log"
     assert args.get("page_size") is None  # a logged value that does not read is left out
+
+
+@pytest.mark.parametrize("milli", range(860, 921, 5))
+def test_the_what_if_is_the_plan_on_the_story_log(milli: int) -> None:
+    """The formula screen's and --once's what-if and `kvtop plan --from-log` are one engine:
+    the same tokens, the same free memory after startup (tightest rank, the draft's pool
+    growing with the target's) and the same verdict at every fraction."""
+    mfs = milli / 1000
+    with STORY_LOG.open(encoding="utf-8") as handle:
+        report = analyse(fold_lines(handle), str(STORY_LOG), what_if_mfs=[mfs])
+    assert report.explanation is not None and report.explanation.inputs is not None
+    what_if = next(w for w in report.explanation.what_ifs if w.mem_fraction_static == mfs)
+    view = tuning.what_if_at(report.explanation.inputs, mfs)
+    words = ["--mem-fraction-static", str(mfs)]
+    planned = _plan(None, STORY_LOG, words).planner.at(mfs)
+    assert what_if.tokens == planned.pools.tokens
+    assert what_if.headroom_after_graphs_gib == pytest.approx(
+        planned.free_after_startup_gib, abs=1e-9
+    )
+    said_oom = view.warning is not None and "safe margin" in view.warning
+    assert said_oom == (planned.verdict.kind == OOM_RISK)

@@ -13,6 +13,7 @@ import pytest
 
 from kvtop.model.sizing.launch_args import LaunchArgsError, parse_launch_args, sglang_flags
 from kvtop.plan.cli import main_plan
+from tests.support.paths import FIXTURES
 
 QWEN: dict[str, Any] = {
     "architectures": ["Qwen3ForCausalLM"],
@@ -306,3 +307,26 @@ def test_the_flags_file_is_sglangs() -> None:
     assert flags.kinds["--no-enable-tf32-matmul"] == "switch"
     assert flags.kinds["--cuda-graph-bs-decode"] == "values"
     assert len(flags.kinds) > 500
+
+
+def test_a_gpu_too_small_for_sglangs_own_default_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A 4 GiB card: SGLang's default reserve (512 + 2048 × 1.5 + 8 × 2 + 8 / 8 × 1024 MiB) is
+    # more than the card, its default fraction negative: not_enough_memory, said in words.
+    code = main_plan(
+        [
+            "--model",
+            str(FIXTURES / "models" / "llama-3.1-8b-instruct"),
+            "--gpu-memory",
+            "4",
+            "--json",
+            "--",
+            "--tp-size",
+            "8",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert code == 5
+    assert data["mem_fraction_static"] < 0
+    assert "not above 0" in data["verdict"]["reasons"][0]

@@ -67,9 +67,7 @@ def _run(
     path = MODELS / name / "config.json"
     parsed = parse_model(path.read_text(), path)
     model = ModelInfo(parsed.dims, parsed.shape, WEIGHTS[name], str(path))
-    args = merge_launch_args(
-        parse_launch_args(["--mem-fraction-static", str(mfs), *words]), None
-    )
+    args = merge_launch_args(parse_launch_args(["--mem-fraction-static", str(mfs), *words]), None)
     gpus = Gpus(args.tp * args.pp, gpu_gib * 1024, None, "--gpu-memory")
     built = build(model, None, args, gpus, version, "given")
     result = built.planner.at(mfs)
@@ -135,7 +133,9 @@ def test_pipeline_stages_size_by_the_fullest() -> None:
     stages = [sglang.get_pp_indices(32, rank, 3) for rank in range(3)]
     assert [end - start for start, end in stages] == [10, 11, 11]
     per_stage = [
-        sglang.plain_tokens(_rest(run), sglang.mha_cell_size(8, 128, 128, end - start, 2, 1), 1, None)
+        sglang.plain_tokens(
+            _rest(run), sglang.mha_cell_size(8, 128, 128, end - start, 2, 1), 1, None
+        )
         for start, end in stages
     ]
     assert run.result.pools.tokens == sglang.pp_min_tokens(per_stage)

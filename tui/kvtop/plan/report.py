@@ -141,6 +141,7 @@ def plan_json(ctx: PlanContext) -> dict[str, object]:
             "minimum_mem_fraction_static": r.verdict.minimum_mem_fraction_static,
             "fixes": list(r.verdict.fixes),
             "reasons": list(r.verdict.reasons),
+            "firm": r.verdict.firm,
         },
         "context_len": ctx.built.planner.rules.context_len,
         "requests_at_context_len": _round(r.requests_at_context),
@@ -339,7 +340,8 @@ def _sizing(ctx: PlanContext) -> list[RenderableType]:
 
 def _verdict(ctx: PlanContext) -> list[RenderableType]:
     r, v = ctx.result, ctx.result.verdict
-    parts: list[RenderableType] = [Text(f"Verdict: {v.kind}", style="bold")]
+    title = f"Verdict: {v.kind}" + ("" if v.firm else " (not firm: flags not modelled)")
+    parts: list[RenderableType] = [Text(title, style="bold")]
     parts.extend(_line(f"  {reason}") for reason in v.reasons)
     if v.minimum_mem_fraction_static is not None:
         parts.append(
@@ -373,10 +375,12 @@ def render_plan(ctx: PlanContext) -> Group:
     sources = sorted({o.memory.source for o in r.ranks})
     parts.append(_line(f"  figures: {', '.join(sources)}"))
     parts += [Text(""), *_sizing(ctx), Text(""), *_verdict(ctx)]
-    if ctx.args.ignored:
+    unmodelled = set(ctx.built.planner.unmodelled_flags)
+    harmless = [flag for flag in ctx.args.ignored if flag not in unmodelled]
+    if harmless:
         parts += [
             Text(""),
-            _line("Not modelled (no effect on the plan): " + " ".join(ctx.args.ignored)),
+            _line("Not modelled (no effect on GPU memory): " + " ".join(harmless)),
         ]
     if r.notes:
         parts += [Text(""), Text("Notes", style="bold")]

@@ -426,7 +426,13 @@ class Planner:
         least = self.minimum_mfs()
         fixes: list[str] = []
         reasons: list[str] = []
-        if kind == NOT_ENOUGH_MEMORY:
+        if kind == NOT_ENOUGH_MEMORY and mfs <= 0:
+            reasons.append(
+                f"mem_fraction_static {mfs:.3f}: SGLang's own default for a GPU this small is "
+                "not above 0 (its reserve for activations and CUDA graphs is more than the GPU "
+                "holds), so it leaves nothing for weights and KV cache"
+            )
+        elif kind == NOT_ENOUGH_MEMORY:
             reasons.append(
                 f"at mem_fraction_static {mfs:.3f} the weights leave no memory for the KV cache "
                 '(SGLang stops with "Not enough memory" / "Loaded weights leave no GPU '
