@@ -53,4 +53,6 @@ def test_plan_help_keeps_its_paragraphs_and_examples() -> None:
     assert description.startswith("SGLang's KV pool before launch")
     assert max(len(line) for line in description.splitlines()) <= 80
     assert "  kvtop plan --from-log sglang.log -- --mem-fraction-static 0.90\n" in text
-    assert "exit status: 0 fits, 4 oom_risk, 5 not_enough_memory" in text
+    assert "exit status: 0 fits, 3 pool_under_context, 4 oom_risk, 5 not_enough_memory" in " ".join(
+        text.split()
+    )

@@ -295,8 +295,9 @@ def test_swa_0_5_2_capital_s_line_is_read() -> None:
 def test_mamba_ratio_split_formula_and_requests_limited_by_slots() -> None:
     """Qwen3-Next TP2 0.5.8: state 0.47 + 9.98 = 10.45 GiB (283 slots), KV 11.58 GiB of
     1,011,387 tokens; rest 21.99 GiB and the state is 47.5 % of it (0.9 / 1.9 = 47.4 %: the
-    ratio split). The KV cache predicted from rest − state: floor(11.54 × 2^30 / 12,294.1) =
-    1,007,894 tokens (the logged 1,011,387 is within a slot's rounding). At context 2,048 the
+    ratio split). The engine's KV cache: 283 slots of the ratio split (0.5.8 keeps the padding
+    slot beside the budget: 10.41 GiB), floor((21.99 − 10.41) × 2^30 / 12,294.1) = 1,011,108
+    tokens (the logged 1,011,387 is within the figures' rounding). At context 2,048 the
     KV cache would hold 493.8 requests but the 283 state slots limit them to 283."""
     report = analysis_of(MAMBA_058)
     tp0 = report.startup.ranks["TP0"].target
@@ -308,16 +309,19 @@ def test_mamba_ratio_split_formula_and_requests_limited_by_slots() -> None:
     steps = {s.label: s for s in explanation.steps}
     assert steps["rest for KV cache"].result == "21.99 GiB"
     assert steps["state share of rest"].result == "10.42 GiB"
-    assert steps["max_total_num_tokens"].result == "1,007,894 tokens predicted · 1,011,387 logged"
+    assert steps["max_total_num_tokens"].result == "1,011,108 tokens predicted · 1,011,387 logged"
+    assert "10.41 state of 283 slots" in steps["max_total_num_tokens"].arithmetic
     current = next(w for w in explanation.what_ifs if w.mem_fraction_static == 0.8)
     assert current.requests_at_context == 283
     assert current.kv_pool_gib == pytest.approx(11.58, abs=0.005)  # the KV cache, not + state
-    # mfs 0.82: rest + 74.30 × 0.02 = 1.486 GiB, split 0.9 : 1 between state and KV cache:
-    # 1.486 × 2^30 / (12,294 × 1.9) = 68,308 more tokens; the slots grow alike, 283 × 1,079,695
-    # // 1,011,387 = 302, and still limit the 2,048-token requests (1,079,695 / 2,048 = 527).
+    # mfs 0.82: the engine anchored on the logged pool (its rest to within a page, the logged
+    # state's 0.01 GiB rounding included) + 74.30 × 0.02 = 1.486 GiB, split again 0.9 : 1 into
+    # whole slots and the KV cache: 68,726 more tokens (1.486 × 2^30 / (12,294 × 1.9) = 68,308
+    # before the re-split); the slots grow alike, 283 × 1,080,113 // 1,011,387 = 302, and still
+    # limit the 2,048-token requests (1,080,113 / 2,048 = 527).
     higher = next(w for w in explanation.what_ifs if w.mem_fraction_static == 0.82)
-    assert (higher.tokens, higher.delta_tokens) == (1_079_695, 68_308)
-    assert higher.kv_pool_gib == pytest.approx(12.36, abs=0.005)
+    assert (higher.tokens, higher.delta_tokens) == (1_080_113, 68_726)
+    assert higher.kv_pool_gib == pytest.approx(12.37, abs=0.005)
     assert higher.requests_at_context == 302
     assert (
         "the 283 Mamba state slots, not the KV cache, limit concurrent requests: the KV cache "

@@ -138,11 +138,12 @@ async def test_formula_modal_explains_with_live_numbers_and_answers_what_if() ->
         assert "Where the reserve went (TP0)" in text
         what_if = str(app.screen.query_one("#what-if").render())
         assert "0.90 → 187,761 tokens (+28,484 tokens (+17.9%))" in what_if
-        assert "free after startup 5.54 GiB" in what_if
+        # The engine's (kvtop plan --from-log's): the tightest rank, the draft's pool growing.
+        assert "free after startup 5.43 GiB" in what_if
         await pilot.press("up", "up")  # 0.92
         what_if = str(app.screen.query_one("#what-if").render())
         assert what_if.startswith("0.92 →")
-        assert "free after startup would be only 3.67 GiB" in what_if and "safe margin" in what_if
+        assert "free after startup would be only 3.46 GiB" in what_if and "safe margin" in what_if
         assert app.screen.query_one("#what-if").has_class("-warn")
         await pilot.press("escape")
         assert isinstance(app.screen, OverviewScreen)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import os
 import stat
 from pathlib import Path
 
@@ -122,9 +121,8 @@ def _kind_of(path: Path) -> str | None:
 def _read_capped(path: Path, limit: int, what: str) -> str:
     """A regular file's text, at most `limit` bytes (ModelConfigError past it or unreadable)."""
     try:
-        # O_NONBLOCK: a file that turned into a FIFO since it was looked at does not block.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
+        # The caller looked: a regular file (a FIFO or a device is refused before this).
+        with path.open("rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:
         raise ModelConfigError(f"cannot read {path}: {exc.strerror or exc}") from None

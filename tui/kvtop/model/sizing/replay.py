@@ -16,7 +16,7 @@ from kvtop.model.sizing.model_config import (
     cell_size_inferred,
     parse_model_dims,
 )
-from kvtop.model.sizing.plan import Planner
+from kvtop.model.sizing.plan import Planner, PoolSizes
 from kvtop.sglang.server_args import ServerArgs
 from kvtop.sglang.start_state import RankStartup, Startup
 
@@ -556,10 +556,20 @@ def _predicted_tokens(
 
 
 def _max_total_tokens_step(
-    budget: _Budget, cell: CellSize, predicted: int, logged: int | None, rule: HybridRule | None
+    budget: _Budget,
+    cell: CellSize,
+    predicted: int,
+    logged: int | None,
+    rule: HybridRule | None,
+    engine: PoolSizes | None = None,
 ) -> Step:
     arithmetic = f"floor({budget.rest_gib:.2f} GiB × 2^30 / {cell.bytes:,.0f} B)"
-    if rule is not None and rule.kind == "mamba":
+    if rule is not None and rule.kind == "mamba" and engine is not None and engine.mamba_slots:
+        arithmetic = (
+            f"floor(({budget.rest_gib:.2f} − {engine.state_gib:.2f} state of "
+            f"{engine.mamba_slots:,} slots) GiB × 2^30 / {rule.full_cell_bytes:,.0f} B)"
+        )
+    elif rule is not None and rule.kind == "mamba":
         arithmetic = (
             f"floor(({budget.rest_gib:.2f} − {rule.logged_state_gib:.2f} state) GiB × 2^30 / "
             f"{rule.full_cell_bytes:,.0f} B)"
@@ -764,13 +774,15 @@ def explain(
     if budget.mfs is None:
         notes.append("mem_fraction_static is unknown (no server_args line): reserve not computed.")
     predicted = _predicted_tokens(budget, cell, rule)
+    engine_pools = None
     if predicted is not None and planner is not None and budget.mfs is not None:
         # The engine unanchored: what SGLang computes from this boot's own inputs, to be
         # compared with what the log printed (the same engine as the plan and the what-if).
-        predicted = replace(planner, anchor=None).pools_at(budget.mfs).tokens
+        engine_pools = replace(planner, anchor=None).pools_at(budget.mfs)
+        predicted = engine_pools.tokens
     over = None
     if predicted is not None and cell is not None:
-        steps.append(_max_total_tokens_step(budget, cell, predicted, tokens, rule))
+        steps.append(_max_total_tokens_step(budget, cell, predicted, tokens, rule, engine_pools))
         if tokens is not None:
             over = _over_budget(budget, cell, rule, predicted, tokens)
             notes.append(
