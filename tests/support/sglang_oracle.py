@@ -3,7 +3,8 @@
 Each function keeps the structure, names and order of operations of the SGLang code it is
 written from (named in its docstring, with the wheel), not kvtop's: the grid test
 (tests/unit/test_sizing_engine_grid.py) runs kvtop's engine and these side by side on the same
-inputs. The wheels read: sglang 0.4.6.post5, 0.5.8.post1, 0.5.10.post1, 0.5.14, 0.5.19, 0.5.23.
+inputs. The wheels read: sglang 0.4.6, 0.4.6.post5, 0.4.7, 0.4.9, 0.5.8.post1, 0.5.10.post1, 0.5.14,
+0.5.19, 0.5.23.
 What SGLang measures on a GPU (free memory before and after the weights) is an input here, as it
 is to SGLang's own functions.
 """
@@ -23,8 +24,29 @@ def v3(version: tuple[int, ...]) -> tuple[int, int, int]:
 # --------------------------------------------------------------------------- default fraction
 
 
-def default_mfs_046(gpu_mem: float, tp_size: int, pp_size: int) -> float:
-    """ServerArgs.__post_init__, sglang 0.4.6.post5 (server_args.py)."""
+def default_mfs_046(gpu_mem: float, tp_size: int) -> float:
+    """ServerArgs.__post_init__, sglang 0.4.6 (server_args.py)."""
+    if gpu_mem <= 81920:
+        if tp_size >= 16:
+            mem_fraction_static = 0.79
+        elif tp_size >= 8:
+            mem_fraction_static = 0.81
+        elif tp_size >= 4:
+            mem_fraction_static = 0.85
+        elif tp_size >= 2:
+            mem_fraction_static = 0.87
+        else:
+            mem_fraction_static = 0.88
+    else:
+        mem_fraction_static = (gpu_mem - 1024 * 13) / gpu_mem
+    return mem_fraction_static
+
+
+def default_mfs_047(
+    gpu_mem: float, tp_size: int, pp_size: int = 1, speculative_algorithm: str | None = None
+) -> float:
+    """ServerArgs.__post_init__, sglang 0.4.7 on CUDA (0.4.6.post5 has the same without the
+    180,000 MiB and draft terms)."""
     parallel_size = tp_size * pp_size
     if gpu_mem <= 81920:
         if parallel_size >= 16:
@@ -39,12 +61,53 @@ def default_mfs_046(gpu_mem: float, tp_size: int, pp_size: int) -> float:
             mem_fraction_static = 0.88
     else:
         mem_fraction_static = 0.88
-    if gpu_mem > 96 * 1024:
+    if gpu_mem > 180 * 1000:
+        mem_fraction_static = 0.79
+    elif gpu_mem > 96 * 1024:
         mem_fraction = mem_fraction_static
+        reserve_mem = 1024 * 18
+        if speculative_algorithm is not None:
+            reserve_mem = 1024 * 20
         mem_fraction_static = min(
             mem_fraction + 48 * 1024 * (1 - mem_fraction) / gpu_mem,
-            (gpu_mem - 1024 * 18) / gpu_mem,
+            (gpu_mem - reserve_mem) / gpu_mem,
         )
+    else:
+        if speculative_algorithm is not None:
+            mem_fraction_static *= 0.95
+    return mem_fraction_static
+
+
+def default_mfs_049(
+    gpu_mem: float,
+    tp_size: int,
+    pp_size: int = 1,
+    speculative_algorithm: str | None = None,
+    enable_dp_attention: bool = False,
+    is_multimodal: bool = False,
+) -> float:
+    """ServerArgs.__post_init__, sglang 0.4.9 (server_args.py)."""
+    parallel_size = tp_size * pp_size
+    # SGLang's own branches, kept as written (two classes share a reserve).
+    if gpu_mem < 20 * 1024:  # noqa: SIM114
+        reserved_mem = (2.8 + parallel_size / 10) * 1024
+    elif gpu_mem < 35 * 1024:
+        reserved_mem = (2.8 + parallel_size / 10) * 1024
+    elif gpu_mem < 90 * 1024:
+        reserved_mem = (9.5 + parallel_size / 2) * 1024
+    elif gpu_mem < 100 * 1024:  # noqa: SIM114
+        reserved_mem = (12 + parallel_size / 2) * 1024
+    elif gpu_mem < 160 * 1024:
+        reserved_mem = (12 + parallel_size / 2) * 1024
+    else:
+        reserved_mem = 32 * 1024
+    if speculative_algorithm is not None:
+        reserved_mem += 2 * 1024
+    if enable_dp_attention:
+        reserved_mem += 4 * 1024
+    mem_fraction_static = round((gpu_mem - reserved_mem) / gpu_mem, 3)
+    if is_multimodal:
+        mem_fraction_static *= 0.90
     return mem_fraction_static
 
 

@@ -225,8 +225,27 @@ def test_max_running_requests_is_sglangs(
 @pytest.mark.parametrize("gpu_mib", [81_559, 97_871, 143_771, 183_359])
 @pytest.mark.parametrize("tp", [1, 2, 8])
 def test_default_fraction_0_4_6(gpu_mib: int, tp: int) -> None:
+    # An H200 (143,771 MiB): 0.907 (the GPU less 13 GiB), not 0.872.
     run = _default("llama-3.1-8b-instruct", gpu_mib, V046, ["--tp-size", str(tp)])
-    assert run == sglang.default_mfs_046(gpu_mib, tp, 1)
+    assert run == sglang.default_mfs_046(gpu_mib, tp)
+
+
+@pytest.mark.parametrize("gpu_mib", [81_559, 97_871, 143_771, 183_359])
+@pytest.mark.parametrize("words", [["--tp-size", "2"], ["--speculative-algorithm", "EAGLE"]])
+def test_default_fraction_0_4_7(gpu_mib: int, words: list[str]) -> None:
+    tp = 2 if "--tp-size" in words else 1
+    spec = "EAGLE" if "--speculative-algorithm" in words else None
+    run = _default("llama-3.1-8b-instruct", gpu_mib, (0, 4, 7), words)
+    assert run == sglang.default_mfs_047(gpu_mib, tp, 1, spec)
+
+
+@pytest.mark.parametrize("gpu_mib", [24_564, 81_559, 97_871, 143_771, 183_359])
+@pytest.mark.parametrize("tp", [1, 8])
+def test_default_fraction_0_4_9(gpu_mib: int, tp: int) -> None:
+    run = _default("llama-3.1-8b-instruct", gpu_mib, (0, 4, 9), ["--tp-size", str(tp)])
+    assert run == sglang.default_mfs_049(gpu_mib, tp)
+    vlm = _default("medgemma-27b-it", gpu_mib, (0, 4, 9), ["--tp-size", str(tp)])
+    assert vlm == pytest.approx(sglang.default_mfs_049(gpu_mib, tp, is_multimodal=True))
 
 
 @pytest.mark.parametrize("gpu_mib", [24_564, 46_068, 81_559, 143_771, 183_359])

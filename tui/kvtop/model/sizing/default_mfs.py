@@ -100,32 +100,73 @@ def _speculative(shape: LaunchShape) -> str | None:
     return algo or None
 
 
-def _old_fraction(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
-    """0.4.x up to 0.4.9: fixed fractions by TP × PP."""
-    parallel = shape.tp_size * shape.pp_size
+def _fixed_fraction(parallel: int) -> float:
+    """0.4.x's fractions by parallel size, for GPUs of at most 80 GiB."""
+    if parallel >= 16:
+        return 0.79
+    if parallel >= 8:
+        return 0.81
+    if parallel >= 4:
+        return 0.85
+    return 0.87 if parallel >= 2 else 0.88
+
+
+def _fraction_046(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
+    """≤0.4.6 (ServerArgs.__post_init__ in the 0.4.6 wheel): by TP size; over 80 GiB the GPU
+    less 13 GiB. Not rounded."""
     if gpu_mem_mb <= 81920:
-        mfs = (
-            0.79
-            if parallel >= 16
-            else 0.81
-            if parallel >= 8
-            else 0.85
-            if parallel >= 4
-            else (0.87 if parallel >= 2 else 0.88)
-        )
+        mfs = _fixed_fraction(shape.tp_size)
+        steps = [f"TP = {shape.tp_size} on a GPU of at most 80 GiB → {mfs:g}"]
     else:
-        mfs = 0.88
+        mfs = (gpu_mem_mb - 13 * 1024) / gpu_mem_mb
+        steps = [f"GPU over 80 GiB: ({gpu_mem_mb:,.0f} − 13 GiB) / {gpu_mem_mb:,.0f} = {mfs:.4f}"]
+    return DefaultMfs(mfs, gpu_mem_mb * (1 - mfs), 8192, 160, tuple(steps), "≤0.4.6")
+
+
+def _fraction_047(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
+    """0.4.7 (and the 0.4.6 post releases): by TP × PP, stepped up on GPUs over 96 GiB, 0.79 on
+    CUDA GPUs over 180,000 MiB. Not rounded."""
+    parallel = shape.tp_size * shape.pp_size
+    mfs = _fixed_fraction(parallel) if gpu_mem_mb <= 81920 else 0.88
     steps = [f"TP × PP = {parallel} on a {gpu_mem_mb:,.0f} MiB GPU → {mfs:g}"]
-    if gpu_mem_mb > 96 * 1024:
-        bigger = min(
-            mfs + 48 * 1024 * (1 - mfs) / gpu_mem_mb, (gpu_mem_mb - 18 * 1024) / gpu_mem_mb
-        )
+    speculative = _speculative(shape) is not None
+    if gpu_mem_mb > 180 * 1000:
+        mfs = 0.79
+        steps.append("GPU over 180,000 MiB → 0.79")
+    elif gpu_mem_mb > 96 * 1024:
+        reserve = (20 if speculative else 18) * 1024
+        bigger = min(mfs + 48 * 1024 * (1 - mfs) / gpu_mem_mb, (gpu_mem_mb - reserve) / gpu_mem_mb)
         steps.append(
-            f"GPU over 96 GiB: min({mfs:g} + 48 GiB × (1 − {mfs:g}) / gpu, (gpu − 18 GiB) / gpu)"
+            f"GPU over 96 GiB: min({mfs:g} + 48 GiB × (1 − {mfs:g}) / gpu, (gpu − "
+            f"{reserve // 1024} GiB) / gpu) = {bigger:.4f}"
         )
         mfs = bigger
-    # 0.4.x keeps the unrounded value (ServerArgs.__post_init__ in 0.4.6 rounds nothing).
-    return DefaultMfs(mfs, gpu_mem_mb * (1 - mfs), 8192, 160, tuple(steps), "≤0.4.9")
+    elif speculative:
+        mfs *= 0.95
+        steps.append(f"× 0.95 for speculative decoding = {mfs:.4f}")
+    return DefaultMfs(mfs, gpu_mem_mb * (1 - mfs), 8192, 160, tuple(steps), "0.4.7")
+
+
+def _size_class_048(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
+    """0.4.8–0.4.9: reserved_mem by GPU size class, + 2 GiB for any draft, + 4 GiB for DP
+    attention."""
+    parallel = shape.tp_size * shape.pp_size
+    if gpu_mem_mb < 35 * 1024:
+        reserved = (2.8 + parallel / 10) * 1024
+    elif gpu_mem_mb < 90 * 1024:
+        reserved = (9.5 + parallel / 2) * 1024
+    elif gpu_mem_mb < 160 * 1024:
+        reserved = (12 + parallel / 2) * 1024
+    else:
+        reserved = 32 * 1024
+    steps = [f"reserved by GPU size class (TP × PP = {parallel}): {reserved:,.0f} MiB"]
+    if _speculative(shape) is not None:
+        reserved += 2 * 1024
+        steps.append("+ 2048 MiB for the draft")
+    if shape.enable_dp_attention:
+        reserved += 4 * 1024
+        steps.append("+ 4096 MiB for DP attention")
+    return _finish(gpu_mem_mb, reserved, 8192, 160, steps, "0.4.8–0.4.9")
 
 
 def _size_class_reserve(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
@@ -169,6 +210,15 @@ def default_mem_fraction_static(
     if not gpu_mem_mb > 0:
         raise ValueError(f"GPU memory must be positive, got {gpu_mem_mb} MiB")
     default = _by_version(gpu_mem_mb, shape, version)
+    if shape.multimodal and sglang_rules.holds("vlm_fraction_flat", version):
+        mfs = default.mem_fraction_static * 0.90
+        step = f"multimodal: × 0.90 = {mfs:.4f}"
+        return replace(
+            default,
+            mem_fraction_static=mfs,
+            steps=(*default.steps, step),
+            rule=default.rule + ", multimodal",
+        )
     if shape.multimodal and sglang_rules.holds("vlm_fraction", version):
         factor = sglang_rules.vlm_fraction_factor(shape.vision_layers, shape.vision_hidden_size)
         mfs = default.mem_fraction_static * factor
@@ -191,8 +241,12 @@ def _by_version(
     gpu_mem_mb: float, shape: LaunchShape, version: tuple[int, ...] | None
 ) -> DefaultMfs:
     v = _version3(version)
+    if v < (0, 4, 7):
+        return _fraction_046(gpu_mem_mb, shape)
+    if v < (0, 4, 8):
+        return _fraction_047(gpu_mem_mb, shape)
     if v < (0, 4, 10):
-        return _old_fraction(gpu_mem_mb, shape)
+        return _size_class_048(gpu_mem_mb, shape)
     if v < (0, 5, 6):
         return _size_class_reserve(gpu_mem_mb, shape)
     chunked, max_bs = graph_defaults(gpu_mem_mb, shape.tp_size, version)

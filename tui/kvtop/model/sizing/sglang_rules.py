@@ -1,9 +1,9 @@
 """SGLang's sizing decisions that changed between releases, in one table.
 
 Each rule names the range of versions it holds for and the SGLang function it mirrors, as read in
-the released wheels (0.4.6.post5, 0.5.8.post1, 0.5.10.post1, 0.5.14, 0.5.19, 0.5.23). Between two
-wheels read, a rule is taken to have changed at the later one: a version in such a gap is sized
-by the older wheel's rule, and the range's words say "read in …". The engine (engine.py, plan.py,
+the released wheels (0.4.6, 0.4.6.post5, 0.4.7, 0.4.9, 0.5.8.post1, 0.5.10.post1, 0.5.14, 0.5.19,
+0.5.23). A version between two wheels read is sized by the older wheel's rule; kvtop reads no
+post-release number, so a 0.4.6.postN is sized as 0.4.6. The engine (engine.py, plan.py,
 default_mfs.py) asks this module which rule applies instead of comparing versions itself.
 """
 
@@ -148,9 +148,16 @@ RULES: tuple[Rule, ...] = (
         (0, 4, 10),
         None,
         "ServerArgs.adjust_mem_fraction_for_vlm (0.5.8) / memory_hook.adjust_mem_fraction_for_vlm "
-        "(0.5.23); absent in 0.4.6",
+        "(0.5.23); 0.4.8–0.4.9 a flat × 0.90 (vlm_fraction_flat), 0.4.6–0.4.7 none",
         "SGLang's own default fraction × 0.95 × clamp(1 − 0.1 × (ViT layers × hidden² / "
         "(24 × 1024²) − 1), 0.8, 1.05)",
+    ),
+    Rule(
+        "vlm_fraction_flat",
+        (0, 4, 8),
+        (0, 4, 10),
+        "ServerArgs.__post_init__ (0.4.8, 0.4.9)",
+        "SGLang's own default fraction × 0.90 for a multimodal model",
     ),
     Rule(
         "vlm_reservation",
@@ -159,13 +166,37 @@ RULES: tuple[Rule, ...] = (
         "kv_cache_configurator.mm_runtime_reservation_gb (0.5.19, 0.5.23; absent in 0.5.14)",
         "SGLANG_VLM_CACHE_SIZE_MB (100 MiB by default) is taken out of the KV budget",
     ),
-    # ---- the default fraction
+    # ---- the default fraction (default_mfs.py holds the arithmetic of each)
     Rule(
-        "default_fraction_rounded",
-        (0, 4, 10),
+        "default_fraction",
+        (0, 0, 0),
+        (0, 4, 7),
+        "ServerArgs.__post_init__ (0.4.6)",
+        "by TP size (0.79–0.88); over 80 GiB the GPU less 13 GiB; not rounded",
+    ),
+    Rule(
+        "default_fraction",
+        (0, 4, 7),
+        (0, 4, 8),
+        "ServerArgs.__post_init__ (0.4.7; the 0.4.6 post releases alike)",
+        "by TP × PP, stepped up over 96 GiB (less 18 GiB, 20 with a draft), 0.79 over "
+        "180,000 MiB; not rounded",
+    ),
+    Rule(
+        "default_fraction",
+        (0, 4, 8),
+        (0, 5, 6),
+        "ServerArgs.__post_init__ (0.4.8, 0.4.9) / _handle_gpu_memory_settings (0.5.2)",
+        "reserved memory by GPU size class, + draft and DP-attention terms; rounded to 3 decimals",
+    ),
+    Rule(
+        "default_fraction",
+        (0, 5, 6),
         None,
-        "ServerArgs (0.4.10 on: round((gpu − reserved) / gpu, 3)); 0.4.6's rule is not rounded",
-        "SGLang's own default fraction is rounded to 3 decimals",
+        "ServerArgs._handle_gpu_memory_settings (0.5.8) / memory_hook.handle_gpu_memory_settings "
+        "(0.5.23)",
+        "512 + activations × 1.5 + graphs + TP × PP / 8 GiB, at least 10 GiB over 60 GiB; "
+        "rounded to 3 decimals",
     ),
 )
 
