@@ -147,30 +147,10 @@ def _fraction_047(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
     return DefaultMfs(mfs, gpu_mem_mb * (1 - mfs), 8192, 160, tuple(steps), "0.4.7")
 
 
-def _size_class_048(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
-    """0.4.8–0.4.9: reserved_mem by GPU size class, + 2 GiB for any draft, + 4 GiB for DP
-    attention."""
-    parallel = shape.tp_size * shape.pp_size
-    if gpu_mem_mb < 35 * 1024:
-        reserved = (2.8 + parallel / 10) * 1024
-    elif gpu_mem_mb < 90 * 1024:
-        reserved = (9.5 + parallel / 2) * 1024
-    elif gpu_mem_mb < 160 * 1024:
-        reserved = (12 + parallel / 2) * 1024
-    else:
-        reserved = 32 * 1024
-    steps = [f"reserved by GPU size class (TP × PP = {parallel}): {reserved:,.0f} MiB"]
-    if _speculative(shape) is not None:
-        reserved += 2 * 1024
-        steps.append("+ 2048 MiB for the draft")
-    if shape.enable_dp_attention:
-        reserved += 4 * 1024
-        steps.append("+ 4096 MiB for DP attention")
-    return _finish(gpu_mem_mb, reserved, 8192, 160, steps, "0.4.8–0.4.9")
-
-
-def _size_class_reserve(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
-    """0.4.10–0.5.5: reserved_mem by GPU size class."""
+def _size_class_reserve(gpu_mem_mb: float, shape: LaunchShape, any_draft: bool) -> DefaultMfs:
+    """0.4.8–0.5.5: reserved_mem by GPU size class, + the draft's and DP attention's terms.
+    0.4.8–0.4.9 add 2 GiB for any draft (`any_draft`); from 0.4.10 2 GiB for an EAGLE/MTP draft
+    and 6 GiB for a STANDALONE one."""
     parallel = shape.tp_size * shape.pp_size
     if gpu_mem_mb < 35 * 1024:
         reserved = (2.8 + parallel / 10) * 1024
@@ -182,7 +162,10 @@ def _size_class_reserve(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
         reserved = 32 * 1024
     steps = [f"reserved by GPU size class (TP × PP = {parallel}): {reserved:,.0f} MiB"]
     algo = _speculative(shape)
-    if algo in ("EAGLE", "EAGLE3", "NEXTN"):
+    if algo is not None and any_draft:
+        reserved += 2 * 1024
+        steps.append("+ 2048 MiB for the draft")
+    elif algo in ("EAGLE", "EAGLE3", "NEXTN"):
         reserved += 2 * 1024
         steps.append("+ 2048 MiB for the EAGLE/MTP draft")
     elif algo == "STANDALONE":
@@ -191,6 +174,8 @@ def _size_class_reserve(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
     if shape.enable_dp_attention:
         reserved += 4 * 1024
         steps.append("+ 4096 MiB for DP attention")
+    if any_draft:
+        return _finish(gpu_mem_mb, reserved, 8192, 160, steps, "0.4.8–0.4.9")
     chunked, max_bs = graph_defaults(gpu_mem_mb, shape.tp_size, (0, 5, 2))
     return _finish(gpu_mem_mb, reserved, chunked, max_bs, steps, "0.4.10–0.5.5")
 
@@ -245,10 +230,8 @@ def _by_version(
         return _fraction_046(gpu_mem_mb, shape)
     if v < (0, 4, 8):
         return _fraction_047(gpu_mem_mb, shape)
-    if v < (0, 4, 10):
-        return _size_class_048(gpu_mem_mb, shape)
     if v < (0, 5, 6):
-        return _size_class_reserve(gpu_mem_mb, shape)
+        return _size_class_reserve(gpu_mem_mb, shape, any_draft=v < (0, 4, 10))
     chunked, max_bs = graph_defaults(gpu_mem_mb, shape.tp_size, version)
     chunked = shape.chunked_prefill_size or chunked
     if shape.cuda_graph_max_bs:
