@@ -330,3 +330,27 @@ def test_a_gpu_too_small_for_sglangs_own_default_says_so(
     assert code == 5
     assert data["mem_fraction_static"] < 0
     assert "not above 0" in data["verdict"]["reasons"][0]
+
+
+def test_a_context_whose_request_table_cannot_fit_names_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 100,000,000 tokens of context: SGLang's req_to_token table (requests × context, int32)
+    # is far larger than the GPU; the verdict names it and its fix, each flag once.
+    code = main_plan(
+        [
+            "--model",
+            str(FIXTURES / "models" / "llama-3.1-8b-instruct"),
+            "--gpu-memory",
+            "80",
+            "--json",
+            "--",
+            "--context-length",
+            "100000000",
+        ]
+    )
+    verdict = json.loads(capsys.readouterr().out)["verdict"]
+    assert code == 4 and verdict["kind"] == "oom_risk"
+    assert "the largest is the request table" in verdict["reasons"][0]
+    assert verdict["fixes"][0].startswith("a smaller --context-length or --max-running-requests")
+    assert sum(fix.startswith("--tp-size") for fix in verdict["fixes"]) == 1

@@ -449,6 +449,7 @@ class Planner:
                 reasons.append(
                     f"the CUDA graphs and what startup takes after the KV cache do not fit: "
                     f"{-free:.2f} GiB short (CUDA out of memory at startup)"
+                    + self._largest_after_pool()
                 )
             else:
                 reasons.append(
@@ -459,6 +460,12 @@ class Planner:
             if safe is not None and (least is None or safe >= least):
                 fixes.append(f"--mem-fraction-static {safe:.3f}")
             graphs = self.after_pool.cuda_graph_gib if self.after_pool else 0.0
+            table = self.after_pool.pool_overhead_gib if self.after_pool else 0.0
+            if table > max(graphs, 1.0):
+                fixes.append(
+                    "a smaller --context-length or --max-running-requests (the request table "
+                    f"takes {table:,.2f} GiB)"
+                )
             if graphs >= 0.5:
                 fixes.append(
                     f"--cuda-graph-max-bs with a smaller batch (the graphs take {graphs:.2f} GiB)"
@@ -477,7 +484,22 @@ class Planner:
                 "not modelled: " + " ".join(self.unmodelled_flags) + " (the figures assume "
                 "SGLang's defaults for them; a boot's log, --from-log, measures their effect)"
             )
-        return Verdict(kind, least, tuple(dict.fromkeys(fixes)), tuple(reasons), firm)
+        return Verdict(kind, least, _one_each(fixes), tuple(reasons), firm)
+
+    def _largest_after_pool(self) -> str:
+        """The largest thing startup takes after the KV cache, in words (empty if unknown)."""
+        a = self.after_pool
+        if a is None:
+            return ""
+        items = {
+            "the CUDA graphs": a.cuda_graph_gib,
+            "the request table (max_running_requests × context length, int32)": (
+                a.pool_overhead_gib
+            ),
+            "the draft's weights": a.draft_weights_gib,
+        }
+        name, gib = max(items.items(), key=lambda item: item[1])
+        return f"; the largest is {name}, {gib:,.2f} GiB" if gib > 0 else ""
 
     def _context_fixes(self, tokens: int, context: int) -> list[str]:
         """A shorter context that fits the pool, or the fraction whose pool holds one request."""
@@ -492,6 +514,18 @@ class Planner:
                 f"keeps the {SAFE_HEADROOM_GIB:g} GiB margin on these GPUs)"
             )
         return fixes
+
+
+def _one_each(fixes: list[str]) -> tuple[str, ...]:
+    """Each flag and value once: the first fix that names it keeps its words."""
+    seen: set[str] = set()
+    kept = []
+    for fix in fixes:
+        key = " ".join(fix.split()[:2])
+        if key not in seen:
+            seen.add(key)
+            kept.append(fix)
+    return tuple(kept)
 
 
 def _first_milli(ok: Callable[[float], bool]) -> float | None:
