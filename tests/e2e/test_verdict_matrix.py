@@ -62,6 +62,15 @@ def _gone(host: FaultHost) -> None:
     host.write_nvml()
 
 
+def _memory_above_total(host: FaultHost) -> None:
+    host.state.gpus[6]["used_mib"] = 143_772  # one MiB above the H200's 143,771
+    host.state.absent = [
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ]
+    host.write_nvml()
+
+
 def _deployment(**changes: object) -> Callable[[FaultHost], None]:
     def setup(host: FaultHost) -> None:
         host.deployment = Deployment(version="0.5.8", **changes)  # type: ignore[arg-type]
@@ -72,8 +81,27 @@ def _deployment(**changes: object) -> Callable[[FaultHost], None]:
 
 ROWS = (
     Row("healthy", lambda host: None, "ok", (), r"^KVTOP OK - ready .*8 GPUs fine"),
-    # SGLang's default: /metrics answers 404. A note, OK, the KV numbers from the log.
-    Row("metrics-disabled", _status("/metrics", 404), "ok", (), r"^KVTOP OK - ready"),
+    # /metrics answers 404 while the log's server_args say enable_metrics=True: --url reaches
+    # another server or service (a server without --enable-metrics, SGLang's default, is no
+    # alert: tests/unit/test_alert_rule.py).
+    Row(
+        "metrics-404-against-the-log",
+        _status("/metrics", 404),
+        "warning",
+        ("source_down",),
+        r"^KVTOP WARNING - metrics degraded: http://127\.0\.0\.1:\d+/metrics answers 404, but "
+        r"the log's server_args say enable_metrics=True",
+    ),
+    # GPU 6's used memory above its total, on a driver without the clocks event reasons (a
+    # missing feature, tolerated on every GPU): the memory is the cause named.
+    Row(
+        "memory-above-total",
+        _memory_above_total,
+        "critical",
+        ("gpu_lost",),
+        r"^KVTOP CRITICAL - GPU 6 \(TP6\): its memory cannot be read \(NVML gave impossible "
+        r"numbers: memory_used",
+    ),
     # The server answers, but not with numbers: a warning, never "unreachable".
     Row(
         "metrics-unauthorised",

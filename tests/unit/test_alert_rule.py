@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from kvtop.model.memory.gpu_reading import RefusedValue
 from kvtop.model.snapshot import Snapshot, SourceHealth, SourceState
 from kvtop.model.status.alert_rule import (
     anything_read,
@@ -19,7 +20,7 @@ from kvtop.model.status.alert_rule import (
 from kvtop.model.status.gpu_alerts import gpu_alerts
 from kvtop.model.status.identity import Mismatch
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Level, Thresholds, glyph
-from kvtop.model.status.watch import judged
+from kvtop.model.status.watch import Watch, judged
 from kvtop.report.check import check
 from kvtop.session import Options, Session
 from tests.support.paths import REAL_LOGS
@@ -287,3 +288,125 @@ def test_ranks_without_a_gpu_for_a_log_not_tied_to_this_host_are_a_warning(ready
     alerts = [a for a in elsewhere.verdict.alerts if a.kind == "gpu_missing"]
     assert [(a.level, a.subject) for a in alerts] == [(Level.WARNING, "TP0, TP1")]
     assert "nothing here ties the log to this host" in alerts[0].text
+
+
+def _without_server_processes(snapshot: Snapshot, **sample: object) -> Snapshot:
+    gpus = tuple(
+        replace(g, processes=(), sample=replace(g.sample, processes=(), **sample))
+        for g in snapshot.gpus
+    )
+    return replace(snapshot, gpus=gpus, taken_at=snapshot.taken_at + 5)
+
+
+def test_the_servers_processes_leaving_nvml_with_their_memory_held_is_critical(
+    ready: Snapshot,
+) -> None:
+    # Watched: the ranks' processes were listed, now none is while every GPU still holds the
+    # memory (killed, or hung): critical, naming the ranks and the GPUs.
+    watch = Watch()
+    healthy, _ = watch.look(ready)
+    assert healthy.level == Level.OK
+    gone, _ = watch.look(_without_server_processes(ready))
+    assert gone.level == Level.CRITICAL
+    (alert,) = [a for a in gone.alerts if a.kind == "processes_gone"]
+    assert "(TP0–7 on GPUs 0–7)" in alert.text and "still hold 706.6 GiB" in alert.text
+    assert gone.summary.startswith("the server's processes left NVML's list")
+    # Back (a restart): cleared.
+    back, timeline = watch.look(replace(ready, taken_at=ready.taken_at + 10))
+    assert "processes_gone" not in back.kinds()
+    assert any(seen.text.startswith("cleared: the server's processes") for seen in timeline)
+
+
+def test_no_process_listed_from_the_first_look_is_no_alert(ready: Snapshot) -> None:
+    # A host whose NVML lists no process at all (a container without the host's PID
+    # namespace): one look, or looks that never listed the server, judge nothing.
+    watch = Watch()
+    for _ in range(3):
+        verdict, _ = watch.look(_without_server_processes(ready))
+        assert "processes_gone" not in verdict.kinds()
+
+
+def test_processes_gone_and_memory_released_is_no_held_memory_alert(ready: Snapshot) -> None:
+    watch = Watch()
+    watch.look(ready)
+    released = _without_server_processes(ready, used_gib=0.4, free_gib=139.0)
+    verdict, _ = watch.look(released)
+    assert "processes_gone" not in verdict.kinds()
+
+
+def test_the_cause_named_is_the_check_that_failed_not_a_missing_feature(
+    ready: Snapshot,
+) -> None:
+    # GPU 6's used memory one byte above its total, and clocks event reasons not found on this
+    # driver (tolerated on every GPU): the memory is the cause named.
+    total = ready.gpus[6].sample.total_gib
+    refused = RefusedValue("memory_used", str(int(total * 2**30) + 1), "more than the GPU's total")
+    broken = with_gpu(
+        ready,
+        6,
+        status="error",
+        field_errors=(("clock_event_reasons", "Function Not Found (NVML error 13)"),),
+        rejected=(refused,),
+        cause=("memory", "memory_used … (more than the GPU's total)"),
+    )
+    (alert,) = evaluate(broken)
+    assert alert.kind == "gpu_lost"
+    assert "its memory cannot be read" in alert.text and "memory_used" in alert.text
+    assert "Function Not Found" not in alert.text
+
+
+def test_a_serious_call_is_named_before_a_missing_feature(ready: Snapshot) -> None:
+    broken = with_gpu(
+        ready,
+        2,
+        status="error",
+        field_errors=(
+            ("clock_event_reasons", "Function Not Found (NVML error 13)"),
+            ("temperature", "GPU is lost (NVML error 15)"),
+        ),
+        cause=("temperature", "GPU is lost (NVML error 15)"),
+    )
+    (alert,) = evaluate(broken)
+    assert "(temperature: GPU is lost (NVML error 15))" in alert.text
+    assert "Function Not Found" not in alert.text
+
+
+def _metrics_404(snapshot: Snapshot, enable_metrics: bool | None) -> Snapshot:
+    from kvtop.model.build_snapshot import _metrics_against_the_log
+    from kvtop.model.snapshot import METRICS_DISABLED
+
+    args = replace(snapshot.analysis.startup.server_args, enable_metrics=enable_metrics)  # type: ignore[type-var]
+    analysis = replace(
+        snapshot.analysis, startup=replace(snapshot.analysis.startup, server_args=args)
+    )
+    health = SourceHealth(
+        "metrics",
+        SourceState.OFF,
+        "http://127.0.0.1:30000/metrics answers 404: the server runs without --enable-metrics",
+        cause=METRICS_DISABLED,
+    )
+    sources = tuple(health if s.name == "metrics" else s for s in snapshot.sources)
+    sources = _metrics_against_the_log(sources, analysis)
+    return judged(replace(snapshot, analysis=analysis, sources=sources, metrics=None))
+
+
+def test_metrics_404_against_a_log_with_enable_metrics_warns_naming_the_url(
+    ready: Snapshot,
+) -> None:
+    warned = _metrics_404(ready, True)
+    (alert,) = [a for a in warned.verdict.alerts if a.subject == "metrics"]
+    assert alert.level == Level.WARNING
+    assert "http://127.0.0.1:30000/metrics answers 404, but the log's server_args say " in (
+        alert.text
+    )
+    assert "--url reaches another server or service" in alert.text
+    source = next(s for s in warned.sources if s.name == "metrics")
+    assert "runs without --enable-metrics" not in (source.detail or "")
+
+
+@pytest.mark.parametrize("enable_metrics", [False, None])
+def test_metrics_404_of_a_server_without_enable_metrics_is_no_alert(
+    ready: Snapshot, enable_metrics: bool | None
+) -> None:
+    quiet = _metrics_404(ready, enable_metrics)
+    assert not [a for a in quiet.verdict.alerts if a.subject == "metrics"]

@@ -24,6 +24,8 @@ from kvtop.model.memory.process_owner import (
 from kvtop.model.memory.rank_memory import MemoryBreakdown
 from kvtop.model.server_target import ServerTarget
 from kvtop.model.snapshot import (
+    METRICS_AGAINST_LOG,
+    METRICS_DISABLED,
     GpuProcessView,
     GpuView,
     HostMemory,
@@ -224,6 +226,40 @@ def _by_order_note(
     return f"ranks mapped to GPUs by order from device {base}{within}: {reason}."
 
 
+def metrics_url_of(detail: str | None) -> str | None:
+    """The URL a /metrics 404 sentence names (the source puts it first: `URL/metrics …`)."""
+    if not detail or "/metrics answers 404" not in detail:
+        return None
+    return detail.split("/metrics answers 404", 1)[0] or None
+
+
+def _metrics_against_the_log(
+    sources: tuple[SourceHealth, ...], analysis: Analysis
+) -> tuple[SourceHealth, ...]:
+    """A /metrics 404 while the log's server_args say enable_metrics=True is not a server
+    without --enable-metrics: --url reaches another server or service. The source's own words
+    (which cannot know the log) are replaced by that, and the alert rule warns."""
+    args = analysis.startup.server_args
+    if args is None or args.enable_metrics is not True:
+        return sources
+    fixed = []
+    for source in sources:
+        url = metrics_url_of(source.detail) if source.cause == METRICS_DISABLED else None
+        if url is not None:
+            source = replace(
+                source,
+                state=SourceState.DEGRADED,
+                cause=METRICS_AGAINST_LOG,
+                detail=(
+                    f"{url}/metrics answers 404, but the log's server_args say "
+                    "enable_metrics=True: --url reaches another server or service, not this "
+                    "one; check --url against the server's --host and --port"
+                ),
+            )
+        fixed.append(source)
+    return tuple(fixed)
+
+
 def build_snapshot(
     analysis: Analysis,
     *,
@@ -288,6 +324,7 @@ def build_snapshot(
     items = collapse(_mismatch_notes(gpus) + placement + shape_notes)
     if placement and not samples:
         sources = _with_gpus_missing(sources, placement[0].text)
+    sources = _metrics_against_the_log(sources, analysis)
     unjudged = Snapshot(
         taken_at=taken_at,
         analysis=analysis,

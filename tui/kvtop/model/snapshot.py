@@ -38,6 +38,8 @@ MARKS = {SourceState.OK: "●", SourceState.DEGRADED: "◐", SourceState.OFF: "�
 
 UNREACHABLE = "unreachable"
 METRICS_DISABLED = "metrics_disabled"
+# /metrics 404 while the log says the server runs with --enable-metrics: another service's port.
+METRICS_AGAINST_LOG = "metrics_against_log"
 ANSWERED = "answered"
 NOT_YET = "not_yet"  # no reading asked for yet (the first scrape is on its way)
 

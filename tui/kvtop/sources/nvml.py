@@ -106,9 +106,12 @@ class _Errors(list[tuple[str, str]]):
     supported" (the GPU is then unreadable)."""
 
     serious = False
+    first_serious: tuple[str, str] | None = None  # the cause named when the GPU is unreadable
 
     def add(self, name: str, exc: BaseException) -> None:
         self.append((name, _named_error(exc)))
+        if _serious(exc) and self.first_serious is None:
+            self.first_serious = (name, _named_error(exc))
         self.serious = self.serious or _serious(exc)
 
 
@@ -513,6 +516,11 @@ class NvmlSource:
         # feature: an error, and no number stands in for it.
         status = GpuStatus.OK if memory is not None and not errors.serious else GpuStatus.ERROR
         total, used, free, reserved = memory if memory is not None else (0, 0, 0, None)
+        cause = errors.first_serious
+        refused_memory = [r for r in refusals.found if r.field.startswith("memory")]
+        if memory is None and refused_memory:
+            first = refused_memory[0]
+            cause = ("memory", f"{first.field} {first.value} ({first.reason})")
         return GpuSample(
             index=index,
             name=static.name,
@@ -534,6 +542,7 @@ class NvmlSource:
             field_errors=tuple(errors),
             rejected=tuple(refusals.found),
             clock_event_reasons=reasons,
+            cause=cause if status != GpuStatus.OK else None,
         )
 
     # ---- async ---------------------------------------------------------------------------

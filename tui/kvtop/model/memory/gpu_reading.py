@@ -59,6 +59,10 @@ class GpuSample:
     rejected: tuple[RefusedValue, ...] = ()  # numbers refused (their fields are None or blank)
     # NVML's current clocks event (throttle) reasons, a bitmask (None: not read or not supported).
     clock_event_reasons: int | None = None
+    # The first failing check that made the GPU unreadable, (check, words): its memory refused,
+    # else the first call that failed for more than a missing feature. A call merely "not
+    # supported" or "not found" on this driver is in field_errors and never the cause.
+    cause: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         # A status given as its word ("lost") becomes the GpuStatus.

@@ -13,6 +13,7 @@ from kvtop.model.deployment_shape import rank_span
 from kvtop.model.kv_usage import kv_now
 from kvtop.model.memory.gpu_reading import GpuStatus, slowdown_reasons
 from kvtop.model.snapshot import (
+    METRICS_AGAINST_LOG,
     METRICS_DISABLED,
     NOT_YET,
     UNREACHABLE,
@@ -103,6 +104,8 @@ def _server_alerts(snapshot: Snapshot) -> list[Alert]:
     if state == STOPPED and snapshot.metrics is None:
         return []  # the log says it stopped: the startup alert says so (server_stopped)
     detail = _words(source.detail) or source.state
+    if source.cause == METRICS_AGAINST_LOG:
+        return [Alert(Level.WARNING, "source_down", f"metrics {source.state}: {detail}", "metrics")]
     unreachable = source.cause in (None, UNREACHABLE)
     if unreachable and snapshot.metrics is None and (state == READY or not log_known(snapshot)):
         why = "after the log said ready" if state == READY else "and no log says it is starting"
@@ -225,9 +228,17 @@ def _gpu_name(gpu: GpuView) -> str:
 
 def _lost(gpu: GpuView) -> Alert:
     sample = gpu.sample
+    refused_memory = any(r.field.startswith("memory") for r in sample.rejected)
     if sample.status == GpuStatus.LOST:
         text = f"{_gpu_name(gpu)} is lost (fallen off the bus): check nvidia-smi and dmesg"
-    elif sample.field_errors:
+    elif sample.cause is not None and not refused_memory:
+        # The check that made it unreadable; a call merely unsupported here is never named.
+        name, error = sample.cause
+        text = (
+            f"{_gpu_name(gpu)} cannot be read through NVML ({name}: {_words(error)}): check "
+            "nvidia-smi and dmesg for Xid errors"
+        )
+    elif sample.field_errors and not refused_memory:
         # Its handle, its memory or another call failed: which call, with NVML's words and code.
         why = "; ".join(f"{name}: {_words(error)}" for name, error in sample.field_errors[:3])
         text = (
@@ -235,7 +246,8 @@ def _lost(gpu: GpuView) -> Alert:
             "for Xid errors"
         )
     else:
-        refused = ", ".join(f"{r.field} {r.value} ({r.reason})" for r in sample.rejected[:2])
+        first = sorted(sample.rejected, key=lambda r: not r.field.startswith("memory"))
+        refused = ", ".join(f"{r.field} {r.value} ({r.reason})" for r in first[:2])
         text = (
             f"{_gpu_name(gpu)}: its memory cannot be read (NVML gave impossible numbers: "
             f"{_words(refused) or 'memory'}): check nvidia-smi and dmesg"

@@ -18,7 +18,13 @@ from kvtop.model.status.alert_rule import (
     pct_1,
     unread_sources,
 )
-from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
+from kvtop.model.status.levels import (
+    DEFAULT_THRESHOLDS,
+    Alert,
+    Level,
+    Thresholds,
+    alert_order,
+)
 from kvtop.model.status.server_status import server_status
 from kvtop.model.status.verdict import UNJUDGED, Verdict
 
@@ -70,6 +76,16 @@ def judge(
     level = found[0].level if found else Level.OK
     words = named_alerts(found, level) if found else _ok_words(snapshot, thresholds)
     return Verdict(level, found, words, queued_for_s)
+
+
+def with_alerts(verdict: Verdict, extra: tuple[Alert, ...]) -> Verdict:
+    """VERDICT with alerts that only watching over time can raise (watch.py), its level and
+    words judged again over all of them."""
+    if not extra or verdict.level == Level.UNKNOWN:
+        return verdict
+    found = tuple(sorted((*verdict.alerts, *extra), key=alert_order))
+    level = found[0].level
+    return Verdict(level, found, named_alerts(found, level), verdict.queued_for_s)
 
 
 def verdict_of(snapshot: Snapshot, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Verdict:

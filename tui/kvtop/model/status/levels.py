@@ -118,6 +118,7 @@ KINDS = (
     "startup_failed",
     "server_stopped",
     "server_down",
+    "processes_gone",
     "gpu_lost",
     "gpu_missing",
     "kv_usage",

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import replace
 
+from kvtop.model.deployment_shape import rank_span
 from kvtop.model.kv_usage import kv_now
 from kvtop.model.snapshot import NOT_YET, Snapshot, SourceState
 from kvtop.model.status.alert_rule import asked_off, queue_since
-from kvtop.model.status.judge import judge
+from kvtop.model.status.judge import judge, with_alerts
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
 from kvtop.model.status.verdict import (
     ALERT_CLEARED,
@@ -32,6 +33,9 @@ from kvtop.model.status.verdict import (
 
 # The timeline keeps the newest this many changes (a flapping source must not grow it).
 TIMELINE_MAX = 200
+# A GPU whose server processes left NVML's list but still holds this much is "still held": a
+# CUDA context alone is about 0.5 GiB, a rank's weights many GiB.
+HELD_GIB = 1.0
 _SOURCE_WORDS = {"nvml": "GPU readings (NVML)", "metrics": "/metrics"}
 
 
@@ -49,6 +53,8 @@ class Watch:
         self._sources: dict[str, SourceState] = {}
         self._lost: set[int] = set()
         self._restarts: int | None = None
+        # GPUs on which NVML listed one of the server's processes at some look, by index.
+        self._had_server: set[int] = set()
         self._seen: deque[Seen] = deque(maxlen=TIMELINE_MAX)
 
     @property
@@ -64,6 +70,7 @@ class Watch:
         self._queued_since = queue_since(self._queued_since, queued, now)
         queued_for = None if self._queued_since is None else max(0.0, now - self._queued_since)
         verdict = judge(snapshot, self.thresholds, queued_for_s=queued_for)
+        verdict = with_alerts(verdict, self._processes_gone(snapshot))
         self._note_restarts(snapshot, now)
         self._note_sources(snapshot, now)
         self._note_gpus(snapshot, now)
@@ -109,6 +116,52 @@ class Watch:
         for index in sorted((self._lost - lost) & seen):
             self._add(now, GPU_BACK, f"GPU {index}", f"GPU {index} back", Level.OK)
         self._lost = lost
+
+    def _processes_gone(self, snapshot: Snapshot) -> tuple[Alert, ...]:
+        """The server's processes left NVML's list while their GPUs still hold the memory (the
+        server killed or hung with its memory held). One look cannot tell it from a host whose
+        NVML lists no process at all (a container without the host's PID namespace): a list
+        that held the server's processes and is now without them is the change judged."""
+        with_server = {
+            g.sample.index
+            for g in snapshot.gpus
+            if not g.lost and any(not p.other for p in g.processes)
+        }
+        gone = [
+            g
+            for g in snapshot.gpus
+            if g.sample.index in self._had_server - with_server
+            and not g.lost
+            and not any(name == "processes" for name, _ in g.sample.field_errors)
+            and g.sample.used_gib >= HELD_GIB
+        ]
+        released = {
+            g.sample.index for g in snapshot.gpus if not g.lost and g.sample.used_gib < HELD_GIB
+        }
+        self._had_server = (self._had_server | with_server) - released
+        if not gone:
+            return ()
+        indexes = sorted(g.sample.index for g in gone)
+        ranks = [rank for g in gone for rank in g.ranks]
+        held = sum(g.sample.used_gib for g in gone)
+        where = rank_span(ranks) + " on " if ranks else ""
+        gpus = (
+            "GPU " + ", ".join(map(str, indexes))
+            if len(indexes) < 3
+            else (
+                f"GPUs {indexes[0]}–{indexes[-1]}"
+                if indexes == list(range(indexes[0], indexes[-1] + 1))
+                else "GPUs " + ", ".join(map(str, indexes))
+            )
+        )
+        text = (
+            f"the server's processes left NVML's list ({where}{gpus}) while those GPUs still "
+            f"hold {held:,.1f} GiB: the server was killed or hangs with its memory held; check "
+            "nvidia-smi and ps for its processes (leftover schedulers keep GPU memory until "
+            "killed)"
+        )
+        level = Level.CRITICAL if not with_server else Level.WARNING
+        return (Alert(level, "processes_gone", text, "server"),)
 
     def _note_restarts(self, snapshot: Snapshot, now: float) -> None:
         restarts = snapshot.analysis.startup.restarts
