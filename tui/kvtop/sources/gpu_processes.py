@@ -7,6 +7,8 @@ SGLang names its scheduler processes with setproctitle, e.g. "sglang::scheduler_
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Sequence
 
 import psutil
 
@@ -53,6 +55,16 @@ def user_of_pid(pid: int) -> str | None:
         return None  # KeyError: a uid without a passwd entry (containers)
 
 
+def command_words(argv: Sequence[str]) -> str:
+    """A command line as one string a shell would read back as the same arguments: an argument
+    holding a space or a character the shell treats specially is quoted (`'my prog' 100`, not
+    `my prog 100`, which reads as three). A title a process set for itself (setproctitle: one
+    string, spaces and all) is shown as it is, as nvitop does."""
+    if len(argv) == 1:
+        return argv[0]
+    return shlex.join(argv)
+
+
 def info_of_pid(pid: int) -> ProcessInfo:
     """Process PID's command line (its title when set), start time, ancestors and systemd
     unit; None (or empty) where it is gone or not visible here. Read once per pid (the session
@@ -66,7 +78,7 @@ def info_of_pid(pid: int) -> ProcessInfo:
         words = proc.cmdline() or [proc.name()]
     except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
         words = []
-    command = " ".join(words).replace("\x00", " ").strip()
+    command = command_words(words).replace("\x00", " ").strip()
     # Printable only: a title is anyone's to set and must not steer the terminal.
     command = "".join(c if c.isprintable() else "?" for c in command)[:COMMAND_MAX]
     return ProcessInfo(command or None, started, _ancestors(proc), unit_of_pid(pid))
