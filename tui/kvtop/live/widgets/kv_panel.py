@@ -154,8 +154,15 @@ class KvPanel(StyledWidget):
 
     @staticmethod
     def _fits(usage: KvUsage) -> str:
+        """`fits 0.61 × 262,144 (0.18 free now) · 19.44 × 8,192 (…)`: one part per length. The
+        length asked (--request-len, the formula's question) is often the context length itself:
+        the same requests, said once."""
         parts = []
+        lengths: set[int] = set()
         for cap in usage.capacity:
+            if cap.length_tokens in lengths:
+                continue
+            lengths.add(cap.length_tokens)
             now = "" if cap.fit_free_now is None else f" ({fmt.ratio(cap.fit_free_now)} free now)"
             parts.append(f"{fmt.ratio(cap.fit_in_pool)} × {cap.length_tokens:,}{now}")
         return ("fits " + " · ".join(parts)) if parts else ""
