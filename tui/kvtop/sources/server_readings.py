@@ -1,6 +1,7 @@
 """One SGLang server's /metrics and /server_info as kvtop keeps them between refreshes: the
-latest sample and when it came, each read's state, /server_info once per server start, and a
-new client when the server to scrape changes."""
+latest sample and when it came, each read's state, /server_info once per server start (again
+after the server did not answer, and at least every INFO_REFRESH_S), and a new client when the
+server to scrape changes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import time
 
 from kvtop.model.server_target import ServerTarget
-from kvtop.model.snapshot import NOT_YET, SourceHealth, SourceState
+from kvtop.model.snapshot import NOT_YET, UNREACHABLE, SourceHealth, SourceState
 from kvtop.sglang.metrics import MetricsSample, ServerInfo
 from kvtop.sources.metrics import MetricsSource
 
@@ -16,6 +17,9 @@ from kvtop.sources.metrics import MetricsSource
 # make the KV panel flicker), then the log's batch lines stand in: old numbers are not shown
 # as current. A server that refuses or lacks /metrics ("off") loses its numbers at once.
 METRICS_STALE_S = 10.0
+# /server_info is read again at least this often while the server answers: a restart quicker
+# than a scrape leaves no other trace, and a stale identity would keep a mismatch for good.
+INFO_REFRESH_S = 30.0
 WAITING = SourceHealth(
     "metrics", SourceState.DEGRADED, "waiting for the first scrape.", cause=NOT_YET
 )
@@ -40,6 +44,7 @@ class ServerReadings:
         self._info_task: asyncio.Task[None] | None = None
         self._info_generation = 0  # bumped by forget_server_info: a fetch in flight is for before
         self._info_for_restarts = 0
+        self._info_at: float | None = None  # time.monotonic() of the /server_info held
 
     def take(self, sample: MetricsSample | None, health: SourceHealth) -> None:
         """A reading from elsewhere (the demo's simulated /metrics)."""
@@ -86,6 +91,14 @@ class ServerReadings:
         if restarts != self._info_for_restarts:
             self._info_for_restarts = restarts
             self.forget_server_info()
+        if reading.status != SourceState.OK and reading.cause == UNREACHABLE:
+            # No answer: whatever answers next may be another start (or another server), so
+            # its identity is read again when it answers.
+            self.forget_server_info()
+        elif self.info is not None and (age_s(self._info_at) or 0.0) > INFO_REFRESH_S:
+            # A restart the log does not show and /metrics did not miss (quicker than a scrape
+            # interval): the identity is read again now and then, as --once reads it each time.
+            self.forget_server_info()
         if reading.status == SourceState.OK and self.info is None and source.server_info_due():
             # In a task of its own: a hung /server_info must not hold up the next scrape.
             if self._info_task is None or self._info_task.done():
@@ -97,6 +110,7 @@ class ServerReadings:
     def forget_server_info(self) -> None:
         """Read /server_info again (the server started anew); a fetch in flight is discarded."""
         self.info = None
+        self._info_at = None
         self._info_generation += 1
 
     async def _read_server_info(
@@ -106,6 +120,7 @@ class ServerReadings:
         if source is not self.source or generation != self._info_generation:
             return  # for a server --url was changed away from, or from before a restart
         self.info = info.info
+        self._info_at = time.monotonic()
         if info.status == SourceState.OK or (info.status == SourceState.OFF and withheld):
             # withheld: the snapshot's note says why and what to do
             self.info_health = None
