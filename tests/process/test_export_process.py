@@ -220,6 +220,11 @@ def test_a_port_in_use_is_one_sentence_and_exit_1() -> None:
         ("[localhost]:9877", "'localhost' in brackets is not an IPv6 address"),
         ("127.0.0.1", "no port"),
         ("bad host:9877", "'bad host' is not an address or a host name"),
+        # A port is ASCII digits: `²` was a traceback, Arabic-Indic 9879 was port 9879.
+        ("127.0.0.1:\u00b2", "the port must be a number from 0 to 65535"),
+        ("127.0.0.1:\u0669\u0668\u0667\u0669", "the port must be a number from 0 to 65535"),
+        # 0.0.0.0 mapped into IPv6 is every IPv4 interface: refused unless written 0.0.0.0.
+        ("[::ffff:0.0.0.0]:9877", "means every IPv4 interface; write it 0.0.0.0:9877"),
     ],
 )
 def test_a_malformed_addr_is_a_usage_error(addr: str, words: str) -> None:
@@ -231,6 +236,18 @@ def test_a_malformed_addr_is_a_usage_error(addr: str, words: str) -> None:
     message = result.stderr.splitlines()[-1]
     assert result.stderr.count("kvtop: ") == 1
     assert message.startswith(f"kvtop: --export {addr}: ") and words in message
+
+
+def test_a_mapped_loopback_address_listens_on_loopback() -> None:
+    command = kvtop_command("--export", "[::ffff:127.0.0.1]:0", "--demo")
+    with exporter(command=command) as running:
+        assert running.url.startswith("http://127.0.0.1:"), running.url
+        port = int(running.url.rsplit(":", 1)[1].split("/")[0])
+        listening = subprocess.run(
+            ["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert listening[3] == f"127.0.0.1:{port}"  # an IPv4 socket on loopback only
+        assert running.scrape().status_code == 200
 
 
 def test_a_missing_log_file_is_exit_1(tmp_path: Path) -> None:

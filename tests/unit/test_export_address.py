@@ -3,6 +3,8 @@ sentence for what is not (the command line turns it into exit 2)."""
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
 from kvtop.export.address import AddressError, ListenAddress, parse_address
@@ -24,6 +26,11 @@ from kvtop.export.address import AddressError, ListenAddress, parse_address
         ("[::]:9877", "::", 9877, "[::]:9877"),
         ("[fe80::1%eth0]:9877", "fe80::1%eth0", 9877, "[fe80::1%eth0]:9877"),
         (" 127.0.0.1:65535 ", "127.0.0.1", 65535, "127.0.0.1:65535"),
+        ("127.0.0.1:009877", "127.0.0.1", 9877, "127.0.0.1:9877"),
+        # An IPv4-mapped IPv6 address is the IPv4 address it maps: listened on and shown as such.
+        ("[::ffff:127.0.0.1]:9877", "127.0.0.1", 9877, "127.0.0.1:9877"),
+        ("[::FFFF:7f00:1]:9877", "127.0.0.1", 9877, "127.0.0.1:9877"),
+        ("[::ffff:10.1.2.3]:9877", "10.1.2.3", 9877, "10.1.2.3:9877"),
     ],
 )
 def test_accepted(addr: str | None, host: str, port: int, shown: str | None) -> None:
@@ -68,6 +75,27 @@ def test_shown_with_the_port_the_system_chose() -> None:
         ("a b:9877", "'a b' is not an address or a host name"),
         ("-host:9877", "'-host' is not an address or a host name"),
         (":", "the port must be a number"),
+        # Every IPv4-mapped form of 0.0.0.0 is refused like the other every-interface
+        # shorthand: only 0.0.0.0 and [::] written out open the exporter to the network.
+        (
+            "[::ffff:0.0.0.0]:9877",
+            "[::ffff:0.0.0.0] means every IPv4 interface; write it 0.0.0.0:9877",
+        ),
+        ("[::ffff:0:0]:9877", "[::ffff:0:0] means every IPv4 interface; write it 0.0.0.0:9877"),
+        ("[0:0:0:0:0:ffff:0.0.0.0]:9877", "means every IPv4 interface"),
+        # A port is ASCII digits: str.isdigit and int also take other scripts' digits.
+        ("127.0.0.1:\u00b2", "the port must be a number from 0 to 65535"),
+        ("127.0.0.1:\u0669\u0668\u0667\u0669", "the port must be a number from 0 to 65535"),
+        ("\u0669\u0668\u0667\u0669", "the port must be a number from 0 to 65535"),
+        ("\uff19\uff18\uff17\uff17", "the port must be a number from 0 to 65535"),
+        ("[::1]:\u0669", "the port must be a number from 0 to 65535"),
+        pytest.param(
+            "127.0.0.1:" + "9" * 5000, "the port must be a number from 0 to 65535", id="5000-digits"
+        ),
+        ("127.0.0.1:+9877", "the port must be a number"),
+        ("127.0.0.1:9_877", "the port must be a number"),
+        ("127.0.0.1: 9877", "the port must be a number"),
+        ("localhost\n:9877", "is not an address or a host name"),
     ],
 )
 def test_refused_with_a_next_step(addr: str, words: str) -> None:
@@ -76,3 +104,17 @@ def test_refused_with_a_next_step(addr: str, words: str) -> None:
     message = str(refused.value)
     assert message.startswith(f"--export {addr.strip()}: ") and message.endswith(".")
     assert words in message
+
+
+def test_a_mapped_every_interface_address_names_both_choices() -> None:
+    with pytest.raises(AddressError) as refused:
+        parse_address("[::ffff:0.0.0.0]:9100")
+    assert str(refused.value) == (
+        "--export [::ffff:0.0.0.0]:9100: [::ffff:0.0.0.0] means every IPv4 interface; write it "
+        "0.0.0.0:9100 if that is meant, or give 127.0.0.1:9100 (this host only)."
+    )
+
+
+def test_a_mapped_loopback_address_is_loopback() -> None:
+    parsed = parse_address("[::ffff:127.0.0.1]:0")
+    assert not parsed.ipv6 and ipaddress.ip_address(parsed.host).is_loopback

@@ -4,7 +4,10 @@ Accepted: `HOST:PORT` (an IPv4 address or a host name), `[IPV6]:PORT`, or `PORT`
 127.0.0.1). Without ADDR: 127.0.0.1:9877. `:PORT` is refused: in Go exporters it means every
 interface, and kvtop never opens itself to the network unasked (`0.0.0.0:PORT` or `[::]:PORT`
 say so explicitly), and neither is an IPv4 address in shorthand (`0:PORT`, `0x0:PORT`, `127.1:PORT`)
-nor `[0::0]:PORT`: every such form is refused with the address in full. Port 0 lets the system choose; kvtop prints the port it got.
+nor `[0::0]:PORT` or `[::ffff:0.0.0.0]:PORT`: every such form is refused with the address in full.
+An IPv4-mapped IPv6 address (`[::ffff:127.0.0.1]:PORT`) is the IPv4 address it maps, listened
+on and shown as such. A port is ASCII digits (str.isdigit and int take any script's digits).
+Port 0 lets the system choose; kvtop prints the port it got.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 9877
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"  # one part of a host name (RFC 1123)
-_HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*\.?$")
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*\.?")
+_DIGITS = re.compile(r"[0-9]+")
 _FORMS = "HOST:PORT, [IPV6]:PORT or PORT (e.g. 127.0.0.1:9877)"
 
 
@@ -40,7 +44,9 @@ class ListenAddress:
 
 
 def _port(text: str, addr: str) -> int:
-    if not text.isdigit() or not 0 <= int(text) <= 65535:
+    # ASCII digits, at most five once leading zeros are dropped: int() would read `²` or
+    # Arabic-Indic digits, and refuses a string of over 4,300 digits with an exception.
+    if not _DIGITS.fullmatch(text) or len(text.lstrip("0")) > 5 or int(text) > 65535:
         raise AddressError(
             f"--export {addr}: the port must be a number from 0 to 65535 (0: any free port); "
             f"give {_FORMS}."
@@ -77,6 +83,15 @@ def _host(text: str, addr: str, bracketed: bool) -> str:
             raise AddressError(
                 f"--export {addr}: {text!r} in brackets is not an IPv6 address; give {_FORMS}."
             ) from None
+        mapped = address.ipv4_mapped
+        if mapped is not None:
+            if mapped.is_unspecified:
+                port = addr.rpartition(":")[2]
+                raise AddressError(
+                    f"--export {addr}: [{text}] means every IPv4 interface; write it "
+                    f"0.0.0.0:{port} if that is meant, or give 127.0.0.1:{port} (this host only)."
+                )
+            return str(mapped)
         if address.is_unspecified and text != "::":
             port = addr.rpartition(":")[2]
             raise AddressError(
@@ -84,7 +99,7 @@ def _host(text: str, addr: str, bracketed: bool) -> str:
                 f"that is meant, or give [::1]:{port} (this host only)."
             )
         return text
-    if _HOST_NAME.match(text):
+    if _HOST_NAME.fullmatch(text):
         _shorthand(text, addr)
         return text
     raise AddressError(
@@ -97,7 +112,7 @@ def parse_address(addr: str | None) -> ListenAddress:
     text = (addr or "").strip()
     if not text:
         return ListenAddress(DEFAULT_HOST, DEFAULT_PORT)
-    if text.isdigit():
+    if text.isdigit():  # any script's digits: _port says which it takes
         return ListenAddress(DEFAULT_HOST, _port(text, addr or ""))
     if text.startswith("["):
         host, sep, port = text[1:].partition("]:")
@@ -105,7 +120,8 @@ def parse_address(addr: str | None) -> ListenAddress:
             raise AddressError(
                 f"--export {text}: write an IPv6 address as [IPV6]:PORT, e.g. [::1]:9877."
             )
-        return ListenAddress(_host(host, text, bracketed=True), _port(port, text))
+        number = _port(port, text)  # first: a refused host's message suggests this port
+        return ListenAddress(_host(host, text, bracketed=True), number)
     if text.count(":") > 1:
         raise AddressError(
             f"--export {text}: write an IPv6 address in brackets with its port, e.g. [::1]:9877."
@@ -119,4 +135,5 @@ def parse_address(addr: str | None) -> ListenAddress:
     host, sep, port = text.rpartition(":")
     if not sep:
         raise AddressError(f"--export {text}: no port; give {_FORMS}.")
-    return ListenAddress(_host(host, text, bracketed=False), _port(port, text))
+    number = _port(port, text)
+    return ListenAddress(_host(host, text, bracketed=False), number)
