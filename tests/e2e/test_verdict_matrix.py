@@ -62,6 +62,10 @@ def _gone(host: FaultHost) -> None:
     host.write_nvml()
 
 
+def _slow_metrics(host: FaultHost) -> None:
+    host.server.switches.delay_by_path = {"/metrics": 8.0}
+
+
 def _memory_above_total(host: FaultHost) -> None:
     host.state.gpus[6]["used_mib"] = 143_772  # one MiB above the H200's 143,771
     host.state.absent = [
@@ -116,6 +120,16 @@ ROWS = (
         "warning",
         ("source_down",),
         r"^KVTOP WARNING - metrics degraded",
+    ),
+    # Connected, but /metrics answers after 8 s (the limit is 5 s) while the ranks' processes
+    # run on every GPU: slow, a warning, never "server stopped or unreachable".
+    Row(
+        "metrics-slow",
+        _slow_metrics,
+        "warning",
+        ("source_down",),
+        r"^KVTOP WARNING - metrics degraded: http://127\.0\.0\.1:\d+/metrics did not answer "
+        r"within 5 s",
     ),
     # No answer at all after the log said ready: critical everywhere.
     Row(

@@ -211,5 +211,19 @@ def test_a_stopped_server_is_named_before_a_lost_gpu() -> None:
     """--check names the worst first: the server stopped (or gone) before a GPU of it."""
     base = _lost(still_snapshot(), 3)
     startup = replace(base.analysis.startup, state="stopped", stopped_by="SIGTERM received")
-    stopped = replace(base, analysis=replace(base.analysis, startup=startup))
+    # Stopped: /metrics no longer answers.
+    stopped = replace(base, analysis=replace(base.analysis, startup=startup), metrics=None)
     assert [a.kind for a in judge(stopped).alerts][:2] == ["server_stopped", "gpu_lost"]
+
+
+def test_a_log_that_says_stopped_while_metrics_answer_is_flagged() -> None:
+    """ "server stopped" never sits unflagged next to /metrics answering with fresh numbers."""
+    base = still_snapshot()
+    assert base.metrics is not None
+    startup = replace(base.analysis.startup, state="stopped", stopped_by="SIGTERM received")
+    both = judge(replace(base, analysis=replace(base.analysis, startup=startup)))
+    assert both.level == Level.WARNING
+    (alert,) = [a for a in both.alerts if a.subject == "server"]
+    assert alert.kind == "mismatch"
+    assert "the log says the server stopped" in alert.text
+    assert "but /metrics answers with fresh numbers" in alert.text

@@ -37,6 +37,8 @@ MARKS = {SourceState.OK: "●", SourceState.DEGRADED: "◐", SourceState.OFF: "�
 
 
 UNREACHABLE = "unreachable"
+# Connected, but no answer within the fetch limit: overloaded or hung, not gone.
+SLOW = "slow"
 METRICS_DISABLED = "metrics_disabled"
 # /metrics 404 while the log says the server runs with --enable-metrics: another service's port.
 METRICS_AGAINST_LOG = "metrics_against_log"

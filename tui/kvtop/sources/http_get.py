@@ -92,6 +92,8 @@ class HttpGetter:
                         continue
                     return 200, await self._body(response)
             raise FetchFailed(f"more than {MAX_REDIRECTS} redirects")
+        except httpx.ConnectTimeout:
+            raise ConnectFailed from None  # no connection at all: not a slow server
         except httpx.TimeoutException:
             raise TimedOut from None
         except httpx.ConnectError as exc:

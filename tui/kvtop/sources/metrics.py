@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from kvtop.model.snapshot import ANSWERED, METRICS_DISABLED, UNREACHABLE, SourceState
+from kvtop.model.snapshot import ANSWERED, METRICS_DISABLED, SLOW, UNREACHABLE, SourceState
 from kvtop.sglang.metrics import MetricsSample, ServerInfo, parse_exposition, parse_server_info
 from kvtop.sources.http_faults import ConnectFailed, FetchFailed, TimedOut, TooLarge
 
@@ -301,7 +301,7 @@ class MetricsSource:
                 f"{self._shown_url}{path} did not answer within {self.timeout_s:g} s: the "
                 "server may be overloaded or hung; kvtop keeps the last numbers and retries. "
                 "Check the server's log and load.",
-                UNREACHABLE,
+                SLOW,
             ) from None
         except ConnectFailed:
             raise _Fault(

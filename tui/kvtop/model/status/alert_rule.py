@@ -145,6 +145,16 @@ def _startup_alerts(snapshot: Snapshot, t: Thresholds) -> list[Alert]:
     if startup.state == STOPPED:
         # Stopped by its operator (SIGTERM, Ctrl-C): it serves nothing, whoever asked.
         said = f": {_words(startup.stopped_by)}" if startup.stopped_by else ""
+        metrics = _source(snapshot, "metrics")
+        if snapshot.metrics is not None and metrics is not None and metrics.state == SourceState.OK:
+            # Something answers with fresh numbers: the log is not this server's latest start
+            # (another log, a start it does not show) or --url reaches another server.
+            text = (
+                f"the log says the server {stopped_text(startup)}{said}, but /metrics answers "
+                "with fresh numbers: a start the log does not show (another log file or unit?) "
+                "or --url reaches another server"
+            )
+            return [Alert(Level.WARNING, "mismatch", text, "server")]
         return [
             Alert(
                 Level.CRITICAL, "server_stopped", f"server {stopped_text(startup)}{said}", "server"
