@@ -52,7 +52,8 @@ def test_a_dcgm_only_host_draws_used_and_free() -> None:
 def test_the_kv_numbers_feed_the_kv_panel() -> None:
     usage = kv_now(fleet_snapshot(kimi_host(0), TAKEN_AT))
     assert usage.source_kind == "metrics"
-    assert usage.usage_pct == pytest.approx(30.27)
+    # From the exact counts (48,211 / 159,277), which agree with the gauge's 0.3027.
+    assert usage.usage_pct == pytest.approx(100 * 48_211 / 159_277)
     assert (usage.used_tokens, usage.max_tokens) == (48_211, 159_277)
     assert usage.load.running_requests == 16 and usage.load.queued_requests == 0
     assert usage.load.gen_throughput == pytest.approx(674.2)

@@ -148,4 +148,4 @@ def test_report_and_kv_panel_say_the_load_in_the_same_words() -> None:
     out = io.StringIO()
     console = Console(file=out, width=400, highlight=False, soft_wrap=False)
     print_snapshot(analysis_snapshot(report), console)
-    assert f"KV usage 30% · {line} · 64 batch lines" in out.getvalue()
+    assert f"KV usage 30.27% · {line} · 64 batch lines" in out.getvalue()  # 48,211 / 159,277

@@ -5,7 +5,10 @@ and the real parser (tests/support/still.py, fixture logs)."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
+
+from rich.console import Console
 
 from kvtop.model.memory.gpu_memory import lost_memory
 from kvtop.model.snapshot import (
@@ -227,3 +230,31 @@ def test_a_log_that_says_stopped_while_metrics_answer_is_flagged() -> None:
     assert alert.kind == "mismatch"
     assert "the log says the server stopped" in alert.text
     assert "but /metrics answers with fresh numbers" in alert.text
+
+
+def test_a_rounded_usage_on_the_batch_line_is_never_read_as_the_edge() -> None:
+    """`#token: 151000, token usage: 0.95` of a 159,277-token pool is 94.80 %: SGLang rounds its
+    own ratio to 0.01, the exact count is on the same line. A warning at 94.8 %, never the
+    critical 95 %; the report says 94.80 %."""
+    from datetime import datetime
+
+    from kvtop.model.analysis import analyse
+    from kvtop.report.text import print_snapshot
+    from kvtop.sglang.story import fold_lines
+    from tests.support.tui_support import analysis_snapshot
+
+    line = (
+        "[2026-02-27 09:09:07 TP0] Decode batch, #running-req: 12, #token: 151000, token usage: "
+        "0.95, accept len: 2.81, accept rate: 0.60, cuda graph: True, gen throughput (token/s): "
+        "512.34, #queue-req: 0, "
+    )
+    lines = [*STORY_LOG.read_text().splitlines(), line]
+    snapshot = analysis_snapshot(analyse(fold_lines(lines), "story"))
+    at = datetime(2026, 2, 27, 9, 9, 8).timestamp()  # one second after the line: current
+    verdict = judge(replace(snapshot, taken_at=at))
+    (alert,) = [a for a in verdict.alerts if a.kind == "kv_usage"]
+    assert alert.level == Level.WARNING
+    assert alert.text.startswith("KV cache 94.8% full (151,000 of 159,277 tokens, warning from 85%")
+    out = io.StringIO()
+    print_snapshot(snapshot, Console(file=out, width=300, highlight=False, soft_wrap=False))
+    assert "151,000 tokens in use, KV usage 94.80%" in out.getvalue()

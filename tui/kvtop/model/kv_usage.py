@@ -183,13 +183,22 @@ def _context_len(snapshot: Snapshot) -> int | None:
     return None
 
 
+# SGLang rounds the batch line's token usage to two decimals: an exact count within this of it
+# is the same figure, exact (a hybrid's usage is the larger of two pools: it differs more).
+_ROUNDING = 0.005 + 1e-9
+
+
 def _usage_pct(reading: _Reading, max_tokens: int | None) -> float | None:
+    """The pool's use in percent: from the exact token count where the source gives one that
+    agrees with its own ratio (the batch line's `#token` against its usage rounded to 0.01, the
+    used-tokens gauge), so 94.57 % is never read as the 95 % edge it is not on."""
     usage, used = reading.token_usage, reading.used_tokens
+    exact = 100 * used / max_tokens if used is not None and max_tokens else None
     if usage is not None and usage <= 1.0:
+        if exact is not None and abs(exact / 100 - usage) <= _ROUNDING:
+            return exact
         return usage * 100
-    if used is not None and max_tokens:
-        return 100 * used / max_tokens
-    return None
+    return exact
 
 
 def _capacity(

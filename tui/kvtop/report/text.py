@@ -26,7 +26,7 @@ from kvtop.model.sizing.replay import (
 from kvtop.model.snapshot import Snapshot
 from kvtop.model.status.identity import mismatch_text
 from kvtop.model.status.insights import oom_text
-from kvtop.model.status.levels import Level
+from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Level
 from kvtop.model.status.server_status import stopped_text
 from kvtop.model.status.verdict import Verdict, local_time
 from kvtop.report.reflow import FitColumn, FitTable, hang
@@ -456,7 +456,7 @@ def render_body(report: Analysis) -> list[RenderableType]:
             _text(
                 f"log, latest batch line ({last.prefix.rank or 'single'} {last.prefix.time_text}): "
                 f"{fmt.count(last.tokens)} tokens in use, KV usage "
-                f"{fmt.fraction_pct(last.token_usage)} · "
+                f"{_kv_pct(last.tokens, _pool(startup), last.token_usage)} · "
                 f"{load_line(load_from_batch(last))} · {startup.batch_lines:,} batch lines in the log"
             ),
         ]
@@ -569,12 +569,31 @@ def _process_table(snapshot: Snapshot) -> Group:
     return _titled(title, table)
 
 
+# The default KV thresholds: a usage shown next to them never reads as one it is not on.
+_KV_EDGES = (DEFAULT_THRESHOLDS.kv_usage_warning_pct, DEFAULT_THRESHOLDS.kv_usage_critical_pct)
+
+
+def _pool(startup: Startup) -> int | None:
+    summary = startup.summary
+    return summary.max_total_num_tokens if summary is not None else None
+
+
+def _kv_pct(used: int | None, pool: int | None, ratio: float | None) -> str:
+    """The pool's use from the exact count where there is one that agrees with the source's
+    own ratio (SGLang rounds it to 0.01), two decimals, never on an edge it is not on."""
+    exact = 100 * used / pool if used is not None and pool else None
+    if ratio is not None and (exact is None or abs(exact / 100 - ratio) > 0.005 + 1e-9):
+        return fmt.pct(100 * ratio, 2, edges=_KV_EDGES)
+    return fmt.pct(exact, 2, edges=_KV_EDGES)
+
+
 def _metrics_line(snapshot: Snapshot) -> Text | None:
     m = snapshot.trusted_metrics  # another server's scrape is named in the mismatch lines
     if m is None:
         return None
+    usage = _kv_pct(m.used_tokens, m.max_total_num_tokens, m.token_usage)
     pool = f"KV cache {fmt.count(m.used_tokens)} / {fmt.count(m.max_total_num_tokens)} tokens" + (
-        f", KV usage {fmt.fraction_pct(m.token_usage)}" if m.token_usage is not None else ""
+        f", KV usage {usage}" if m.token_usage is not None or m.used_tokens is not None else ""
     )
     return _text(f"metrics (/metrics): {pool} · {load_line(load_from_metrics(m))}")
 
