@@ -84,11 +84,11 @@ def test_shown_with_the_port_the_system_chose() -> None:
         ("[::ffff:0:0]:9877", "[::ffff:0:0] means every IPv4 interface; write it 0.0.0.0:9877"),
         ("[0:0:0:0:0:ffff:0.0.0.0]:9877", "means every IPv4 interface"),
         # A port is ASCII digits: str.isdigit and int also take other scripts' digits.
-        ("127.0.0.1:\u00b2", "the port must be a number from 0 to 65535"),
-        ("127.0.0.1:\u0669\u0668\u0667\u0669", "the port must be a number from 0 to 65535"),
-        ("\u0669\u0668\u0667\u0669", "the port must be a number from 0 to 65535"),
-        ("\uff19\uff18\uff17\uff17", "the port must be a number from 0 to 65535"),
-        ("[::1]:\u0669", "the port must be a number from 0 to 65535"),
+        ("127.0.0.1:\u00b2", "the port must be a number from 0 to 65535 in the digits 0-9"),
+        ("127.0.0.1:\u0669\u0668\u0667\u0669", "a number from 0 to 65535 in the digits 0-9"),
+        ("\u0669\u0668\u0667\u0669", "the port must be a number from 0 to 65535 in the digits 0-9"),
+        ("\uff19\uff18\uff17\uff17", "the port must be a number from 0 to 65535 in the digits 0-9"),
+        ("[::1]:\u0669", "the port must be a number from 0 to 65535 in the digits 0-9"),
         pytest.param(
             "127.0.0.1:" + "9" * 5000, "the port must be a number from 0 to 65535", id="5000-digits"
         ),

@@ -48,7 +48,8 @@ def _port(text: str, addr: str) -> int:
     # Arabic-Indic digits, and refuses a string of over 4,300 digits with an exception.
     if not _DIGITS.fullmatch(text) or len(text.lstrip("0")) > 5 or int(text) > 65535:
         raise AddressError(
-            f"--export {addr}: the port must be a number from 0 to 65535 (0: any free port); "
+            f"--export {addr}: the port must be a number from 0 to 65535 in the digits 0-9 "
+            f"(0: any free port); "
             f"give {_FORMS}."
         )
     return int(text)
