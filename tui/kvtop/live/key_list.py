@@ -1,4 +1,5 @@
-"""The keys as the help and the command palette list them, read from the views' own bindings.
+"""The keys as the key bar, the help and the command palette list them, read from the views'
+own bindings.
 
 One source for the key bar, the help and the palette: a binding added to a screen or the app
 (with a description for the palette and, where the description is too short, a tooltip for the
@@ -13,10 +14,14 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from rich.cells import cell_len
+from textual import events
 from textual.actions import parse
-from textual.app import App, SystemCommand
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.widget import Widget
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 # How the help writes Textual's key names.
 KEY_LABELS = {
@@ -173,3 +178,54 @@ def _works(target: Widget | App[Any], app: App[Any], entry: KeyEntry) -> bool:
     namespace, name, parameters = parse(entry.action)
     node = app if namespace == "app" else target
     return node.check_action(name, parameters) is not False
+
+
+# -- the key bar ----------------------------------------------------------------------------------
+# A compact key bar draws a key as `key description` with one cell after it, the palette's key
+# too, at the right end behind a one-cell rule.
+KEY_GAP = 1
+PALETTE_RULE = 1
+
+
+def _key_cells(key: FooterKey) -> int:
+    description = f" {key.description}" if key.description else ""
+    return cell_len(key.key_display + description)
+
+
+class KeyBar(Footer):
+    """Textual's compact Footer that shows only the keys that fit whole: on a narrow terminal the
+    last bindings leave the bar (the help and the palette still list them), so no label is cut
+    and the palette's key never lands on another's words."""
+
+    def __init__(self) -> None:
+        super().__init__(compact=True)
+        self._fitted_width = 0
+
+    def _width(self) -> int:
+        return self.size.width or (self.app.size.width if self.is_attached else 0)
+
+    def compose(self) -> ComposeResult:
+        composed = list(super().compose())
+        keys = [k for k in composed if isinstance(k, FooterKey)]
+        width = self._width()
+        self._fitted_width = width
+        if not width or len(keys) != len(composed):
+            yield from composed  # nothing to measure against yet (or a group Textual lays out)
+            return
+        palette = [k for k in keys if k.has_class("-command-palette")]
+        room = width - sum(PALETTE_RULE + _key_cells(k) + KEY_GAP for k in palette)
+        if room < 0:
+            palette, room = [], width  # not even the palette's key: the keys before it
+        for key in keys:
+            if key in palette:
+                continue
+            cells = _key_cells(key) + KEY_GAP
+            if cells - KEY_GAP > room:
+                break  # this one and every later one: whole keys, in the views' order
+            room -= cells
+            yield key
+        yield from palette
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size.width != self._fitted_width and self._bindings_ready:
+            self.call_after_refresh(self.recompose)

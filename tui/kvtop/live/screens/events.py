@@ -13,8 +13,9 @@ from dataclasses import replace
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
+from kvtop.live.key_list import KeyBar
 from kvtop.live.screens.base import ShowsState
 from kvtop.live.view_state import ViewState
 from kvtop.live.widgets.lines_view import LinesView
@@ -108,7 +109,7 @@ class EventsScreen(ShowsState, Screen[None]):
         yield Static(id="events-bar")
         yield LinesView(id="events-lines")
         yield Input(id="events-search", placeholder="search (Enter: find, Esc: cancel)")
-        yield Footer(compact=True)
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#events-search", Input).display = False

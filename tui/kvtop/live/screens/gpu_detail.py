@@ -12,9 +12,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from kvtop import fmt
+from kvtop.live.key_list import KeyBar
 from kvtop.live.screens.base import SelectGpu, ShowsState
 from kvtop.live.view_state import ViewState, step_selection
 from kvtop.live.widgets.gpu_rows import GpuRow, MemoryLegend
@@ -152,7 +153,7 @@ class GpuDetailScreen(ShowsState, Screen[None]):
             yield Static(id="sources", classes="section")
             yield Static(id="processes", classes="section")
             yield Static(id="history", classes="section")
-        yield Footer(compact=True)
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one(GpuRow).add_class("-selected")

@@ -8,8 +8,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer
 
+from kvtop.live.key_list import KeyBar
 from kvtop.live.screens.base import OpenGpuDetail, SelectGpu, ShowsState
 from kvtop.live.view_state import ViewState, step_selection
 from kvtop.live.widgets.gpu_rows import GpuHeader, GpuRow, MemoryLegend
@@ -86,7 +86,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         yield self._host_kv
         yield self._insights
         yield self._events
-        yield Footer(compact=True)
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self._shown_on_mount()

@@ -9,8 +9,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
+from kvtop.live.key_list import KeyBar
 from kvtop.live.screens.base import ShowsState
 from kvtop.live.view_state import ViewState
 from kvtop.live.widgets.lines_view import LinesView
@@ -49,7 +50,7 @@ class ProcessesScreen(ShowsState, Screen[None]):
         yield Static(id="processes-host")
         yield Static(id="processes-header")
         yield LinesView(id="processes-lines")
-        yield Footer(compact=True)
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one(LinesView).focus()  # ↑ ↓ PgUp PgDn scroll a long table
@@ -72,7 +73,8 @@ class ProcessesScreen(ShowsState, Screen[None]):
         width = max(20, self.size.width - TABLE_MARGIN)
         order = state.process_order
         nvml = next((s for s in snapshot.sources if s.name == "nvml"), None)
-        key = (rows, width, order, snapshot.host, nvml)
+        # The GPUs' count too: the summary counts a lost GPU among them ("7 of 8 GPUs").
+        key = (rows, len(snapshot.gpus), width, order, snapshot.host, nvml)
         if key == self._shown:
             return  # nothing the table shows changed: no repaint
         self._shown = key
