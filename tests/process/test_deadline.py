@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,13 +34,49 @@ def fifo(tmp_path: Path) -> Path:
     return path
 
 
-def test_check_on_a_log_fifo_without_writer_is_unknown_at_its_deadline(fifo: Path) -> None:
-    started = time.monotonic()
-    result = kvtop("--check", "--log-file", str(fifo), "--no-gpus", "--deadline", "2")
-    assert time.monotonic() - started < 10
+@pytest.fixture
+def silent_writer(fifo: Path) -> Iterator[Path]:
+    """The FIFO with a writer that holds it open and never writes: a reader waits for ever."""
+    writer = subprocess.Popen(["bash", "-c", f'exec 3>"{fifo}"; exec sleep 120'])
+    try:
+        yield fifo
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_check_on_a_log_fifo_without_writer_is_unknown_at_once(fifo: Path) -> None:
+    # Said at once (the FIFO has no writer: nothing would arrive), well before the deadline.
+    result = kvtop("--check", "--log-file", str(fifo), "--no-gpus", "--deadline", "60")
+    assert result.returncode == 3, result
+    assert result.stdout.startswith(
+        f"KVTOP UNKNOWN - the log {fifo} is a named pipe (FIFO) no one writes to"
+    )
+    assert "no result within" not in result.stdout and result.stdout.count("\n") == 1
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_a_log_that_is_a_device_is_said_at_once(device: str) -> None:
+    check = kvtop("--check", "--log-file", device, "--no-gpus", "--deadline", "60")
+    assert check.returncode == 3, check
+    assert f"the log {device} is a character device, not a log file" in check.stdout
+    once = kvtop("--once", "--log-file", device, "--no-gpus", "--deadline", "60")
+    assert once.returncode == 1, once
+    assert f"the log {device} is a character device" in once.stderr
+
+
+def test_check_on_a_silent_log_fifo_is_unknown_at_its_deadline(silent_writer: Path) -> None:
+    result = kvtop("--check", "--log-file", str(silent_writer), "--no-gpus", "--deadline", "2")
     assert result.returncode == 3, result
     assert result.stdout.startswith("KVTOP UNKNOWN - no result within 2 s: still waiting for ")
-    assert f"the log {fifo}" in result.stdout and result.stdout.count("\n") == 1
+    assert f"the log {silent_writer}" in result.stdout and result.stdout.count("\n") == 1
+
+
+def test_checks_default_deadline_is_inside_plugin_timeouts(silent_writer: Path) -> None:
+    # check_nrpe gives a plugin 10 s: --check answers UNKNOWN by itself first.
+    result = kvtop("--check", "--log-file", str(silent_writer), "--no-gpus")
+    assert result.returncode == 3, result
+    assert result.stdout.startswith("KVTOP UNKNOWN - no result within 8 s: still waiting for ")
 
 
 def test_check_on_a_config_fifo_is_unknown_too(fifo: Path) -> None:
@@ -49,18 +85,31 @@ def test_check_on_a_config_fifo_is_unknown_too(fifo: Path) -> None:
     assert f"waiting for the config file {fifo}" in result.stdout
 
 
-def test_once_on_a_log_fifo_ends_at_its_deadline_with_a_sentence(fifo: Path) -> None:
-    result = kvtop("--once", "--log-file", str(fifo), "--no-gpus", "--deadline", "2")
+def test_once_on_a_silent_log_fifo_ends_at_its_deadline_with_a_sentence(
+    silent_writer: Path,
+) -> None:
+    result = kvtop("--once", "--log-file", str(silent_writer), "--no-gpus", "--deadline", "2")
     assert result.returncode == 1, result
-    assert f"still waiting for the log {fifo}" in result.stderr
+    assert f"still waiting for the log {silent_writer}" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_the_config_files_deadline(fifo: Path, tmp_path: Path) -> None:
+def test_the_config_files_deadline(silent_writer: Path, tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text("deadline = 1.5\n")
-    result = kvtop("--check", "--log-file", str(fifo), "--no-gpus", "--config", str(config))
+    result = kvtop(
+        "--check", "--log-file", str(silent_writer), "--no-gpus", "--config", str(config)
+    )
     assert result.returncode == 3 and "no result within 1.5 s" in result.stdout, result
+
+
+def test_once_with_nothing_readable_exits_1() -> None:
+    # No log, no GPUs, nothing listens at --url: the report says UNKNOWN and why, and the exit
+    # status says the input could not be read (README: 1).
+    result = kvtop("--once", "--no-gpus", "--url", "http://127.0.0.1:9")
+    assert result.returncode == 1, result
+    assert result.stdout.startswith("verdict: UNKNOWN - no source could be read")
+    assert "· starting" not in result.stdout and "no server start read" in result.stdout
 
 
 @pytest.mark.parametrize("fleet", [False, True], ids=["single-host", "fleet"])

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from kvtop import __version__, help_format
 from kvtop.options import (
+    DEFAULT_CHECK_DEADLINE_S,
     DEFAULT_DEADLINE_S,
     DUMB_TERMINAL,
     EXIT_INTERRUPTED,
@@ -111,8 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         type=deadline_seconds,
         help="with --check or --once: answer within this many seconds, whatever is slow "
-        f"(default {DEFAULT_DEADLINE_S:g} s, or the config file's deadline); past it --check "
-        "says UNKNOWN with what it was waiting for",
+        f"(default {DEFAULT_CHECK_DEADLINE_S:g} s for --check, inside monitoring systems' "
+        f"plugin timeouts, {DEFAULT_DEADLINE_S:g} s for --once; or the config file's "
+        "deadline); past it --check says UNKNOWN with what it was waiting for",
     )
     parser.add_argument("--log-file", metavar="PATH", help="SGLang log to read ('-' for stdin)")
     parser.add_argument(
@@ -326,6 +328,10 @@ def run_once(args: argparse.Namespace) -> int:
     ok, api_key = _api_key(args)
     if not ok:
         return EXIT_UNREADABLE
+    problem = _log_kind_problem(args)
+    if problem is not None:
+        print(f"kvtop: {problem}", file=sys.stderr)
+        return EXIT_UNREADABLE
     try:
         snapshot = _collect(args, api_key)
     except LogUnreadable as exc:
@@ -338,7 +344,19 @@ def run_once(args: argparse.Namespace) -> int:
         raise
     except OSError as exc:  # a full disk, /dev/full, an I/O error on the output
         return _cannot_write(exc)
-    return EXIT_OK
+    # Nothing could be read (the verdict says UNKNOWN and why): the report is printed, and the
+    # exit status says the input could not be read, as for a log that cannot be opened.
+    from kvtop.model.status.levels import Level
+
+    return EXIT_UNREADABLE if snapshot.verdict.level == Level.UNKNOWN else EXIT_OK
+
+
+def _log_kind_problem(args: argparse.Namespace) -> str | None:
+    """A --log-file that cannot be read to its end now (a device, a FIFO with no writer),
+    said at once rather than at the deadline."""
+    from kvtop.sources.log_kind import log_path_problem
+
+    return log_path_problem(args.log_file) if args.log_file else None
 
 
 def _write_report(snapshot: Snapshot, as_json: bool, width: int | None = None) -> None:
@@ -509,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     args.watchdog = None
     if args.check or args.once:
-        seconds = args.deadline or DEFAULT_DEADLINE_S
+        seconds = args.deadline or (DEFAULT_CHECK_DEADLINE_S if args.check else DEFAULT_DEADLINE_S)
         args.watchdog = Deadline(seconds, check=args.check).start()
     if (args.prometheus, args.selector, args.prometheus_bearer_file) != (None, None, None):
         from kvtop.fleet.cli import main_fleet
@@ -573,6 +591,8 @@ def _main_check(args: argparse.Namespace) -> int:
 
     try:
         problem = _check_problem(args)  # the config file is read here: inside, as all else
+        if problem is None:
+            problem = _log_kind_problem(args)
         if problem is not None:
             return print_check(unknown(problem))
         from kvtop.session import api_key_from

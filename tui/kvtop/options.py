@@ -109,6 +109,9 @@ def has_terminal() -> bool:
 
 # -- the total deadline of --check and --once ------------------------------------------------------
 DEFAULT_DEADLINE_S = 60.0
+# --check answers inside the usual plugin timeouts (check_nrpe's 10 s, Nagios' and Icinga's own):
+# one /metrics fetch (5 s at most) and the log and NVML fit well within it.
+DEFAULT_CHECK_DEADLINE_S = 8.0
 DEADLINE_RANGE_S = (1.0, 3600.0)  # --deadline and the config file's `deadline`
 EXIT_UNKNOWN = 3  # a monitoring plugin's UNKNOWN
 

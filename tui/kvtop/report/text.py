@@ -34,7 +34,7 @@ from kvtop.sglang.control_chars import make_visible
 from kvtop.sglang.events import Failure
 from kvtop.sglang.failures import SERVING
 from kvtop.sglang.lifecycle import crash_loop, phase_in_progress
-from kvtop.sglang.start_state import STOPPED, RankStartup, Startup
+from kvtop.sglang.start_state import STARTING, STOPPED, RankStartup, Startup
 
 
 def _visible(value: str) -> str:
@@ -105,6 +105,8 @@ def state_words(startup: Startup) -> str:
         return stopped_text(startup)
     if startup.failure is not None and startup.failure.phase == SERVING:
         return "failed while serving"  # a crash after ready, not a failed start
+    if startup.state == STARTING and not startup.has_rank_lines and startup.server_args is None:
+        return "no server start read"  # nothing of a start: not "starting"
     step = phase_in_progress(startup)
     if step is None:
         return f"{startup.state} ({startup.note})" if startup.note else startup.state
