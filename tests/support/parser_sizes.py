@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvtop.sglang.log_line import parse_line
+from kvtop.sglang.raw_lines import RawLines
+from kvtop.sglang.startup import StartupTracker
 from kvtop.sglang.story import fold_lines
 from kvtop.sources.log_stream import LineSplitter
 from kvtop.sources.metrics import parse_metrics_body, parse_server_info_body
@@ -165,3 +167,46 @@ def seconds_per_byte(case: Case, size: int, repeats: int = 3, min_batch_s: float
             case.run(data)
         best = min(best, (time.thread_time() - started) / runs)
     return best / length
+
+
+# --------------------------------------------------------------------------- long lines, read whole
+#
+# One long line of each shape that made a pass over a line quadratic or could, read the whole
+# way a log line goes (`read_like_a_log`): the parser, the tracker and the raw-lines ring with
+# its redaction of secrets. tests/unit/test_parsers_linear.py reads a 2 MB one of each;
+# bench/bench_long_lines.py times them at 20 KB, 200 KB and 2 MB.
+
+
+def _echo(n: int) -> str:
+    head = PREFIX.replace(" TP0", "") + "Receive: obj=GenerateReqInput(rid='a1', text='"
+    return _fill(head, "why CUDA out of memory? ", n, "', sampling_params={})")
+
+
+LONG_LINE_SHAPES: list[tuple[str, Callable[[int], str]]] = [
+    ("decode batch with 'token', long word", lambda n: _fill(PREFIX + BATCH, "a", n)),
+    ("word run ending _api_key", lambda n: _fill("", "a", n, "_api_key=sk-1")),
+    ("'x_' repeated, then 'token'", lambda n: _fill("", "x_", n, " token")),
+    (
+        "server_args, long model path",
+        lambda n: _fill("server_args=ServerArgs(api_key='sk-1', model_path='", "m", n, "')"),
+    ),
+    ("traceback, long exception line", lambda n: _fill("RuntimeError: token ", "a", n)),
+    (
+        "traceback, OOM with a run of digits",
+        lambda n: _fill("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ", "1", n),
+    ),
+    ("request echo (--log-requests)", _echo),
+]
+
+
+def read_like_a_log(line: str) -> tuple[StartupTracker, RawLines]:
+    """LINE read as one line of a log: folded into a tracker, kept in the raw-lines ring."""
+    raw = RawLines()
+    return fold_lines([line], StartupTracker(), raw), raw
+
+
+# The long shapes read whole for the ratio test too: the redaction runs outside parse_line.
+CASES += [
+    Case(f"read whole: {name}", "line", build, read_like_a_log)  # type: ignore[arg-type]
+    for name, build in LONG_LINE_SHAPES
+]

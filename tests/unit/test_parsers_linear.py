@@ -11,13 +11,21 @@ docs/reliability.md (bench/bench_parsers_linear.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvtop.sglang.log_line import _quant, batch_pairs
-from tests.support.parser_sizes import CASES, Case, seconds_per_byte
+from kvtop.sglang.startup import StartupTracker
+from tests.support.parser_sizes import (
+    CASES,
+    LONG_LINE_SHAPES,
+    Case,
+    read_like_a_log,
+    seconds_per_byte,
+)
 
 RATIO_MAX = 5.0
 # Small, then larger: a quadratic parser fails at the middle size, before the largest would
@@ -71,3 +79,46 @@ def test_real_batch_line_pairs() -> None:
     )
     assert list(batch_pairs(line)) == _OLD_BATCH_PAIR.findall(line)
     assert dict(batch_pairs(line))["gen throughput (token/s)"] == "1234.50"
+
+
+# A 2 MB line of every shape that made a pass over a line quadratic, read the whole way a log
+# line goes (parser, tracker, raw-lines ring with its redaction): no time is asserted, but a
+# quadratic pass at this size takes hours, so one would hang the suite where it stands.
+LONG = 2_000_000
+
+
+def _what_it_said(tracker: StartupTracker) -> tuple[object, ...]:
+    start = tracker.current
+    failure = start.failure
+    return (
+        start.state,
+        None if failure is None else (failure.kind, failure.oom, failure.exception_line),
+        sorted(start.ranks),
+        start.batch_lines,
+        {rank: batch.token_usage for rank, batch in start.latest_batch.items()},
+        None if start.server_args is None else start.server_args.api_key_set,
+        start.listening_url,
+    )
+
+
+@pytest.mark.parametrize("build", [b for _, b in LONG_LINE_SHAPES], ids=dict(LONG_LINE_SHAPES))
+def test_a_2_mb_line_reads_as_a_short_one(build: Callable[[int], str]) -> None:
+    line = build(LONG)
+    assert len(line) > LONG * 0.99
+    tracker, raw = read_like_a_log(line)
+    short_tracker, _ = read_like_a_log(build(2_000))
+    assert _what_it_said(tracker) == _what_it_said(short_tracker)
+    (kept,) = raw.lines()
+    assert len(kept) <= 2002 and kept.endswith(" …")
+    assert "sk-1" not in kept and "pw" not in kept[-10:]
+
+
+def test_the_long_shapes_say_what_they_should() -> None:
+    """Each shape reaches the pass it is there for (a batch, a failure, server_args)."""
+    said = {
+        name: _what_it_said(read_like_a_log(build(LONG))[0]) for name, build in LONG_LINE_SHAPES
+    }
+    assert said["decode batch with 'token', long word"][4] == {"TP0": 0.03}
+    assert said["server_args, long model path"][5] is True
+    assert said["traceback, OOM with a run of digits"][1] is not None
+    assert said["traceback, OOM with a run of digits"][1][0] == "out_of_memory"

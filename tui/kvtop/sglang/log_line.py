@@ -619,7 +619,9 @@ _FAILURES: tuple[tuple[str, str], ...] = (
 # "Tried to allocate 448.00 MiB. GPU 7 has a total capacity of 95.00 GiB of which 3.19 MiB is
 # free." (torch >= 2.1), "(GPU 0; 2.00 GiB total capacity; ...; 0 bytes free; ...)" (older
 # torch, NPU). Whitespace between words may be any run (a terminal's wrapping kept in a paste).
-_SIZE = r"(\d+(?:\.\d+)?)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
+# A size starts where a number does: `_OOM_OLD_TOTAL` begins with it, and without the
+# lookbehind a run of digits was tried from each of its digits to its end (quadratic).
+_SIZE = r"(?<![\d.])(\d+(?:\.\d+)?)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
 _UNIT_GIB = {"bytes": 1 / (1 << 30), "B": 1 / (1 << 30), "KiB": 1 / (1 << 20), "KB": 1 / (1 << 20)}
 _UNIT_GIB |= {"MiB": 1 / 1024, "MB": 1 / 1024, "GiB": 1.0, "GB": 1.0, "TiB": 1024.0, "TB": 1024.0}
 _OOM_TRIED = re.compile(r"Tried\s+to\s+allocate\s+" + _SIZE)

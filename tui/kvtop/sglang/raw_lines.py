@@ -28,8 +28,15 @@ class RawLines:
     def add(self, line: str | bytes) -> None:
         if isinstance(line, bytes):
             line = line[: self._max_chars * 4].decode("utf-8", errors="replace")
-        line = redact_line(line.rstrip("\r\n"))  # no view, save or copy shows a secret
-        if len(line) > self._max_chars:
+        line = line.rstrip("\r\n")
+        # Only what the ring keeps is redacted: a megabyte line costs no more than a short
+        # one. A secret cut at the end still goes (its quote unclosed, or a bare word), and
+        # one past the cut is not kept at all.
+        longer = len(line) > self._max_chars * 2
+        if longer:
+            line = line[: self._max_chars * 2]
+        line = redact_line(line)  # no view, save or copy shows a secret
+        if longer or len(line) > self._max_chars:
             line = line[: self._max_chars] + " …"
         self._lines.append(line)
         self.seen += 1

@@ -22,7 +22,8 @@ _UNIT_HEAD = re.compile(r"^[\w@:.\\-]{1,255}\.(?:service|scope): ")
 _MAIN_EXITED = re.compile(r"^Main process exited, code=(\w+), status=(\S+?)\.?$")
 _FAILED = re.compile(r"^Failed with result '([\w-]+)'\.?$")
 _COUNTER = re.compile(r"^Scheduled restart job, restart counter is at (\d{1,9})\.?$")
-_PEAK = re.compile(r"(\d+(?:\.\d+)?[KMGTP]?B?) memory peak")
+# From where a number starts: tried from every digit of a long run, it was quadratic.
+_PEAK = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?[KMGTP]?B?) memory peak")
 OOM_KILL_TEXT = "A process of this unit has been killed by the OOM killer"
 
 
