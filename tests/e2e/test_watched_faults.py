@@ -33,11 +33,11 @@ async def test_the_servers_processes_leaving_nvml_with_their_memory_held(host: F
     session = host.session(metrics=False)
     app = KvtopApp(session, source_label="watched faults", host_name="gpu-host")
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_screen(app, pilot, "healthy", _level(Level.OK, ()), 20)
+        await wait_screen(app, pilot, "healthy", _level(Level.OK, ()), 40)
         host.state.procs = []  # killed (or hung out of NVML's list); the memory stays held
         host.write_nvml()
         text = await wait_screen(
-            app, pilot, "processes gone", _level(Level.CRITICAL, ("processes_gone",)), 20
+            app, pilot, "processes gone", _level(Level.CRITICAL, ("processes_gone",)), 40
         )
         snap = app.state.latest
         assert snap is not None
@@ -46,4 +46,4 @@ async def test_the_servers_processes_leaving_nvml_with_their_memory_held(host: F
         assert "✖" in text
         host.state.procs = NvmlState().procs  # started again: its processes are back
         host.write_nvml()
-        await wait_screen(app, pilot, "back", _level(Level.OK, ()), 20)
+        await wait_screen(app, pilot, "back", _level(Level.OK, ()), 40)
