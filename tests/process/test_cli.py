@@ -82,8 +82,8 @@ def _no_traceback(result: subprocess.CompletedProcess[str]) -> None:
     assert "Exception ignored" not in result.stderr, result.stderr
 
 
-def _json(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert result.returncode == 0, result.stderr
+def _json(result: subprocess.CompletedProcess[str], code: int = 0) -> dict[str, object]:
+    assert result.returncode == code, result.stderr
     _no_traceback(result)
     data = json.loads(result.stdout)
     assert isinstance(data, dict)
@@ -496,10 +496,13 @@ def test_input_without_sglang_lines(tmp_path: Path, content: bytes, no_server: l
     log = tmp_path / "junk.log"
     log.write_bytes(content)
     result = kvtop("--once", "--log-file", log, *no_server)
-    assert result.returncode == 0, result.stderr
+    # An empty log gives no line to judge: the report says UNKNOWN and the exit status 1 (the
+    # input could not be read); junk is lines read, judged OK with nothing of SGLang in them.
+    expected = 1 if not content else 0
+    assert result.returncode == expected, result.stderr
     _no_traceback(result)
     assert "No SGLang startup lines found" in result.stdout
-    data = _json(kvtop("--once", "--json", "--log-file", log, *no_server))
+    data = _json(kvtop("--once", "--json", "--log-file", log, *no_server), expected)
     assert data["ranks"] == []
     assert data["startup"]["failure"] is None  # type: ignore[index]
     json.dumps(data, allow_nan=False)
@@ -513,8 +516,9 @@ def test_binary_junk_on_stdin(no_server: list[str]) -> None:
 
 
 def test_empty_stdin(no_server: list[str]) -> None:
-    data = _json(kvtop("--once", "--json", "--log-file", "-", *no_server, stdin=b""))
+    data = _json(kvtop("--once", "--json", "--log-file", "-", *no_server, stdin=b""), 1)
     assert data["ranks"] == []
+    assert data["verdict"]["level"] == "unknown"  # type: ignore[index]
 
 
 def test_hostile_kv_line_does_not_crash_the_command(no_server: list[str]) -> None:
