@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -126,7 +125,8 @@ def test_map_ranks_to_gpus(titled: dict[str, int]) -> None:
 
 
 def test_info_of_a_real_child_has_its_tree() -> None:
-    """A real child: its command line, and its ancestors starting with this test's process."""
+    """A real child: its command line; its ancestors end with the topmost that is SGLang's own,
+    so a child of this test's process (not SGLang's) has none."""
     child = subprocess.Popen(["sleep", "30"])
     try:
         deadline = time.monotonic() + 5  # until the fork has exec'd sleep
@@ -134,11 +134,38 @@ def test_info_of_a_real_child_has_its_tree() -> None:
             assert time.monotonic() < deadline, info
             time.sleep(0.01)
         assert info.command == "sleep 30"
-        assert info.ancestors[:1] == (os.getpid(),)
+        assert info.started_at is not None
+        assert info.ancestors == ()
         assert info_of_pid(2**22 + 12345).ancestors == ()  # gone: nothing
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_rank_descendant_keeps_the_rank_in_its_tree() -> None:
+    """A process a rank started through a shell (rank → sh → sleep): its ancestors are the shell
+    and the rank, and stop there (this test's process above is not SGLang's)."""
+    script = "exec -a 'sglang::scheduler_TP0' bash -c 'sh -c \"sleep 30; :\" & wait'"
+    rank = subprocess.Popen(["bash", "-c", script])
+    try:
+        deadline = time.monotonic() + 5
+        while not (
+            sleeps := [
+                c for c in psutil.Process(rank.pid).children(recursive=True) if c.name() == "sleep"
+            ]
+        ):
+            assert time.monotonic() < deadline, "the rank's grandchild did not start"
+            time.sleep(0.01)
+        shell = sleeps[0].ppid()
+        while psutil.Process(rank.pid).cmdline()[:1] != ["sglang::scheduler_TP0"]:
+            assert time.monotonic() < deadline, "the rank did not take its title"
+            time.sleep(0.01)
+        assert info_of_pid(sleeps[0].pid).ancestors == (shell, rank.pid)
+    finally:
+        for proc in psutil.Process(rank.pid).children(recursive=True):
+            proc.kill()
+        rank.kill()
+        rank.wait()
 
 
 @pytest.mark.parametrize(

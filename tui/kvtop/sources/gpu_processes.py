@@ -6,6 +6,7 @@ SGLang names its scheduler processes with setproctitle, e.g. "sglang::scheduler_
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Sequence
@@ -86,14 +87,68 @@ def info_of_pid(pid: int) -> ProcessInfo:
 
 ANCESTORS_MAX = 32  # a process tree deeper than this is not followed further
 
+# SGLang's own packages: `python -m sglang.launch_server`, `python -m sglang_router.launch_server`
+# (the router starting its servers), a script of theirs, the `sglang` command.
+_SGLANG_PACKAGES = ("sglang", "sglang_router")
+_PYTHON = re.compile(r"(?:python|pypy)[\d.]*$")
+_PYTHON_TAKES_VALUE = ("-W", "-X", "--check-hash-based-pycs")  # options whose value follows
+
+
+def _sglang_program(path: str) -> bool:
+    """The `sglang` command, or a script inside SGLang's packages."""
+    parts = path.split("/")
+    if parts[-1] == "sglang":
+        return True
+    return parts[-1].endswith(".py") and any(p in _SGLANG_PACKAGES for p in parts[:-1])
+
+
+def is_sglang_command(argv: Sequence[str]) -> bool:
+    """The process is SGLang's own by its command line: a title SGLang set (`sglang::…`), the
+    `sglang` command (`sglang serve`), or Python running SGLang's module or one of its scripts
+    (`python -m sglang.launch_server`). A shell, an init, a supervisor or `python -c` is not,
+    whatever its arguments mention."""
+    if not argv:
+        return False
+    program = argv[0]
+    if program.startswith("sglang::") or _sglang_program(program):
+        return True
+    if not _PYTHON.match(os.path.basename(program)):
+        return False
+    words = iter(argv[1:])
+    for word in words:
+        if word.startswith("-m"):
+            module = word[2:] or next(words, "")
+            return module.split(".")[0] in _SGLANG_PACKAGES
+        if word.startswith("-c"):
+            return False
+        if word in _PYTHON_TAKES_VALUE:
+            next(words, None)
+        elif not word.startswith("-"):
+            return _sglang_program(word)  # the script Python runs
+    return False
+
+
+def _is_sglangs(proc: psutil.Process) -> bool:
+    try:
+        return is_sglang_command(proc.cmdline() or [proc.name()])
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+        return False  # not readable here: nothing says it is SGLang's
+
 
 def _ancestors(proc: psutil.Process) -> tuple[int, ...]:
-    """The pids above PROC, its parent first, up to (not including) pid 1."""
+    """The pids above PROC, its parent first, up to the topmost that is SGLang's own
+    (`is_sglang_command`); none when no ancestor is.
+
+    Whose a process is follows its tree only through SGLang's processes: a shell, PID 1, a
+    container's init or a subreaper that took in orphaned ranks holds whatever else runs on the
+    host, so the ranks' parent is the server's main process only when it is SGLang's, and a
+    process related to a rank only through such a parent is not the server's."""
     try:
-        parents = proc.parents()
+        parents = proc.parents()[:ANCESTORS_MAX]
     except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
         return ()
-    return tuple(p.pid for p in parents[:ANCESTORS_MAX] if p.pid > 1)
+    top = max((i for i, p in enumerate(parents) if p.pid >= 1 and _is_sglangs(p)), default=-1)
+    return tuple(p.pid for p in parents[: top + 1])
 
 
 def unit_from_cgroup(text: str) -> str | None:
