@@ -373,7 +373,7 @@ async def test_overview_uses_spare_rows_for_the_log_tail(tmp_path: Path) -> None
             assert not re.search(r"(?m)^log {7}\S", screen_text(app))
 
 
-def test_a_long_state_is_cut_before_the_facts_after_it() -> None:
+def test_a_long_state_drops_its_clock_before_the_facts_after_it() -> None:
     from kvtop.model.status.server_status import MUST, HeaderItem
 
     items = tuple(
@@ -391,7 +391,8 @@ def test_a_long_state_is_cut_before_the_facts_after_it() -> None:
     layout = header_layout(facts, 80)
     first = "".join(t for t, _ in layout.left + layout.right)
     assert len(first) <= 80
-    assert first.startswith(" starting: cuda graph") and "…" in first
+    # Whole words leave, never part of one: the clock first, the duration stays.
+    assert first.startswith(" starting: cuda graph (3m05s) · ") and "…" not in first, first
     for value in ("Kimi-K2.5", "TP8", "mfs 0.88", "EAGLE3", "HiC"):
         assert value in first, (value, first)
 

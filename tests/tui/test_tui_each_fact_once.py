@@ -5,11 +5,20 @@ words). The real app under Pilot on the demo's still and the story log cut befor
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
+from kvtop.live.app import KvtopApp
+from kvtop.live.view_state import header_words
 from kvtop.live.widgets.kv_panel import KvPanel
-from tests.support.tui_support import demo_snapshot, make_app, screen_text, until
+from kvtop.model.snapshot import Snapshot
+from kvtop.model.status.watch import judged
+from tests.support.paths import STORY_LOG
+from tests.support.still import StillFeed
+from tests.support.tui_support import demo_snapshot, log_snapshot, make_app, screen_text, until
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("utc_zone")]
 
@@ -92,3 +101,62 @@ async def test_key_bar_follows_a_resize_with_whole_labels() -> None:
         await until(pilot, "the key bar at 200 columns", lambda: "space pause" in screen_text(app))
         bar = screen_text(app).splitlines()[-1]
         assert not _bar_leftover(bar, _key_labels(app)).strip(), bar
+
+
+HEADER_SIZES = ((80, 24), (90, 24), (100, 30), (120, 40), (160, 40), (200, 60))
+
+
+def _hot(snapshot: Snapshot, **celsius: int) -> Snapshot:
+    """The snapshot with GPUs this hot (`gpu2=95`), judged again."""
+    gpus = tuple(
+        replace(g, sample=replace(g.sample, temperature_c=celsius[f"gpu{g.sample.index}"]))
+        if f"gpu{g.sample.index}" in celsius
+        else g
+        for g in snapshot.gpus
+    )
+    return judged(replace(snapshot, gpus=gpus))
+
+
+@pytest.mark.parametrize("size", HEADER_SIZES, ids=[f"{w}x{h}" for w, h in HEADER_SIZES])
+async def test_header_names_the_worst_alert_and_keeps_the_counts(size: tuple[int, int]) -> None:
+    snapshot = _hot(demo_snapshot(), gpu2=95, gpu5=85)  # critical and warning
+    app = make_app(snapshot)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, "the status line", lambda: "ready 1m00s" in screen_text(app))
+        first = screen_text(app).splitlines()[0]
+        assert "✖ ready 1m00s · " in first and len(first) <= size[0], first
+        assert re.search(r" · ✖1 ▲1 · (SGLang \S+ · )?Kimi-K2\.5 · TP8 · mfs 0\.88\b", first), first
+        if size[0] >= 120:  # room for the worst alert's words, whole, before the counts
+            assert "✖ ready 1m00s · GPU 2 at 95 °C · ✖1 ▲1" in first, first
+        assert app.state.status is not None
+        assert "GPU 2 at 95 °C" in header_words(app.state.status)  # the help says it whole
+
+
+def _starting(tmp_path: Path, lines: int) -> Snapshot:
+    """The story log's first LINES lines: the server starting (loading its weights)."""
+    log = tmp_path / "sglang.log"
+    log.write_text("".join(STORY_LOG.read_text().splitlines(keepends=True)[:lines]))
+    return log_snapshot(log)
+
+
+def _words(text: str) -> set[str]:
+    return set(re.split(r"[\s·]+", text)) - {""}
+
+
+@pytest.mark.parametrize("width", (80, 90, 100, 120, 160))
+async def test_a_starting_status_line_drops_whole_items(tmp_path: Path, width: int) -> None:
+    snapshot = _starting(tmp_path, 150)
+    clock = datetime(2026, 2, 27, 9, 6, 30).timestamp  # in the log's clock, before ready
+    app = KvtopApp(
+        StillFeed(snapshot), source_label="sglang.log", clock=clock, host_name="gpu-host"
+    )
+    async with app.run_test(size=(width, 24)) as pilot:
+        await until(pilot, "the status line", lambda: "starting" in screen_text(app))
+        first = screen_text(app).splitlines()[0]
+        assert app.state.status is not None
+        whole = _words(header_words(app.state.status))
+        markers = re.compile(r"^[●◐○](log|NV|NVML|met|metrics)$")
+        cut = [w for w in _words(first) if w not in whole and not markers.match(w)]
+        assert not cut, (cut, first)
+        assert first.lstrip().startswith("▲ starting: load weights"), first
+        assert "▲1" in first and "Kimi-K2.5" in first and len(first) <= width, first

@@ -7,6 +7,7 @@ app for a change with a message (tui/kvtop/live/screens/base.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -21,6 +22,7 @@ from kvtop.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
 from kvtop.model.status.freshness import is_fresh, stale_after_s, stale_age_s
 from kvtop.model.status.levels import (
     DEFAULT_THRESHOLDS,
+    Alert,
     Level,
     Thresholds,
 )
@@ -36,6 +38,7 @@ from kvtop.model.status.server_status import (
     header_state,
     server_status,
 )
+from kvtop.model.status.verdict import Verdict
 
 INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 AUTO_COMPACT_BELOW_ROWS = 34
@@ -60,6 +63,9 @@ class StatusFacts:
     source_ages: tuple[str | None, ...] = ()
     # `facts` with their short forms and priorities: what a narrow status line keeps.
     fact_items: tuple[HeaderItem, ...] = ()
+    # `state` as the items it is made of (tui/kvtop/live/view_state.state_items): the state, its
+    # words (`GPU 3 lost`), the worst alert named, the alert counts; none: `state` is one item.
+    state_items: tuple[HeaderItem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +217,7 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
     left = (state.host_name, state.source_label)
     after: list[HeaderItem] = []
     kind, text, level = "waiting", "waiting for the first readings", Level.OK
+    items: tuple[HeaderItem, ...] = ()
     sources: tuple[SourceHealth, ...] = ()
     if snapshot is not None:
         startup = snapshot.analysis.startup
@@ -231,9 +238,11 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
             gpu_count=len(snapshot.gpus),
         )
         kind, text, level = status.state, header.text, header.level
+        items = state_items(text, snapshot.verdict)
         sources = tuple(_marked(s, state.interval_s) for s in sources)
     if state.problem:
         kind, text, level = "failed", "sources stopped (see the message)", Level.OK
+        items = ()
     ages = tuple(stale_age_s(s, state.interval_s) for s in sources)
     # The ages are drawn only once stale (source_ages); kept in the sources they would make
     # every refresh's facts new and repaint the line for nothing.
@@ -243,6 +252,7 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
         facts=tuple(item.text for item in after),
         fact_items=tuple(after),
         state=text,
+        state_items=items,
         state_kind=kind,
         sources=sources,
         paused=state.paused,
@@ -251,6 +261,54 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
         level=level,
         source_ages=tuple(None if age is None else duration_text(age) for age in ages),
     )
+
+
+# -- the state's items: the state, its words, the worst alert named, the alert counts ------------
+ALERT = 1  # the worst alert's words: after the state and the facts, cut to fit before they go
+# Alerts the state's own words already say (`stopped …`, `failed: …`, `sources disagree`,
+# `GPU 3 lost`): named again they would say one fact twice.
+SAID_BY_THE_STATE = frozenset({"server_stopped", "startup_failed", "mismatch", "gpu_lost"})
+_CLOCK = re.compile(r" since (?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}")
+_ASIDE = re.compile(r" ?\([^()]*\)")
+
+
+def alert_words(alert: Alert) -> str:
+    """An alert in a few words for the status line: its sentence without the asides in
+    brackets, up to its first `:` or `;` (`GPU 2 at 88 °C`, `KV cache 96.2% full`); a
+    sentence that opens with its subject alone keeps the clause after it (`TP0: 3.10 GiB free
+    after startup, under the 4 GiB safe margin`)."""
+    text = alert.text
+    while _ASIDE.search(text):
+        text = _ASIDE.sub("", text)
+    clauses = [c.strip() for c in re.split(r"[:;] ", text) if c.strip()]
+    if not clauses:
+        return alert.subject
+    if clauses[0] == alert.subject and len(clauses) > 1:
+        return f"{clauses[0]}: {clauses[1]}"
+    return clauses[0]
+
+
+def state_items(text: str, verdict: Verdict) -> tuple[HeaderItem, ...]:
+    """The state as the status line lays it out: the state (without its clock when short:
+    `starting: load weights (4m02s)`), each of its words (`GPU 3 lost`, `metrics down 3m05s`),
+    the worst alert's words unless the state already says them, and the alert counts (`✖1 ▲1`),
+    which a narrow line keeps whole. TEXT is the model's (server_status.header_state): its items
+    joined by ` · `, the counts last."""
+    parts = text.split(" · ")
+    counts = verdict.glyph_counts() if verdict.alerts else ""
+    tail = [parts.pop()] if counts and len(parts) > 1 and parts[-1] == counts else []
+    items = [HeaderItem(parts[0], _CLOCK.sub("", parts[0]), MUST)]
+    items += [HeaderItem(p, p, MUST) for p in parts[1:]]
+    if verdict.alerts:
+        worst = verdict.alerts[0]
+        said = " · ".join(parts)
+        if worst.kind not in SAID_BY_THE_STATE and not re.search(
+            rf"(?<!\w){re.escape(worst.subject)}(?!\w)", said
+        ):
+            words = alert_words(worst)
+            items.append(HeaderItem(words, words, ALERT))
+    items += [HeaderItem(t, t, MUST) for t in tail]
+    return tuple(items)
 
 
 # -- the status line's layout: what survives a narrow terminal ------------------------------------
@@ -267,6 +325,7 @@ class _Slot:
     priority: int
     full: tuple[Piece, ...]
     short: tuple[Piece, ...]
+    role: str = ""  # "state", "alert", "fact" (a deployment fact), "" (the rest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,8 +342,18 @@ class HeaderLayout:
         return " · ".join(self.moved)
 
 
-def _text_slot(text: str, priority: int, short: str | None = None, style: str = "") -> _Slot:
-    return _Slot(False, priority, ((text, style),), ((short or text, style),))
+def _text_slot(
+    text: str, priority: int, short: str | None = None, style: str = "", role: str = ""
+) -> _Slot:
+    return _Slot(False, priority, ((text, style),), ((short or text, style),), role)
+
+
+def _whole_words(text: str, short: str) -> str:
+    """SHORT where it is made of TEXT's own words or says it was cut (`Meta-Llama-3.…`); else
+    TEXT: a word cut without a mark (`HiC` for HiCache) reads as a garbled one."""
+    if short.endswith("…") or set(short.split()) <= set(text.split()):
+        return short
+    return text
 
 
 def _state_style(facts: StatusFacts) -> str:
@@ -297,11 +366,17 @@ def _state_style(facts: StatusFacts) -> str:
 def _slots(facts: StatusFacts) -> list[_Slot]:
     slots = [_text_slot("kvtop", AMBIENT, style="bold")]
     slots += [_text_slot(part, ORIGIN) for part in facts.left if part]
-    slots.append(_text_slot(facts.state, MUST, style=_state_style(facts)))
+    style = _state_style(facts)
+    states = facts.state_items or (HeaderItem(facts.state, _CLOCK.sub("", facts.state), MUST),)
+    for n, item in enumerate(states):
+        role = "alert" if item.priority == ALERT else "state" if n == 0 else ""
+        slots.append(_text_slot(item.text, item.priority, item.short, style, role))
     items = facts.fact_items or tuple(HeaderItem(f, f, MUST) for f in facts.facts)
-    slots += [_text_slot(i.text, i.priority, i.short) for i in items]
+    for i in items:
+        role = "fact" if i.priority == MUST else ""
+        slots.append(_text_slot(i.text, i.priority, _whole_words(i.text, i.short), role=role))
     if facts.demo:
-        slots.append(_Slot(True, WANTED, ((" DEMO ", "demo"),), ((" DEMO ", "demo"),)))
+        slots.append(_Slot(True, WANTED, ((" DEMO ", "demo"),), (("DEMO", "demo"),)))
     if facts.paused:
         slots.append(_Slot(True, MUST, ((" PAUSED ", "paused"),), ((" PAUSED ", "paused"),)))
     interval = ((f"↻{facts.interval_s:g}s", ""),)
@@ -340,45 +415,63 @@ def _joined(
 
 
 def header_layout(facts: StatusFacts, width: int) -> HeaderLayout:
-    """Drop items by priority, not from the right: host and log source first, then the kvtop
-    name and shape words, then the SGLang version; then shorten the facts (model name, `HiC`),
-    drop the interval, shorten the source names (`●NV`, `●met`); then the DEMO badge. State, model, TP/DP/EP, mfs, the speculative and HiCache
-    flags and the source markers stay; a state too long for what is left is cut last
-    (tests/tui/test_header_events.py checks 80 to 200 columns)."""
+    """Drop whole items by priority, not from the right, and never cut a word: host and log
+    source first, then the kvtop name and shape words, then the SGLang version; then the short
+    forms (a long model name, the state without its clock: `starting: load weights (4m02s)`),
+    the interval, the source names short (`●NV`, `●met`), the DEMO badge; then the worst
+    alert's words are cut after a whole word (`TP0: 3.10 GiB free…`) or leave; then the
+    deployment's facts leave, the last first (HiCache, the speculative flag, mfs, TP, the
+    model); a state too long for what is left is cut after a whole word last. The state, its
+    words (`GPU 3 lost`), the alert counts and the source markers always stay; what left is on
+    the second line or in the help (tests/tui/test_tui_each_fact_once.py: 80 to 200 columns)."""
     slots = _slots(facts)
     shown = [True] * len(slots)
     short: frozenset[bool] = frozenset()
+
+    def over() -> int:
+        left, right = _joined(slots, shown, short)
+        return _cells(left) + _cells(right) - width
+
     # Drop a priority, or shorten a side: the facts (False), then the source names (True).
-    steps: list[int | bool] = [ORIGIN, AMBIENT, EXTRA, False, INTERVAL, True, WANTED]
-    left, right = _joined(slots, shown, short)
-    for step in steps:
-        if _cells(left) + _cells(right) <= width:
+    for step in [ORIGIN, AMBIENT, EXTRA, False, INTERVAL, True, WANTED]:
+        if over() <= 0:
             break
         if isinstance(step, bool):
             short = short | {step}
         else:
             shown = [v and s.priority != step for s, v in zip(slots, shown, strict=True)]
-        left, right = _joined(slots, shown, short)
-    over = _cells(left) + _cells(right) - width
-    if over > 0:  # a long state (starting: … since …): cut its words, not the facts after it
-        slots = [_cut_state(s, over) for s in slots]
-        left, right = _joined(slots, shown, short)
-    moved = (_plain(s) for s, v in zip(slots, shown, strict=True) if not v)
+    moved = [_plain(s) for s, v in zip(slots, shown, strict=True) if not v]
+    alert = next((n for n, s in enumerate(slots) if s.role == "alert"), None)
+    facts_last_first = [n for n in reversed(range(len(slots))) if slots[n].role == "fact"]
+    last_resort: list[tuple[str, int]] = []
+    if alert is not None:
+        last_resort += [("cut", alert), ("drop", alert)]
+    last_resort += [("drop", n) for n in facts_last_first]
+    last_resort += [("cut", n) for n, s in enumerate(slots) if s.role == "state"]
+    for what, n in last_resort:
+        excess = over()
+        if excess <= 0:
+            break
+        if what == "drop":
+            shown[n] = False
+            moved.append(_plain(slots[n]))
+        else:
+            slots[n] = _cut_words(slots[n], excess, keep_words=2)
+    left, right = _joined(slots, shown, short)
     return HeaderLayout(left, right, tuple(m for m in moved if m not in ("", "kvtop")))
 
 
-STATE_MIN_CHARS = 16  # a state is never cut shorter than this ("starting: load w…")
-
-
-def _cut_state(slot: _Slot, over: int) -> _Slot:
-    text, style = slot.full[0]
-    if not style.startswith("state-"):
-        return slot
-    keep = max(STATE_MIN_CHARS, len(text) - over - 1)
-    if keep >= len(text):
-        return slot
-    piece = ((text[:keep] + "…", style),)
-    return _Slot(slot.right, slot.priority, piece, piece)
+def _cut_words(slot: _Slot, over: int, keep_words: int) -> _Slot:
+    """The slot's words (as drawn short) cut after a whole word, `over` cells shorter where
+    it can, keeping at least `keep_words` words: `starting: load weights…`."""
+    text, style = slot.short[0]
+    words = text.split(" ")
+    for n in range(len(words) - 1, keep_words - 1, -1):
+        cut = " ".join(words[:n]).rstrip(",;:·") + "…"
+        if len(cut) <= len(text) - over or n == keep_words:
+            piece = ((cut, style),)
+            return _Slot(slot.right, slot.priority, piece, piece, slot.role)
+    return slot
 
 
 def _plain(slot: _Slot) -> str:
