@@ -60,18 +60,24 @@ def _gib(value: float | None) -> str:
     return fmt.UNKNOWN if value is None else f"{fmt.gib(value, 2)} GiB"
 
 
+def _command(row: ProcessRow) -> str:
+    if row.pid is None and row.lost:
+        return row.lost  # a lost GPU's row: why NVML cannot read it, where a command would be
+    return row.command if row.readable and row.command else UNREADABLE
+
+
 def cells(row: ProcessRow) -> dict[str, str]:
     """The words of ROW's cells, by column key (uncut)."""
     return {
         "gpu": str(row.gpu),
-        "pid": str(row.pid),
+        "pid": fmt.UNKNOWN if row.pid is None else str(row.pid),
         "user": row.user or fmt.UNKNOWN,
         "whose": row.whose_word,
         "gpu_memory": _gib(row.gpu_memory_gib),
         "cpu": fmt.number(row.cpu_percent, 1),
         "rss": _gib(row.rss_gib),
         "time": elapsed(row.elapsed_s),
-        "command": row.command if row.readable and row.command else UNREADABLE,
+        "command": _command(row),
     }
 
 
@@ -139,8 +145,9 @@ def row_line(row_cells: dict[str, str], shape: Layout) -> str:
 
 
 def row_kind(row: ProcessRow) -> str:
-    """How a row is drawn: "warn" foreign, "dim" not readable here, "" the server's."""
-    if row.whose == Whose.FOREIGN:
+    """How a row is drawn: "warn" foreign or on a GPU NVML cannot read, "dim" not readable
+    here, "" the server's."""
+    if row.whose == Whose.FOREIGN or row.lost:
         return "warn"
     return "" if row.readable else "dim"
 

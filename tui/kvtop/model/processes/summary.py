@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvtop import fmt
-from kvtop.model.processes.table import ProcessRow
+from kvtop.model.processes.table import ProcessRow, ProcessRows, row_order
 from kvtop.model.snapshot import HostMemory
+from kvtop.model.status.notes import gpu_span
 
 SHORT_COMMAND = 32  # characters of a foreign command named in a sentence
 
@@ -34,19 +35,36 @@ def _plural(count: int, word: str) -> str:
 
 def processes_summary(rows: Sequence[ProcessRow]) -> str:
     """The overview's line: how many processes on how many GPUs, the foreign ones (the largest
-    named) and how many cannot be read here."""
+    named), the GPUs NVML cannot read ("7 processes on 7 of 8 GPUs; GPU 3 cannot be read": a
+    lost GPU is counted, never taken for one with nothing on it) and how many processes cannot
+    be read here."""
     if not rows:
         return "no process on the GPUs (NVML lists none)"
-    pids = {r.pid for r in rows}
-    gpus = {r.gpu for r in rows}
-    text = f"{_plural(len(pids), 'process')} on {_plural(len(gpus), 'GPU')}"
-    foreign = [r for r in rows if r.foreign]
+    listed = [r for r in rows if r.pid is not None]
+    pids = {r.pid for r in listed}
+    gpus = {r.gpu for r in listed}
+    lost = {r.gpu for r in rows if r.lost}
+    if lost:
+        count = rows.gpu_count if isinstance(rows, ProcessRows) else len(gpus | lost)
+        if count <= len(lost):
+            every = f"GPU {gpu_span(lost)}"
+            return f"none of the {_plural(count, 'GPU')} can be read through NVML ({every})"
+        if pids:
+            text = f"{_plural(len(pids), 'process')} on {len(gpus)} of {_plural(count, 'GPU')}"
+        else:
+            others = count - len(lost)
+            text = "no process on the other " + (f"{others} GPUs" if others > 1 else "GPU")
+    else:
+        text = f"{_plural(len(pids), 'process')} on {_plural(len(gpus), 'GPU')}"
+    foreign = [r for r in listed if r.foreign]
     if foreign:
-        largest = min(foreign, key=lambda r: (-(r.gpu_memory_gib or 0.0), r.gpu, r.pid))
-        count = len({r.pid for r in foreign})
-        lead = f"{count} foreign" + (", the largest" if count > 1 else "")
+        largest = min(foreign, key=lambda r: (-(r.gpu_memory_gib or 0.0), row_order(r)))
+        many = len({r.pid for r in foreign})
+        lead = f"{many} foreign" + (", the largest" if many > 1 else "")
         text += f", {lead}: {foreign_sentence(largest)}"
-    unreadable = len({r.pid for r in rows if not r.readable})
+    if lost:
+        text += f"; GPU {gpu_span(lost)} cannot be read"
+    unreadable = len({r.pid for r in listed if not r.readable})
     if unreadable:
         text += f"; {unreadable} unreadable here"
     return text

@@ -2,16 +2,19 @@
 host, whose it is (a rank of the server, the server's, foreign), and the orders `o` cycles.
 
 One row per process and GPU, as NVML lists them and nvitop shows them: a process on two GPUs
-has two rows.
+has two rows. A GPU NVML cannot read keeps a row too (one per rank the log places there), as
+nvitop keeps an ERROR row: a table without it would read as a GPU with nothing on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus
 from kvtop.model.snapshot import GpuView, Snapshot
 from kvtop.model.str_enum import StrEnum
+from kvtop.sglang.control_chars import make_visible
 
 
 class Whose(StrEnum):
@@ -26,10 +29,12 @@ class Whose(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ProcessRow:
     """One process on one GPU. None: unknown (the host cannot read it, or NVML gave no
-    figure); `elapsed_s`: since it started, at the snapshot's time."""
+    figure); `elapsed_s`: since it started, at the snapshot's time. `lost`: the GPU cannot be
+    read through NVML (why, in NVML's words), so this row stands for what the log places there
+    (its rank, or nothing known): no pid, no figures."""
 
     gpu: int
-    pid: int
+    pid: int | None
     user: str | None
     gpu_memory_gib: float | None
     cpu_percent: float | None
@@ -39,6 +44,7 @@ class ProcessRow:
     rank: str | None
     whose: Whose
     readable: bool
+    lost: str | None = None
 
     @property
     def foreign(self) -> bool:
@@ -62,10 +68,64 @@ def _whose(gpu: GpuView, rank: str | None, other: bool, readable: bool) -> Whose
     return Whose.SERVER if readable or gpu.ranks else Whose.UNKNOWN
 
 
-def process_rows(snapshot: Snapshot) -> tuple[ProcessRow, ...]:
-    """Every GPU process of the snapshot, by GPU index then pid."""
+class ProcessRows(tuple[ProcessRow, ...]):
+    """The rows, and how many GPUs NVML lists (the summary's "on 7 of 8 GPUs")."""
+
+    gpu_count: int
+
+    def __new__(cls, rows: Iterable[ProcessRow], gpu_count: int) -> ProcessRows:
+        made = super().__new__(cls, rows)
+        made.gpu_count = gpu_count
+        return made
+
+
+def lost_words(sample: GpuSample) -> str:
+    """Why NVML cannot read the GPU, in its words: "cannot be read through NVML (handle:
+    Unknown Error, code 999)"; "lost (fallen off the bus)"."""
+    if sample.status == GpuStatus.LOST:
+        return "lost (fallen off the bus)"
+    if sample.cause is not None:
+        why = f"{sample.cause[0]}: {sample.cause[1]}"
+    else:
+        why = "; ".join(f"{name}: {error}" for name, error in sample.field_errors[:3])
+    why = " ".join(make_visible(why).split())  # NVML's words, on one line, visible
+    return f"cannot be read through NVML ({why})" if why else "cannot be read through NVML"
+
+
+def _lost_rows(gpu: GpuView, words: str) -> list[ProcessRow]:
+    """A lost GPU's rows when NVML lists no process on it: one per rank the log places there,
+    else one that says only that it cannot be read."""
+    return [
+        ProcessRow(
+            gpu=gpu.sample.index,
+            pid=None,
+            user=None,
+            gpu_memory_gib=None,
+            cpu_percent=None,
+            rss_gib=None,
+            elapsed_s=None,
+            command=None,
+            rank=rank,
+            whose=Whose.RANK if rank is not None else Whose.UNKNOWN,
+            readable=False,
+            lost=words,
+        )
+        for rank in (gpu.ranks or (None,))
+    ]
+
+
+def row_order(row: ProcessRow) -> tuple[int, int, str]:
+    """GPU, then pid (a lost GPU's rows first on it, by rank): the order ties fall back to."""
+    return (row.gpu, -1 if row.pid is None else row.pid, row.rank or "")
+
+
+def process_rows(snapshot: Snapshot) -> ProcessRows:
+    """Every GPU process of the snapshot, by GPU index then pid; a lost GPU's rows with them."""
     rows = []
     for gpu in snapshot.gpus:
+        lost = lost_words(gpu.sample) if gpu.lost else None
+        if lost is not None and not gpu.processes:
+            rows.extend(_lost_rows(gpu, lost))
         for p in gpu.processes:
             elapsed = None
             if p.started_at is not None:
@@ -83,9 +143,10 @@ def process_rows(snapshot: Snapshot) -> tuple[ProcessRow, ...]:
                     rank=p.rank,
                     whose=_whose(gpu, p.rank, p.other, p.readable),
                     readable=p.readable,
+                    lost=lost,
                 )
             )
-    return tuple(sorted(rows, key=lambda r: (r.gpu, r.pid)))
+    return ProcessRows(sorted(rows, key=row_order), len(snapshot.gpus))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +197,7 @@ def _number(row: ProcessRow, key: str) -> float | None:
         return row.elapsed_s
     if key == "gpu":
         return float(row.gpu)
-    return float(row.pid)
+    return None if row.pid is None else float(row.pid)
 
 
 def sorted_rows(rows: Sequence[ProcessRow], key: str) -> tuple[ProcessRow, ...]:
@@ -145,16 +206,16 @@ def sorted_rows(rows: Sequence[ProcessRow], key: str) -> tuple[ProcessRow, ...]:
     order = order_named(key)
     if order.key == "user":
 
-        def by_user(row: ProcessRow) -> tuple[int, str, int, int]:
-            return (row.user is None, row.user or "", row.gpu, row.pid)
+        def by_user(row: ProcessRow) -> tuple[int, str, tuple[int, int, str]]:
+            return (row.user is None, row.user or "", row_order(row))
 
         return tuple(sorted(rows, key=by_user))
     sign = -1.0 if order.descending else 1.0
 
-    def by_number(row: ProcessRow) -> tuple[int, float, int, int]:
+    def by_number(row: ProcessRow) -> tuple[int, float, tuple[int, int, str]]:
         value = _number(row, order.key)
         if value is None:
-            return (1, 0.0, row.gpu, row.pid)
-        return (0, sign * value, row.gpu, row.pid)
+            return (1, 0.0, row_order(row))
+        return (0, sign * value, row_order(row))
 
     return tuple(sorted(rows, key=by_number))
