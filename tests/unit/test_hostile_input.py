@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +26,9 @@ from kvtop.sglang import events as ev
 from kvtop.sglang.log_line import MAX_LINE_CHARS, parse_line
 from kvtop.sglang.metrics import parse_exposition
 from kvtop.sglang.story import fold_lines
+from tests.support.logs import log_dated_now
 from tests.support.parser_checks import check_event
+from tests.support.paths import ROOT, STORY_LOG
 from tests.support.tui_support import analysis_snapshot
 
 HOSTILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -644,3 +649,62 @@ def test_regression_huge_context_length_overflows() -> None:
 
 def test_regression_huge_request_len_overflows() -> None:
     _report_everything(_story(), request_len=10**400)
+
+
+# --------------------------------------------------------------------------- request echoes
+
+# `--log-requests` writes a client's prompt and the model's answer into the log; whatever they
+# say, a ready server stays ready (the same lines are in tests/corpus, category "echo").
+REQUEST_ECHOES = {
+    "prompt names a CUDA OOM": (
+        "[{stamp} TP0] Receive: obj=GenerateReqInput(rid='a1', text='why does torch say CUDA out"
+        " of memory. Tried to allocate 20.00 GiB?', sampling_params={{'max_new_tokens': 64}})"
+    ),
+    "answer quotes SGLang's refusal": (
+        "[{stamp}] Finish: obj=GenerateReqInput(rid='a1', text='how do I fix it?'), out={{'text':"
+        " 'It says: Not enough memory. Please try to increase --mem-fraction-static. Current"
+        " value: mem_fraction_static=0.88', 'meta_info': {{'id': 'a1'}}}}"
+    ),
+}
+
+
+def _ready_log_with(line: str, folder: Path) -> Path:
+    """The story log (a ready server) with LINE logged at its last line's time, dated now."""
+    story = STORY_LOG.read_text(encoding="utf-8")
+    stamp = story.rstrip("\n").rsplit("\n", 1)[-1][1:20]
+    source = folder / "echo-source.log"
+    source.write_text(story + line.format(stamp=stamp) + "\n", encoding="utf-8")
+    return log_dated_now(source, folder / "echo.log")
+
+
+def _kvtop(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kvtop", "--no-gpus", "--no-metrics", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("line", REQUEST_ECHOES.values(), ids=REQUEST_ECHOES.keys())
+def test_a_request_echo_of_a_failure_leaves_a_ready_server_ok(line: str, tmp_path: Path) -> None:
+    log = str(_ready_log_with(line, tmp_path))
+    check = _kvtop("--check", "--log-file", log)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.startswith("KVTOP OK - ready"), check.stdout
+
+    as_json = _kvtop("--once", "--json", "--log-file", log)
+    assert as_json.returncode == 0, as_json.stderr
+    report = json.loads(as_json.stdout)
+    assert report["verdict"]["level"] == "ok", report["verdict"]
+    assert report["startup"]["state"] == "ready"
+    assert report["startup"]["failure"] is None
+    assert report["startup"]["failure_kind"] is None
+
+    text = _kvtop("--once", "--width", "200", "--log-file", log)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("verdict: OK - ready"), text.stdout[:300]
+    assert "CRASHED" not in text.stdout and "crashed" not in text.stdout
+    assert "next step:" not in text.stdout
+    assert "GenerateReqInput" not in text.stdout  # the echo is nowhere in the report

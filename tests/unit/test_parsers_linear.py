@@ -122,3 +122,4 @@ def test_the_long_shapes_say_what_they_should() -> None:
     assert said["server_args, long model path"][5] is True
     assert said["traceback, OOM with a run of digits"][1] is not None
     assert said["traceback, OOM with a run of digits"][1][0] == "out_of_memory"
+    assert said["request echo (--log-requests)"][1] is None

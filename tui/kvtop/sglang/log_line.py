@@ -427,7 +427,8 @@ _SHUTDOWN_TEXTS = (
 
 
 def _shutdown(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
-    if "SIGTERM received" in msg:
+    own = own_words(msg)
+    if "SIGTERM received" in own:
         how = "forced" if msg.startswith("Signal SIGTERM received while") else "sigterm"
         return ev.ShutdownBegun(prefix, msg, how=how)
     if _UVICORN_SHUTDOWN_RE.match(msg):
@@ -436,7 +437,7 @@ def _shutdown(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
         return ev.ShutdownBegun(prefix, msg, how="ctrl-c")
     if msg.startswith("Gracefully exiting"):
         return ev.ShutdownProgress(prefix, msg, remaining=_count(_remaining(msg)))
-    if "Finished server process" in msg or msg.startswith("kill_process_tree called"):
+    if "Finished server process" in own or msg.startswith("kill_process_tree called"):
         return ev.ShutdownProgress(prefix, msg, finished=True)
     return None
 
@@ -596,10 +597,11 @@ _OOM_NEEDLES: tuple[str, ...] = (
     "Triton Error [CUDA]: out of memory",
 )
 
-# Failure texts are matched anywhere in a message: they also arrive inside traceback lines that
-# carry no prefix (`RuntimeError: Not enough memory...`, `torch.OutOfMemoryError: CUDA out of...`).
-# Out of memory comes first: graph capture wraps a torch OOM ("Capture cuda graph failed: CUDA
-# out of memory...").
+# Failure texts are matched in a message's own words (own_words): at its start, after the
+# exception types of a traceback's last line (`RuntimeError: Not enough memory...`,
+# `torch.OutOfMemoryError: CUDA out of...`) or a short lead-in (`Rank 0 scheduler is dead`),
+# never inside a quoted string. Out of memory comes first: graph capture wraps a torch OOM
+# ("Capture cuda graph failed: CUDA out of memory...").
 _FAILURES: tuple[tuple[str, str], ...] = (
     *((needle, "out_of_memory") for needle in _OOM_NEEDLES),
     (ev.NO_MEMORY_FOR_KV, "not_enough_memory"),
@@ -676,9 +678,50 @@ def _exception_type(msg: str) -> str | None:
     return name
 
 
+# --log-requests writes every request and its answer into the log: `Receive: obj=GenerateReqInput(
+# rid='a1', text='...', ...)`, `Finish: obj=..., out={'text': '...', ...}` (0.4–0.5), `in=
+# GenerateReqInput(...)` (0.3), or a JSON record whose event is `request.received` /
+# `request.finished` (--log-requests-format json). A client's prompt or the model's answer may
+# say anything ("why does torch say CUDA out of memory?"): none of it is the server's own word.
+_ECHO_STARTS = ("Receive: ", "Finish: ")
+
+
+def is_request_echo(msg: str) -> bool:
+    """A request or response echoed by --log-requests (the message, its prefix split off)."""
+    if msg.startswith(_ECHO_STARTS):
+        return True
+    head = msg[:160]
+    if head.startswith("in=") and "ReqInput(" in head:
+        return True
+    return head.startswith("{") and '"request.' in head
+
+
+# SGLang's failure sentences (and PyTorch's) begin a message, or follow a traceback's exception
+# types and a short lead-in (`Failed to initialize lk_moe: CUDA out of memory`): well within
+# this many characters, and before any quoted string, which is someone else's text (a prompt
+# in an exception's message, a path, a repr).
+_OWN_WORDS_CHARS = 512
+# The numbers of a failure (the OOM sizes, the fraction to raise) are in its first sentences; a
+# longer message (a pasted batch, a repr) is not scanned further, so a 1 MB line costs little.
+_FAILURE_SCAN_CHARS = 4096
+
+
+def own_words(msg: str) -> str:
+    """The part of a message where a failure text of SGLang's may stand: its start, up to the
+    first quote."""
+    head = msg[:_OWN_WORDS_CHARS]
+    for quote in ("'", '"'):
+        at = head.find(quote)
+        if at >= 0:
+            head = head[:at]
+    return head
+
+
 def _failure(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
+    own = own_words(msg)
     for needle, kind in _FAILURES:
-        if needle in msg:
+        if needle in own:
+            msg = msg[:_FAILURE_SCAN_CHARS]
             return ev.Failure(
                 prefix,
                 msg[:2000],
@@ -743,25 +786,26 @@ _ENDING_TEXTS = (
 
 def _ending(prefix: ev.LinePrefix, msg: str) -> ev.Event | None:
     """A line that ends the run (or says it ended) without a traceback of its own."""
-    crashed = _CRASHED_RE.search(msg)
+    own = own_words(msg)
+    crashed = _CRASHED_RE.search(own)
     if crashed is not None:
         return ev.Failure(prefix, msg[:2000], kind="crash")
     terminated = _TERMINATED_RE.match(msg)
     if terminated is not None:
         return None if terminated.group(1) == "0" else ev.Failure(prefix, msg[:2000], kind="crash")
-    if any(text in msg for text in _CRASH_TEXTS) or msg.startswith("Fatal Python error: "):
+    if any(text in own for text in _CRASH_TEXTS) or msg.startswith("Fatal Python error: "):
         return ev.Failure(prefix, msg[:2000], kind="crash")
     if _WATCHDOG_RE.match(msg) is not None:
         # `self.soft=True` only logs (0.5.8+ --soft-watchdog-timeout): the server goes on.
         return None if "soft=True" in msg else ev.Failure(prefix, msg[:2000], kind="watchdog")
-    if _NCCL_WATCHDOG in msg:
+    if _NCCL_WATCHDOG in own:
         return ev.Failure(prefix, msg[:2000], kind="watchdog")
     shell = _SHELL_END_RE.match(msg)
     if shell is not None:
         if shell.group(1) in ("Killed", "killed", "已杀死"):
             return ev.ProcessExited(prefix, msg[:2000], how="killed", code=137)
         return ev.Failure(prefix, msg[:2000], kind="crash")
-    if _LEAKED_RE.search(msg) is not None:
+    if _LEAKED_RE.search(own) is not None:
         return ev.ProcessExited(prefix, msg[:2000], how="resource_tracker")
     container = _CONTAINER_EXIT_RE.match(msg)
     if container is not None:
@@ -820,6 +864,8 @@ for _start, _handler in _HANDLERS:
 def parse_message(prefix: ev.LinePrefix, message: str) -> ev.Event | None:
     """Classify a message whose prefix has already been split off."""
     msg = message.strip()
+    if is_request_echo(msg):
+        return None  # a client's words, whatever they say
     for start, handler in _BY_FIRST_WORD.get(_first_word(msg), ()):
         if msg.startswith(start):
             event = handler(prefix, msg)
@@ -830,7 +876,7 @@ def parse_message(prefix: ev.LinePrefix, message: str) -> ev.Event | None:
         event = _kv_cache(prefix, msg)
         if event is not None:
             return event
-    if "Uvicorn running on" in msg:
+    if "Uvicorn running on" in own_words(msg):
         return _uvicorn(prefix, msg)
     shutdown = _shutdown(prefix, msg)
     if shutdown is not None:
@@ -896,6 +942,10 @@ def parse_line(line: str | bytes) -> ev.Event | None:
         _refused.items = None
     if refused and event is not None:
         event = replace(event, rejected=tuple(_describe(event.message, refused)))
+    if event is None and not prefix.has_prefix and not is_request_echo(message.strip()):
+        # A traceback's last line naming a known text where it is not SGLang's own
+        # (`ValueError: bad input 'CUDA out of memory'`): still the exception line it is.
+        return _traceback_part(prefix, message)
     if event is None and prefix.rank:
         return ev.RankSeen(prefix, "")
     return event
