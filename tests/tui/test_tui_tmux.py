@@ -372,3 +372,55 @@ def test_a_key_typed_with_q_leaves_quietly(tmux: Tmux, tmp_path: Path, keys: str
     assert wait_for_file(status, f"exit status after {keys!r}") == "0"
     left = tmux.capture("main", history=True)
     assert "Traceback" not in left and "NoMatches" not in left, left
+
+
+BOX_EDGE = set(" ╭│╰╮╯─")  # what a modal's edge column may hold: its border, or nothing
+MODALS = {"help": ("question_mark", "kvtop keys"), "formula": ("f", "SGLang's KV sizing")}
+
+
+def _edges(screen: str, width: int) -> tuple[str, str]:
+    """The screen's left and right columns, top to bottom."""
+    lines = [line.ljust(width) for line in screen.splitlines()]
+    return "".join(line[0] for line in lines), "".join(line[width - 1] for line in lines)
+
+
+def _drawn_edges(tmux: Tmux, name: str, what: str, ready, width: int) -> tuple[str, str, str]:  # type: ignore[no-untyped-def]
+    """The screen once READY holds and its edge columns are the same in two captures in a row:
+    a frame is written top to bottom, and a capture in the middle of one shows its upper part
+    over the lower part of the frame before."""
+    deadline = time.monotonic() + DEADLINE_S
+    before = ""
+    while time.monotonic() < deadline:
+        screen = tmux.wait_for(name, what, ready)
+        if before and _edges(screen, width) == _edges(before, width):
+            return (*_edges(screen, width), screen)
+        before = screen
+        time.sleep(POLL_S * 4)
+    pytest.fail(f"the edges of {what} never held still within {DEADLINE_S:g} s")
+
+
+@pytest.mark.parametrize("modal", MODALS)
+@pytest.mark.parametrize("size", [(120, 40), (119, 40), (200, 60)], ids=str)
+def test_a_modal_leaves_no_characters_of_the_overview_at_its_edges(
+    tmux: Tmux, tmp_path: Path, modal: str, size: tuple[int, int]
+) -> None:
+    """Help and the formula cover the overview whole: while open, the screen's edge columns
+    hold the box's border or nothing (no letters of the overview beside the box); closed, the
+    overview is back with no piece of the box left."""
+    width, height = size
+    status = tmp_path / "status"
+    tmux.new_session("modal", kvtop_command(*DEMO, status_file=status), width, height)
+    tmux.wait_for("modal", "the overview, ready", lambda s: eight_rows(s) and status_line_ready(s))
+    key, title = MODALS[modal]
+    tmux.send("modal", "?" if key == "question_mark" else key)
+    left, right, screen = _drawn_edges(
+        tmux, "modal", f"the {modal} box", lambda s: title in s and "╰" in s, width
+    )
+    assert set(left) <= BOX_EDGE and set(right) <= BOX_EDGE, (left, right, screen)
+    tmux.send("modal", "Escape")
+    left, right, screen = _drawn_edges(
+        tmux, "modal", "the overview again", lambda s: title not in s and eight_rows(s), width
+    )
+    assert not set(left + right) & set("╭│╰╮╯"), (left, right, screen)
+    tmux.send("modal", "q")
+    assert wait_for_file(status, "exit status after q") == "0"
