@@ -490,4 +490,5 @@ def _stdin_opener() -> tuple[Callable[[int], bytes], Callable[[], None]]:
     stream = sys.stdin.buffer
     # read1 returns whatever the pipe has, so tqdm's "\r" redraws arrive without a "\n".
     read1 = getattr(stream, "read1", None)
-    return (read1 if read1 is not None else (lambda _n: stream.readline())), (lambda: None)
+    # Without read1, a line at a time, at most N bytes of it: one endless line holds no more.
+    return (read1 if read1 is not None else (lambda n: stream.readline(n))), (lambda: None)

@@ -94,9 +94,11 @@ class LogReader:
             self.health = SourceHealth("log", SourceState.OFF, str(exc))
             raise
         self.good_at = time.monotonic()
-        # Read in part (an endless stream, or a huge file): the report says which part.
+        # Read in part (an endless stream, or a huge file): the report says which part. A line
+        # read by its start only is said too, but the log was read: it stays OK.
+        words = " ".join(w for w in (lines.cut, lines.overlong_words) if w) or None
         self.health = SourceHealth(
-            "log", SourceState.DEGRADED if lines.cut else SourceState.OK, lines.cut
+            "log", SourceState.DEGRADED if lines.cut else SourceState.OK, words
         )
 
     async def read_journal(self) -> None:

@@ -16,14 +16,28 @@ from kvtop.sglang.log_line import MAX_LINE_CHARS  # the parser cuts every line t
 # longer regular file is read from this far before its end (its latest runs); a stream is cut
 # after this much, and either way the reader says so (LogText.cut).
 MAX_LOG_CHARS = 1 << 30
+# One read while looking for the first line break after a seek: the piece of a line skipped
+# there is read in steps of this size, never whole (a 1 GiB piece once held 2 GB of memory).
+_SKIP_BYTES = 1 << 20
 
 
 class LogUnreadable(Exception):
     """The log could not be opened or read; the message is a sentence with a next step."""
 
 
-def _open_text(path: str, limit_chars: int) -> tuple[TextIO, bool]:
-    """The text to read, and whether it starts part-way (a regular file over the limit)."""
+def _skip_to_next_line(raw: BinaryIO) -> bool:
+    """Read RAW up to and past its next line break, in bounded steps; False when none came."""
+    while chunk := raw.read(_SKIP_BYTES):
+        at = chunk.find(b"\n")
+        if at >= 0:
+            raw.seek(at + 1 - len(chunk), os.SEEK_CUR)
+            return True
+    return False
+
+
+def _open_text(path: str, limit_chars: int) -> tuple[TextIO, bool | None]:
+    """The text to read, and whether it starts part-way (a regular file over the limit): True
+    after the first line break past the cut, None when no line break came after it."""
     if path == "-":
         if sys.stdin is None:  # started with file descriptor 0 closed (`kvtop <&-`)
             raise LogUnreadable(
@@ -52,8 +66,8 @@ def _open_text(path: str, limit_chars: int) -> tuple[TextIO, bool]:
         if stat.S_ISREG(info.st_mode) and info.st_size > limit_chars:
             size = info.st_size  # its latest runs are what a report is for
             raw.seek(size - limit_chars)
-            raw.readline()  # the first line there is a piece of one
-            return _text(raw), True
+            # The first line there is a piece of one (its start is before the cut).
+            return _text(raw), True if _skip_to_next_line(raw) else None
     except OSError:
         pass  # not seekable after all: read from the start, as a stream
     return _text(raw), False
@@ -68,13 +82,23 @@ class LogText:
     """The lines of a log, at most `limit_chars` of text; `cut` says afterwards, in words, what
     was left out (None when nothing was)."""
 
-    def __init__(self, handle: TextIO, path: str, limit_chars: int, from_middle: bool) -> None:
+    def __init__(
+        self, handle: TextIO, path: str, limit_chars: int, from_middle: bool | None
+    ) -> None:
         self._handle, self._path, self._limit = handle, path, limit_chars
         self.cut: str | None = None
+        # Lines longer than MAX_LINE_CHARS, read by their start only (counted as they are read).
+        self.overlong = 0
         if from_middle:
             self.cut = (
                 f"{self._name} is longer than kvtop reads at once ({_size(limit_chars)}): the "
                 f"report covers its last {_size(limit_chars)} only (its latest runs)."
+            )
+        elif from_middle is None:
+            self.cut = (
+                f"{self._name} is longer than kvtop reads at once ({_size(limit_chars)}) and "
+                f"its last {_size(limit_chars)} are part of one line, with no line break: "
+                "that line was cut and nothing of it was read."
             )
 
     @property
@@ -96,6 +120,7 @@ class LogText:
         while left > 0 and (line := handle.readline(min(MAX_LINE_CHARS, left))):
             left -= len(line)
             if len(line) == MAX_LINE_CHARS and not line.endswith("\n"):
+                self.overlong += 1
                 while left > 0 and (rest := handle.readline(min(MAX_LINE_CHARS, left))):
                     left -= len(rest)
                     if rest.endswith("\n"):
@@ -107,6 +132,18 @@ class LogText:
                 f"device?): the report covers its first {_size(self._limit)} only. For a long "
                 "log, pass its latest part: tail -c 500M LOG | kvtop --once --log-file -"
             )
+
+    @property
+    def overlong_words(self) -> str | None:
+        """The lines read by their start only, in words; None when there were none."""
+        if not self.overlong:
+            return None
+        many = self.overlong > 1
+        return (
+            f"{self.overlong:,} line{'s' if many else ''} longer than {_size(MAX_LINE_CHARS)} "
+            f"{'were' if many else 'was'} cut: only the first {_size(MAX_LINE_CHARS)} of "
+            f"{'each' if many else 'it'} was read."
+        )
 
 
 def _size(chars: int) -> str:
