@@ -255,8 +255,10 @@ def test_stdin_closed() -> None:
         timeout=60,
         check=False,
     )
-    assert empty.returncode == 0, empty.stderr
+    # Nothing to judge: the report says UNKNOWN and why, and the status 1 (nothing read).
+    assert empty.returncode == 1, empty.stderr
     assert "Traceback" not in empty.stderr
+    assert empty.stdout.startswith("verdict: UNKNOWN - no source could be read")
 
 
 # -- terminal -------------------------------------------------------------------------------

@@ -60,9 +60,20 @@ def test_a_log_that_is_a_device_is_said_at_once(device: str) -> None:
     check = kvtop("--check", "--log-file", device, "--no-gpus", "--deadline", "60")
     assert check.returncode == 3, check
     assert f"the log {device} is a character device, not a log file" in check.stdout
-    once = kvtop("--once", "--log-file", device, "--no-gpus", "--deadline", "60")
-    assert once.returncode == 1, once
-    assert f"the log {device} is a character device" in once.stderr
+
+
+def test_a_small_pipe_whose_writer_finished_is_read(tmp_path: Path) -> None:
+    # `<(cat small.log)`: the writer is gone, its bytes wait in the pipe: read, not refused.
+    log = tmp_path / "small.log"
+    log.write_text("[2026-02-27 09:02:05] server_args=ServerArgs(model_path='/m', tp_size=1)\n")
+    done = subprocess.run(
+        ["bash", "-c", f"{KVTOP} --check --no-gpus --log-file <(cat {log}) --deadline 30"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "named pipe" not in done.stdout and "no result within" not in done.stdout, done
 
 
 def test_check_on_a_silent_log_fifo_is_unknown_at_its_deadline(silent_writer: Path) -> None:
@@ -85,12 +96,11 @@ def test_check_on_a_config_fifo_is_unknown_too(fifo: Path) -> None:
     assert f"waiting for the config file {fifo}" in result.stdout
 
 
-def test_once_on_a_silent_log_fifo_ends_at_its_deadline_with_a_sentence(
-    silent_writer: Path,
-) -> None:
-    result = kvtop("--once", "--log-file", str(silent_writer), "--no-gpus", "--deadline", "2")
+def test_once_on_a_log_fifo_ends_at_its_deadline_with_a_sentence(fifo: Path) -> None:
+    # --once waits for a writer still to come (its deadline, or a signal, ends the wait).
+    result = kvtop("--once", "--log-file", str(fifo), "--no-gpus", "--deadline", "2")
     assert result.returncode == 1, result
-    assert f"still waiting for the log {silent_writer}" in result.stderr
+    assert f"still waiting for the log {fifo}" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -328,10 +328,6 @@ def run_once(args: argparse.Namespace) -> int:
     ok, api_key = _api_key(args)
     if not ok:
         return EXIT_UNREADABLE
-    problem = _log_kind_problem(args)
-    if problem is not None:
-        print(f"kvtop: {problem}", file=sys.stderr)
-        return EXIT_UNREADABLE
     try:
         snapshot = _collect(args, api_key)
     except LogUnreadable as exc:
@@ -353,7 +349,8 @@ def run_once(args: argparse.Namespace) -> int:
 
 def _log_kind_problem(args: argparse.Namespace) -> str | None:
     """A --log-file that cannot be read to its end now (a device, a FIFO with no writer),
-    said at once rather than at the deadline."""
+    said at once by --check rather than at its deadline (a monitoring system's timeout is
+    short; --once waits for a writer still to come, until its deadline or a signal)."""
     from kvtop.sources.log_kind import log_path_problem
 
     return log_path_problem(args.log_file) if args.log_file else None

@@ -1,11 +1,14 @@
-"""What a --log-file path is, looked at without blocking: a one-shot command (--check, --once)
-says at once when it is no log it can read whole (a character device, a FIFO no one writes to)
+"""What a --log-file path is, looked at without blocking: `--check` says at once when it is no
+log it can read whole (a character device, a FIFO no one writes to and that holds nothing)
 instead of waiting for its deadline."""
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import stat
+import termios
 
 
 def log_path_problem(path: str) -> str | None:
@@ -23,12 +26,30 @@ def log_path_problem(path: str) -> str | None:
             f"the log {path} is {kind}, not a log file: it never ends; give the SGLang log "
             "file (or - for a pipe into stdin)"
         )
-    if stat.S_ISFIFO(mode) and not _fifo_has_writer(path):
+    if stat.S_ISFIFO(mode) and not _fifo_has_writer(path) and not _fifo_holds_data(path):
         return (
             f"the log {path} is a named pipe (FIFO) no one writes to: nothing would arrive; "
             "start its writer first, or give the log file itself"
         )
     return None
+
+
+def _fifo_holds_data(path: str) -> bool:
+    """Whether the pipe holds bytes a writer left before it finished (`<(cat small.log)`):
+    counted with FIONREAD, nothing read. Opened only once no process writes to it, so no
+    writer can be released by the open and hurt by the close."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return True  # cannot tell: let the reader try
+    try:
+        count = array.array("i", [0])
+        fcntl.ioctl(fd, termios.FIONREAD, count, True)
+        return count[0] > 0
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _fifo_has_writer(path: str) -> bool:
