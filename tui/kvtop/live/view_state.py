@@ -78,6 +78,8 @@ class KvFacts:
     usage_level: Level = Level.OK  # KV usage against the thresholds (ok unless it is current)
     queue_level: Level = Level.OK  # requests queued without a break, against the thresholds
     queued_for_s: float | None = None
+    # The KV thresholds: the usage is shown with a decimal, never as one it is not on.
+    usage_edges: tuple[float, ...] = ()
 
 
 @dataclass
@@ -192,6 +194,10 @@ def kv_facts(state: ViewState, clock: Callable[[], float]) -> KvFacts | None:
         usage_level=verdict.level_of("kv_usage"),
         queue_level=verdict.level_of("queue"),
         queued_for_s=verdict.queued_for_s if usage.current else None,
+        usage_edges=(
+            state.thresholds.kv_usage_warning_pct,
+            state.thresholds.kv_usage_critical_pct,
+        ),
     )
 
 

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kvtop import fmt
 from kvtop.model.kv_usage import kv_now
 from kvtop.model.memory.gpu_reading import GpuStatus
 from kvtop.model.snapshot import Snapshot
@@ -43,11 +44,16 @@ class ShownRange:
     values_low: float
     values_high: float
 
-    def text(self, unit: str, decimals: int = 1) -> str:
-        """`88.3–92.8 GiB`; `90.1 GiB` when the values do not change (`%` sticks to them)."""
+    def text(self, unit: str, decimals: int = 1, edges: tuple[float, ...] = ()) -> str:
+        """`88.3–92.8 GiB`; `90.1 GiB` when the values do not change (`%` sticks to them); a
+        percentage never reads as one of `edges` (thresholds) it is not on (fmt.pct)."""
         sep = "" if unit == "%" else " "
-        low = f"{self.values_low:.{decimals}f}"
-        high = f"{self.values_high:.{decimals}f}"
+        if unit == "%":
+            low = fmt.pct(self.values_low, decimals, edges).removesuffix("%")
+            high = fmt.pct(self.values_high, decimals, edges).removesuffix("%")
+        else:
+            low = f"{self.values_low:.{decimals}f}"
+            high = f"{self.values_high:.{decimals}f}"
         return f"{low}{sep}{unit}" if low == high else f"{low}–{high}{sep}{unit}"
 
 

@@ -95,11 +95,13 @@ class KvPanel(StyledWidget):
             text.append("·" * bar, self._style("kv--dim"))
         tokens = f" {fmt.count(usage.used_tokens)} / {fmt.count(usage.max_tokens)} tokens"
         text.append(tokens, None if usage.current else self._style("kv--dim"))
+        # One decimal, and never a threshold the usage is not on (94.99 % is not "95%").
+        pct = fmt.pct(usage.usage_pct, 1, edges=facts.usage_edges)
         if level == Level.OK:
-            text.append(f" ({fmt.pct(usage.usage_pct)})")
+            text.append(f" ({pct})")
         else:
             text.append(" (")
-            text.append(f"{level.glyph} {fmt.pct(usage.usage_pct)}", self._style(f"kv--{level}"))
+            text.append(f"{level.glyph} {pct}", self._style(f"kv--{level}"))
             text.append(")")
 
     def _load(self, facts: KvFacts) -> Text:
@@ -135,7 +137,7 @@ class KvPanel(StyledWidget):
             shown = series.shown_range(PERCENT_FLOOR, 0, 100)
             low, high = (shown.low, shown.high) if shown is not None else (0, 100)
             spark = sparkline(series.values, max(10, min(60, width // 3)), low, high)
-            span = f" {shown.text('%', 0)}" if shown is not None else ""
+            span = f" {shown.text('%', 0, facts.usage_edges)}" if shown is not None else ""
             spark.append(
                 f" usage{span}, last {duration_text(series.seconds)}", self._style("kv--dim")
             )
