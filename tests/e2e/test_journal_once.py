@@ -65,7 +65,7 @@ def test_latest_invocation_is_reported(journal_dir: Path) -> None:
 
 def test_unknown_unit_names_similar_units(journal_dir: Path) -> None:
     result = kvtop("--unit", "sglang-kim", "--journal-dir", str(journal_dir))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # no line of it read: UNKNOWN, exit 1
     data = json.loads(result.stdout)
     journal = next(s for s in data["sources"] if s["name"] == "journal")
     assert journal["state"] != "ok"

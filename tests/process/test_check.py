@@ -87,9 +87,9 @@ def test_ok_on_a_ready_log(home: Path, story_now: Path) -> None:
         "--log-file", story_now, "--no-gpus", "--no-metrics", config_home=home
     )
     assert code == 0
-    # The log's latest batch line: token usage 0.30.
-    assert words.startswith("KVTOP OK - ready") and words.endswith("KV cache 30.0% full")
-    assert perf["kv_usage"] == "30.00%;85;95;0;100"
+    # The log's latest batch line: 48,211 tokens of 159,277 (its usage rounded: 0.30).
+    assert words.startswith("KVTOP OK - ready") and words.endswith("KV cache 30.3% full")
+    assert perf["kv_usage"] == "30.27%;85;95;0;100"
     assert perf["kv_tokens_used"] == f"48211;;;0;{POOL}"
     assert perf["kv_tokens_max"] == f"{POOL};;;0;"
     assert perf["headroom"] == "7.40GB;4:;;0;"
@@ -134,7 +134,7 @@ def test_warning_from_a_low_threshold_in_the_config_file(home: Path, story_now: 
         "--log-file", story_now, "--no-gpus", "--no-metrics", config_home=home
     )
     assert code == 1
-    assert "KV cache 30.0% full" in words and "warning from 25%" in words
+    assert "KV cache 30.3% full" in words and "warning from 25%" in words
     assert perf["kv_usage"].endswith("%;25;95;0;100")
 
 

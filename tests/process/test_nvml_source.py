@@ -528,8 +528,11 @@ def test_hung_call_gives_stale_reading_without_blocking(lib_dir: Path, tmp_path:
     assert timing["ticks"] >= 5
 
 
-def kvtop_once(lib_dir: Path, state: Path, *args: str) -> tuple[dict[str, object], str]:
-    """The real `kvtop --once` (JSON, then text) with the fake NVML; metrics off."""
+def kvtop_once(
+    lib_dir: Path, state: Path, *args: str, code: int = 0
+) -> tuple[dict[str, object], str]:
+    """The real `kvtop --once` (JSON, then text) with the fake NVML; metrics off; `code`: its
+    exit status (1 when no source could be read)."""
     env = dict(os.environ, LD_LIBRARY_PATH=str(lib_dir), **{STATE_ENV: str(state)})
     out = []
     for fmt in (["--json"], []):
@@ -542,7 +545,7 @@ def kvtop_once(lib_dir: Path, state: Path, *args: str) -> tuple[dict[str, object
             timeout=60,
             check=False,
         )
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == code, result.stderr
         assert "Traceback" not in result.stderr
         out.append(result.stdout)
     return json.loads(out[0]), out[1]
@@ -590,6 +593,6 @@ def test_once_no_gpu_here_for_the_log_ranks(lib_dir: Path, tmp_path: Path) -> No
     # A log without ranks: none miss a GPU, and NVML's empty answer stands as it is.
     empty = tmp_path / "empty.log"
     empty.write_text("")
-    data, _ = kvtop_once(lib_dir, state, "--log-file", str(empty))
+    data, _ = kvtop_once(lib_dir, state, "--log-file", str(empty), code=1)  # nothing read
     assert not data["notes"]
     assert next(s for s in data["sources"] if s["name"] == "nvml")["state"] == "ok"  # type: ignore[union-attr]

@@ -484,6 +484,26 @@ def _method_find(node: ast.Call, attr: str, rel: str) -> str | None:
     return None
 
 
+_READ_FLAGS = {"O_RDONLY", "O_NONBLOCK", "O_CLOEXEC", "O_NOFOLLOW", "O_NOCTTY"}
+
+
+def _read_only_flags(node: ast.Call) -> bool:
+    """os.open's flags written out as `os.O_RDONLY | os.O_…` with only reading flags."""
+    if len(node.args) < 2:
+        return False
+    names: list[str] = []
+
+    def collect(expr: ast.expr) -> bool:
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitOr):
+            return collect(expr.left) and collect(expr.right)
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            names.append(expr.attr)
+            return expr.value.id == "os"
+        return False
+
+    return collect(node.args[1]) and "O_RDONLY" in names and set(names) <= _READ_FLAGS
+
+
 def _call_finds(node: ast.Call, rel: str) -> list[str]:
     """What a call could do: open for writing, a forbidden module function, a method that
     writes, signals, spawns or sends a non-GET."""
@@ -497,6 +517,8 @@ def _call_finds(node: ast.Call, rel: str) -> list[str]:
     module = base.id if isinstance(base, ast.Name) else None
     if module is not None and (rel, module, attr) in _OWN_PIPE:
         return found
+    if (module, attr) == ("os", "open") and _read_only_flags(node):
+        return found  # os.open(path, os.O_RDONLY | os.O_NONBLOCK): a read, never a write
     if module is not None and (
         attr in _FORBIDDEN.get(module, ())
         or attr.startswith(_FORBIDDEN_PREFIX.get(module, ("\0",)))
@@ -556,6 +578,8 @@ def test_static_scan_catches_each_kind() -> None:
         "import subprocess\nsubprocess.run(['ls'])": "subprocess.run()",
         "import os\nos.system('x')": "os.system()",
         "import os\nos.kill(1, 9)": "os.kill()",
+        "import os\nos.open(p, os.O_WRONLY | os.O_NONBLOCK)": "os.open()",
+        "import os\nos.open(p, os.O_RDONLY | os.O_CREAT)": "os.open()",
         "import os\nos.execv('/bin/sh', [])": "os.execv()",
         "import signal\nsignal.pthread_kill(1, 2)": "signal.pthread_kill()",
         "from os import kill": "from os import kill",

@@ -135,7 +135,7 @@ def test_story_terms_match_between_tables() -> None:
     assert "log summary line: max_total_num_tokens 159,277" in text
     assert "free after startup 7.40 GiB" in text
     assert f"{HOST_KV} (HiCache): 44.77 GB per rank × 8 = 358.16 GB host RAM (decimal GB" in text
-    assert "KV usage 30%" in text  # the batch line's 0.30 as the KV panel shows it
+    assert "KV usage 30.27%" in text  # the batch line's exact 48,211 / 159,277 (its 0.30)
     assert "(+17.9%)" in text and "(−17.9%)" in text and "(±0.0%)" in text
 
 
@@ -152,9 +152,9 @@ def test_demo_once_names_each_source() -> None:
     out = result.stdout.decode("utf-8")
     assert result.returncode == 0, result.stderr.decode("utf-8", "replace")
     metrics = next(line for line in out.splitlines() if line.startswith("metrics (/metrics): "))
-    assert "KV usage 70%" in metrics
+    assert "KV usage 70.00%" in metrics
     batch = next(line for line in out.splitlines() if line.startswith("log, latest batch line"))
-    assert "KV usage 70%" in batch
+    assert "KV usage 70.00%" in batch
     assert "CUDA" in out and "graphs" in out and "runtime = NVML used − the items" in out
     assert "host RAM: 412.6 / 1,099.5 GB used, host KV cache (HiCache) 358.16 GB" in out
     assert _retired(out) == {}

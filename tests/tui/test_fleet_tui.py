@@ -212,7 +212,9 @@ async def test_opening_a_host_draws_its_last_ten_minutes_from_prometheus(
         assert reader.reads == 1  # one fleet, so one live point
         values = app.host_view.history.token_usage_pct().values
         assert len(values) == 41 and values[0] == pytest.approx(10.0)
-        assert values[-2] == pytest.approx(90.0) and values[-1] == pytest.approx(30.27)
+        assert values[-2] == pytest.approx(90.0) and values[-1] == pytest.approx(
+            100 * 48_211 / 159_277
+        )  # the live point: exact counts
         line = next(line for line in _lines(app) if "last 10m00s" in line)
         spark = line.split(" usage")[0].split()[-1]
         assert spark[0] == "▁" and "█" in spark, line  # 10 % rising to 90 %

@@ -140,11 +140,11 @@ async def test_kv_usage_over_a_threshold_gets_its_colour_and_glyph() -> None:
         judged(demo_snapshot(), Thresholds(kv_usage_warning_pct=50, kv_usage_critical_pct=60))
     )
     async with app.run_test(size=BIG) as pilot:
-        await until(pilot, "the KV panel", lambda: "✖ 70%" in _kv_text(app).plain)
+        await until(pilot, "the KV panel", lambda: "✖ 70.0%" in _kv_text(app).plain)
         panel = app.screen.query_one(KvPanel)
         rendered = _kv_text(app)
-        assert "(✖ 70%)" in rendered.plain
-        assert _style_of(panel, rendered, "✖ 70%", "kv--critical")
+        assert "(✖ 70.0%)" in rendered.plain
+        assert _style_of(panel, rendered, "✖ 70.0%", "kv--critical")
         assert _style_of(panel, rendered, "█", "kv--critical")
 
 
