@@ -188,17 +188,20 @@ def _context_len(snapshot: Snapshot) -> int | None:
 _ROUNDING = 0.005 + 1e-9
 
 
-def _usage_pct(reading: _Reading, max_tokens: int | None) -> float | None:
+def usage_pct(used: int | None, max_tokens: int | None, ratio: float | None) -> float | None:
     """The pool's use in percent: from the exact token count where the source gives one that
     agrees with its own ratio (the batch line's `#token` against its usage rounded to 0.01, the
     used-tokens gauge), so 94.57 % is never read as the 95 % edge it is not on."""
-    usage, used = reading.token_usage, reading.used_tokens
     exact = 100 * used / max_tokens if used is not None and max_tokens else None
-    if usage is not None and usage <= 1.0:
-        if exact is not None and abs(exact / 100 - usage) <= _ROUNDING:
+    if ratio is not None and ratio <= 1.0:
+        if exact is not None and abs(exact / 100 - ratio) <= _ROUNDING:
             return exact
-        return usage * 100
+        return ratio * 100
     return exact
+
+
+def _usage_pct(reading: _Reading, max_tokens: int | None) -> float | None:
+    return usage_pct(reading.used_tokens, max_tokens, reading.token_usage)
 
 
 def _capacity(

@@ -9,7 +9,14 @@ from rich.text import Text
 from kvtop import fmt
 from kvtop.model.analysis import Analysis
 from kvtop.model.deployment_shape import deployment_shape
-from kvtop.model.kv_usage import kv_now, load_from_batch, load_from_metrics, load_line, source_text
+from kvtop.model.kv_usage import (
+    kv_now,
+    load_from_batch,
+    load_from_metrics,
+    load_line,
+    source_text,
+    usage_pct,
+)
 from kvtop.model.memory.gpu_reading import GpuStatus
 from kvtop.model.processes.columns import cells as process_cells
 from kvtop.model.processes.summary import host_line, processes_summary
@@ -581,12 +588,9 @@ def _pool(startup: Startup) -> int | None:
 
 
 def _kv_pct(used: int | None, pool: int | None, ratio: float | None) -> str:
-    """The pool's use from the exact count where there is one that agrees with the source's
-    own ratio (SGLang rounds it to 0.01), two decimals, never on an edge it is not on."""
-    exact = 100 * used / pool if used is not None and pool else None
-    if ratio is not None and (exact is None or abs(exact / 100 - ratio) > 0.005 + 1e-9):
-        return fmt.pct(100 * ratio, 2, edges=_KV_EDGES)
-    return fmt.pct(exact, 2, edges=_KV_EDGES)
+    """The pool's use (kv_usage.usage_pct: exact counts where they agree with the ratio), two
+    decimals, never on an edge it is not on."""
+    return fmt.pct(usage_pct(used, pool, ratio), 2, edges=_KV_EDGES)
 
 
 def _metrics_line(snapshot: Snapshot) -> Text | None:

@@ -28,7 +28,8 @@ def _released(gpu: GpuView, breakdown: MemoryBreakdown | None) -> bool:
     return sample.used_gib < RELEASED_SHARE * sample.total_gib
 
 
-def _span(indexes: Sequence[int]) -> str:
+def gpus_text(indexes: Sequence[int]) -> str:
+    """`GPUs 0–7`, `GPU 3`, `GPUs 1, 5`: sorted indexes as a sentence names them."""
     if len(indexes) > 2 and list(indexes) == list(range(indexes[0], indexes[-1] + 1)):
         return f"GPUs {indexes[0]}–{indexes[-1]}"
     return ("GPU " if len(indexes) == 1 else "GPUs ") + ", ".join(map(str, indexes))
@@ -56,7 +57,7 @@ def server_gone(
         log = breakdowns.get(gpu.ranks[0]) if len(gpu.ranks) == 1 else None
         if not _released(gpu, log):
             return None
-    where = _span(sorted(g.sample.index for g in mine))
+    where = gpus_text(sorted(g.sample.index for g in mine))
     return (
         f"its processes are gone from {where} and their memory is released (NVML); the log "
         "does not say how it ended: check journalctl -u UNIT and dmesg"

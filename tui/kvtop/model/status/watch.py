@@ -19,6 +19,7 @@ from kvtop.model.snapshot import NOT_YET, Snapshot, SourceState
 from kvtop.model.status.alert_rule import asked_off, queue_since
 from kvtop.model.status.judge import judge, with_alerts
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
+from kvtop.model.status.liveness import gpus_text
 from kvtop.model.status.verdict import (
     ALERT_CLEARED,
     ALERT_RAISED,
@@ -145,15 +146,7 @@ class Watch:
         ranks = [rank for g in gone for rank in g.ranks]
         held = sum(g.sample.used_gib for g in gone)
         where = rank_span(ranks) + " on " if ranks else ""
-        gpus = (
-            "GPU " + ", ".join(map(str, indexes))
-            if len(indexes) < 3
-            else (
-                f"GPUs {indexes[0]}–{indexes[-1]}"
-                if indexes == list(range(indexes[0], indexes[-1] + 1))
-                else "GPUs " + ", ".join(map(str, indexes))
-            )
-        )
+        gpus = gpus_text(indexes)
         text = (
             f"the server's processes left NVML's list ({where}{gpus}) while those GPUs still "
             f"hold {held:,.1f} GiB: the server was killed or hangs with its memory held; check "
