@@ -37,6 +37,10 @@ class Deployment:
     cache_hit_rate: float = 0.41
     page_size: int = 1
     context_len: int = 262144
+    # A hybrid model's state pool per DP group: None sends no mamba family at all; 0 sends
+    # SGLang's zeros of a plain model (0.5.6+ always sends sglang:mamba_usage).
+    mamba_slots: int | None = None
+    mamba_used: int = 0
     pad: bool = True  # histograms and tokenizer families, for a realistic size
 
     def publishers(self) -> list[tuple[int, int]]:
@@ -83,6 +87,12 @@ def build_exposition(dep: Deployment) -> str:
         else None
     )
     new = {}
+    mamba = {}
+    if dep.mamba_slots is not None:
+        mamba["mamba_usage"] = gauge("mamba_usage", "The token usage for Mamba layers.")
+        if _version_at_least(dep.version, (0, 5, 14)):
+            for name in ("mamba_available_tokens", "mamba_evictable_tokens", "mamba_used_tokens"):
+                mamba[name] = gauge(name, name.replace("_", " "))
     if v0512:
         for name in (
             "page_size",
@@ -120,6 +130,14 @@ def build_exposition(dep: Deployment) -> str:
         gauges["cache_hit_rate"].labels(**labels).set(dep.cache_hit_rate)
         gauges["max_total_num_tokens"].labels(**labels).set(total)
         gauges["spec_accept_length"].labels(**labels).set(2.5)
+        if dep.mamba_slots is not None:
+            share = dep.mamba_used / dep.mamba_slots if dep.mamba_slots else 0.0
+            mamba["mamba_usage"].labels(**labels).set(share)
+            if "mamba_used_tokens" in mamba:
+                mamba["mamba_used_tokens"].labels(**labels).set(dep.mamba_used)
+                free = dep.mamba_slots - dep.mamba_used
+                mamba["mamba_available_tokens"].labels(**labels).set(free)
+                mamba["mamba_evictable_tokens"].labels(**labels).set(0)
         pages = total // dep.page_size
         if cache_config is not None:
             cache_config.labels(**labels, page_size=str(dep.page_size), num_pages=str(pages)).set(1)

@@ -41,6 +41,8 @@ THRESHOLD_RANGES: dict[str, tuple[float, float, str]] = {
     "power_warning_pct": (1, 200, "a percentage of the power limit"),
     "power_critical_pct": (1, 200, "a percentage of the power limit"),
     "startup_warning_s": (1, 7 * 86_400, "seconds"),
+    "state_pool_climb_pct": (1, 100, "points of the state pool's slots"),
+    "state_pool_window_s": (60, 86_400, "seconds"),
 }
 # (warning, critical): the warning must not start above critical.
 THRESHOLD_PAIRS = (

@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from kvtop.export import families as ff
 from kvtop.model.deployment_shape import deployment_shape
+from kvtop.model.kv_usage import kv_now
 from kvtop.model.memory.headroom import headrooms
 from kvtop.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
 from kvtop.model.status.identity import FIELDS, compared_fields
@@ -99,6 +100,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
     ff.KV_POOL_PREDICTED_TOKENS: (
         "gauge",
         "The KV cache pool in tokens kvtop's replay of SGLang's sizing formula predicts per rank.",
+    ),
+    ff.STATE_POOL_USAGE: (
+        "gauge",
+        "The share of a hybrid model's recurrent-state (Mamba) slots in use, 0 to 1, beside the "
+        "KV cache (absent for a model without a state pool).",
     ),
     ff.STARTUP_PHASE_SECONDS: (
         "gauge",
@@ -202,7 +208,8 @@ def headroom_by_gpu(snapshot: Snapshot) -> list[tuple[list[str], float]]:
 
 
 def kv_families(snapshot: Snapshot) -> list[Metric]:
-    """kvtop_kv_headroom_bytes, kvtop_kv_pool_tokens and its prediction per rank."""
+    """kvtop_kv_headroom_bytes, kvtop_kv_pool_tokens and its prediction per rank, and the
+    state pool's usage."""
     headroom = _gauge(ff.KV_HEADROOM, (*GPU_LABELS, "rank"))
     for labels, gib in headroom_by_gpu(snapshot):
         headroom.add_metric(labels, _bytes(gib))
@@ -213,7 +220,18 @@ def kv_families(snapshot: Snapshot) -> list[Metric]:
     predicted = _gauge(ff.KV_POOL_PREDICTED_TOKENS, ("rank",))
     for sizing in snapshot.analysis.sizings:
         predicted.add_metric([sizing.rank], sizing.predicted_tokens)
-    return [headroom, pool, predicted]
+    return [headroom, pool, predicted, state_pool_family(snapshot)]
+
+
+def state_pool_family(snapshot: Snapshot) -> Metric:
+    """kvtop_state_pool_usage_ratio: the state pool as the KV panel shows it, while current
+    (an old batch line says nothing about now)."""
+    family = _gauge(ff.STATE_POOL_USAGE, ())
+    usage = kv_now(snapshot)
+    pool = usage.state_pool
+    if pool is not None and pool.usage_pct is not None and usage.current:
+        family.add_metric([], pool.usage_pct / 100)
+    return family
 
 
 def phase_family(snapshot: Snapshot) -> Metric:

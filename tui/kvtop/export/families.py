@@ -59,6 +59,9 @@ GPU_INFO_LABELS = ("name", "pci_bus_id")
 KV_POOL_TOKENS = "kvtop_kv_pool_tokens"
 KV_POOL_PREDICTED_TOKENS = "kvtop_kv_pool_predicted_tokens"
 KV_HEADROOM = "kvtop_kv_headroom_bytes"
+# A hybrid model's recurrent-state (Mamba) pool in use, 0-1, from the same reading as the KV
+# usage (SGLang's /metrics or the log's batch line); absent for a model without one.
+STATE_POOL_USAGE = "kvtop_state_pool_usage_ratio"
 STARTUP_PHASE_SECONDS = "kvtop_startup_phase_seconds"
 STARTUP_STATE = "kvtop_startup_state"
 RESTARTS = "kvtop_restarts_total"

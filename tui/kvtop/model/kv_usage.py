@@ -8,6 +8,7 @@ from datetime import datetime
 
 from kvtop import fmt
 from kvtop.model.snapshot import Snapshot
+from kvtop.model.state_pool import StatePool, state_pool_now
 from kvtop.model.status.freshness import named
 from kvtop.model.status.server_status import duration_text
 from kvtop.sglang.events import BatchStats
@@ -75,6 +76,8 @@ class KvUsage:
     # start): its numbers are the last known usage, shown as such and without alert colours.
     current: bool = True
     other_server: bool = False  # metrics were scraped but are another server's
+    # A hybrid model's recurrent-state pool from the same reading; None for a plain model.
+    state_pool: StatePool | None = None
 
     @property
     def host_usage_pct(self) -> float | None:
@@ -264,6 +267,7 @@ def kv_usage(
         age_s=age_s,
         current=current,
         other_server=reading.kind == "log" and snapshot.metrics is not None,
+        state_pool=state_pool_now(snapshot, reading.kind, reading.batch),
     )
 
 

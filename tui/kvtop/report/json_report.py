@@ -7,6 +7,7 @@ from datetime import datetime
 
 from kvtop.model.analysis import Analysis
 from kvtop.model.deployment_shape import deployment_shape
+from kvtop.model.kv_usage import kv_now
 from kvtop.model.memory.gpu_reading import GpuStatus, slowdown_reasons
 from kvtop.model.memory.rank_memory import MemoryBreakdown
 from kvtop.model.processes.table import ProcessRow, process_rows
@@ -101,6 +102,9 @@ def _batch_json(batch: BatchStats) -> dict[str, object]:
         "gen_throughput": batch.gen_throughput,
         "accept_len": batch.accept_len,
         "cache_hit_rate": batch.cache_hit_rate,
+        # Hybrid models only (null otherwise): `mamba usage` (0..1) and `mamba num` as logged.
+        "mamba_usage": batch.mamba_usage,
+        "mamba_slots_used": batch.mamba_slots_used,
     }
 
 
@@ -473,4 +477,19 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
         for r in g.sample.rejected
     ]
     data["timeline"] = timeline_json(snapshot.timeline)
+    data["state_pool"] = state_pool_json(snapshot)
     return data
+
+
+def state_pool_json(snapshot: Snapshot) -> dict[str, object] | None:
+    """A hybrid model's recurrent-state pool now, beside the KV usage (same reading); null for
+    a model without one."""
+    pool = kv_now(snapshot).state_pool
+    if pool is None:
+        return None
+    return {
+        "usage_pct": _r(pool.usage_pct, 2),
+        "slots_used": pool.slots_used,
+        "slots": pool.slots,
+        "source": pool.source_kind,
+    }

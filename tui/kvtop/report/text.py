@@ -31,6 +31,7 @@ from kvtop.model.sizing.replay import (
     SAFE_HEADROOM_GIB,
 )
 from kvtop.model.snapshot import Snapshot
+from kvtop.model.state_pool import state_pool_text
 from kvtop.model.status.identity import mismatch_text
 from kvtop.model.status.insights import oom_text
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Level
@@ -645,6 +646,10 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     if line is not None:
         parts.append(line)
     parts.append(_kv_source_line(snapshot))
+    kv = kv_now(snapshot)
+    if kv.state_pool is not None:  # a hybrid model's state slots, beside the KV usage
+        known = "" if kv.current else " (last known)"
+        parts.append(_text(f"state pool{known}: {state_pool_text(kv.state_pool)}"))
     if snapshot.gpus:
         parts += [Text(""), _gpu_table(snapshot)]
     if any(g.processes for g in snapshot.gpus):

@@ -428,4 +428,8 @@ class BatchStats(Event):
     accept_len: float | None = None
     accept_rate: float | None = None
     cuda_graph: bool | None = None
+    # Hybrid (Mamba / linear-attention) models: the recurrent-state pool's share in use (0..1,
+    # `mamba usage`) and its slots in use (`mamba num`, decode lines only); None for others.
+    mamba_usage: float | None = None
+    mamba_slots_used: int | None = None
     extra: dict[str, float | int | bool | str] = field(default_factory=dict)

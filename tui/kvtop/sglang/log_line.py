@@ -492,8 +492,18 @@ _BATCH_KEYS: dict[str, str] = {
     "accept len": "accept_len",
     "accept rate": "accept_rate",
     "cuda graph": "cuda_graph",
+    "mamba usage": "mamba_usage",
+    "mamba num": "mamba_slots_used",
 }
-_BATCH_INTS = {"running_reqs", "queued_reqs", "tokens", "new_seqs", "new_tokens", "cached_tokens"}
+_BATCH_INTS = {
+    "running_reqs",
+    "queued_reqs",
+    "tokens",
+    "new_seqs",
+    "new_tokens",
+    "cached_tokens",
+    "mamba_slots_used",
+}
 
 
 def _plain_number(text: str) -> float | None:

@@ -42,6 +42,12 @@ _SCALAR_RULES: Final[Mapping[str, str]] = {
     "token_usage": _MEAN,
     "full_token_usage": _MEAN,
     "swa_token_usage": _MEAN,
+    # Hybrid models' recurrent-state pool (0.5.6+; 0 on a plain model): its share in use, and
+    # (0.5.14+, named "tokens" but counting state slots) its slots used, free and cached.
+    "mamba_usage": _MEAN,
+    "mamba_used_tokens": _SUM,
+    "mamba_available_tokens": _SUM,
+    "mamba_evictable_tokens": _SUM,
     "num_used_tokens": _SUM,
     "max_total_num_tokens": _SUM,
     "num_running_reqs": _SUM,
@@ -79,7 +85,14 @@ MAX_REJECTED: Final = 20
 MAX_MODEL_NAMES: Final = 8  # distinct model_name labels kept (a real server has one)
 MAX_NAME_CHARS: Final = 300
 _RATIOS: Final = frozenset(
-    {"token_usage", "full_token_usage", "swa_token_usage", "cache_hit_rate", "spec_accept_rate"}
+    {
+        "token_usage",
+        "full_token_usage",
+        "swa_token_usage",
+        "mamba_usage",
+        "cache_hit_rate",
+        "spec_accept_rate",
+    }
 )
 
 
@@ -125,6 +138,26 @@ class MetricsSample:
     @property
     def token_usage(self) -> float | None:
         return self.values.get("token_usage")
+
+    @property
+    def mamba_usage(self) -> float | None:
+        """The recurrent-state pool's share in use (0..1); SGLang sends 0 for a plain model."""
+        return self.values.get("mamba_usage")
+
+    @property
+    def mamba_slots_used(self) -> int | None:
+        """State slots held by running requests (`sglang:mamba_used_tokens`, 0.5.14+)."""
+        return self._int("mamba_used_tokens")
+
+    @property
+    def mamba_slots(self) -> int | None:
+        """The state pool's slots: used + free + cached (0.5.14+); None when any is missing."""
+        parts = [
+            self._int(name)
+            for name in ("mamba_used_tokens", "mamba_available_tokens", "mamba_evictable_tokens")
+        ]
+        known = [p for p in parts if p is not None]
+        return sum(known) if len(known) == len(parts) else None
 
     @property
     def running_requests(self) -> int | None:

@@ -15,6 +15,7 @@ from kvtop.live.widgets.segments import StyledWidget
 from kvtop.live.widgets.sparkline import sparkline
 from kvtop.model.history import PERCENT_FLOOR, Series
 from kvtop.model.kv_usage import KvUsage, load_line
+from kvtop.model.state_pool import slots_text
 from kvtop.model.status.levels import Level
 from kvtop.model.status.server_status import duration_text
 
@@ -126,6 +127,9 @@ class KvPanel(StyledWidget):
         # The rest flows into as many lines as the width needs: load, where the numbers come
         # from and how old, capacity, and (full view) the usage sparkline.
         pieces: list[Text] = [self._load(facts)]
+        state_pool = self._state_pool(usage)
+        if state_pool is not None:
+            pieces.append(state_pool)
         if facts.source is not None:
             said = facts.source if usage.source_kind == "none" else f"({facts.source})"
             pieces.append(Text(said, self._style("kv--dim")))
@@ -153,6 +157,16 @@ class KvPanel(StyledWidget):
             text.append_text(piece)
             line_len += piece.cell_len
         return text
+
+    def _state_pool(self, usage: KvUsage) -> Text | None:
+        """A hybrid model's state slots in use (`state pool 72.0% (46 / 64 slots)`); nothing
+        for a model without a state pool."""
+        pool = usage.state_pool
+        if pool is None:
+            return None
+        slots = slots_text(pool)
+        words = f"state pool {fmt.pct(pool.usage_pct, 1)}" + (f" ({slots})" if slots else "")
+        return Text(words, "" if usage.current else self._style("kv--dim"))
 
     @staticmethod
     def _fits(usage: KvUsage) -> str:

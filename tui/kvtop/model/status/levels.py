@@ -55,6 +55,11 @@ class Thresholds:
     power_critical_pct: float = 98.0
     # A startup still in progress after this long.
     startup_warning_s: float = 1800.0
+    # A hybrid model's state pool climbing by this many points of its slots within the window
+    # while the running requests do not grow: slots not freed (a leak fills the pool, and the
+    # server then stops admitting requests).
+    state_pool_climb_pct: float = 10.0
+    state_pool_window_s: float = 600.0
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -128,6 +133,7 @@ KINDS = (
     "host_ram",
     "startup_slow",
     "queue",
+    "state_pool_climbing",
     "temperature",
     "throttle",
 )

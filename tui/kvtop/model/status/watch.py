@@ -20,6 +20,7 @@ from kvtop.model.status.alert_rule import asked_off, queue_since
 from kvtop.model.status.judge import judge, with_alerts
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
 from kvtop.model.status.liveness import gpus_text
+from kvtop.model.status.state_pool_climb import StatePoolClimb
 from kvtop.model.status.verdict import (
     ALERT_CLEARED,
     ALERT_RAISED,
@@ -57,6 +58,7 @@ class Watch:
         # GPUs on which NVML listed one of the server's processes at some look, by index.
         self._had_server: set[int] = set()
         self._seen: deque[Seen] = deque(maxlen=TIMELINE_MAX)
+        self._state_pool = StatePoolClimb()
 
     @property
     def timeline(self) -> tuple[Seen, ...]:
@@ -72,6 +74,9 @@ class Watch:
         queued_for = None if self._queued_since is None else max(0.0, now - self._queued_since)
         verdict = judge(snapshot, self.thresholds, queued_for_s=queued_for)
         verdict = with_alerts(verdict, self._processes_gone(snapshot))
+        climb = self._state_pool.look(kv, now, snapshot.analysis.startup.restarts, self.thresholds)
+        if climb is not None:
+            verdict = with_alerts(verdict, (climb,))
         self._note_restarts(snapshot, now)
         self._note_sources(snapshot, now)
         self._note_gpus(snapshot, now)
