@@ -199,7 +199,8 @@ def test_granite_mamba_state_is_its_own_item_not_other() -> None:
     assert "Mamba state: 38 request slots, 2.77 GiB" in text
     table = text.split("Memory per rank")[1]
     assert "mamba" in "".join(table.splitlines()[1:4])  # a column of its own
-    assert "TP0         15.24    5.98  3.04  2.77" in table
+    # K + V and conv + ssm state: computed, marked derived.
+    assert "TP0         15.24    5.98 3.04* 2.77*" in table
 
 
 def test_mimo_swa_total_fills_the_missing_sub_pool() -> None:
@@ -393,7 +394,9 @@ def test_plain_model_json_has_one_full_pool() -> None:
     """A plain pool: `pools` is one "full" entry with the KV line's tokens and GiB, mamba null."""
     report = analysis_of(DSA_FP8_058)
     rank = to_json(report)["ranks"][0]  # type: ignore[index]
-    assert rank["target"]["pools"] == [{"kind": "full", "tokens": 951_168, "gib": 42.58}]
+    assert rank["target"]["pools"] == [
+        {"kind": "full", "tokens": 951_168, "gib": 42.58, "derived": []}  # the line's KV size
+    ]
     assert rank["target"]["mamba_gib"] is None
 
 
@@ -402,8 +405,8 @@ def test_once_json_cli_pools_and_mamba_gib() -> None:
     data = _json(kvtop("--once", "--json", "--no-gpus", "--no-metrics", "--log-file", GRANITE))
     tp0 = next(r for r in data["ranks"] if r["rank"] == "TP0")  # type: ignore[union-attr]
     assert tp0["target"]["pools"] == [
-        {"kind": "full", "tokens": 399_740, "gib": 3.04},
-        {"kind": "mamba", "tokens": None, "gib": 2.77},
+        {"kind": "full", "tokens": 399_740, "gib": 3.04, "derived": ["gib"]},  # K + V
+        {"kind": "mamba", "tokens": None, "gib": 2.77, "derived": ["gib"]},  # conv + ssm
     ]
     assert tp0["target"]["mamba_gib"] == 2.77
     assert tp0["draft"] is None

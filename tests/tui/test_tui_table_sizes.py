@@ -88,8 +88,10 @@ async def test_formula_screen_keeps_every_number(size: tuple[int, int]) -> None:
         assert step.result in text, (step.label, step.result, text)
         label = re.compile(rf"(^|\s){re.escape(step.label)}(\s|$)")  # whole, maybe shortened
         assert any(label.search(line) for line in lines), step.label
+    derived = dict(explanation.reserve_derived)
     for name, value in explanation.reserve_spent:
-        assert _row(lines, name, f"{value:.2f}"), (name, value, text)
+        shown = f"{value:.2f}" + ("*" if name in derived else "")  # a computed row is marked
+        assert _row(lines, name, shown), (name, value, text)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])

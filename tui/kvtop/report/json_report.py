@@ -44,7 +44,13 @@ def _model_json(model: ModelMemory) -> dict[str, object]:
         "kv_gib": model.kv_gib,
         # Every pool of the model (a plain one: one "full"); Mamba state in GiB, null if none.
         "pools": [
-            {"kind": pool.kind, "tokens": pool.tokens, "gib": pool.gib} for pool in model.pools()
+            {
+                "kind": pool.kind,
+                "tokens": pool.tokens,
+                "gib": pool.gib,
+                "derived": ["gib"] if pool.gib_derived is not None else [],
+            }
+            for pool in model.pools()
         ],
         "mamba_gib": model.mamba_gib,
         "avail_after_pool_gib": model.avail_after_pool_gib,
@@ -61,9 +67,12 @@ def _model_json(model: ModelMemory) -> dict[str, object]:
                 "avail_after_gib": g.avail_after_gib,
                 "mem_usage_gib": g.mem_usage_gib,
                 "elapsed_s": g.elapsed_s,
+                "derived": list(g.derived),
             }
             for g in model.graphs
         ],
+        # The fields above kvtop computed from other logged numbers (not read from one line).
+        "derived": list(model.derived),
     }
 
 
@@ -85,6 +94,7 @@ def _rank_json(rank: RankStartup) -> dict[str, object]:
                 "avail_gib": p.avail_gib,
                 "delta_gib": p.delta_gib,
                 "duration_s": _r(p.duration_s, 3),
+                "derived": list(p.derived),
             }
             for p in rank.phases
         ],
@@ -229,11 +239,21 @@ def _formula_json(report: Analysis) -> dict[str, object] | None:
         "rank": explanation.rank,
         "cell_size": _cell_json(report.cell.cell),
         "steps": [
-            {"label": s.label, "arithmetic": s.arithmetic, "result": s.result}
+            {
+                "label": s.label,
+                "arithmetic": s.arithmetic,
+                "result": s.result,
+                "derived": ["result"] if s.derived is not None else [],
+            }
             for s in explanation.steps
         ],
         "reserve_spent_gib": [
-            {"item": label, "gib": _r(value)} for label, value in explanation.reserve_spent
+            {
+                "item": label,
+                "gib": _r(value),
+                "derived": ["gib"] if label in dict(explanation.reserve_derived) else [],
+            }
+            for label, value in explanation.reserve_spent
         ],
         "what_if": [
             {**_what_if_json(w), "warning": warning}
@@ -284,7 +304,8 @@ def to_json(report: Analysis) -> dict[str, object]:
         "summary": _summary_json(startup.summary),
         "ranks": [_rank_json(r) for r in report.ranks],
         "memory": [
-            {key: getattr(b, key) for key in MemoryBreakdown.__slots__} for b in report.breakdowns
+            {key: getattr(b, key) for key in MemoryBreakdown.__slots__} | {"derived": [*b.derived]}
+            for b in report.breakdowns
         ],
         "sizing": [_sizing_json(s) for s in report.sizings],
         "formula": _formula_json(report),

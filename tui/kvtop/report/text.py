@@ -9,6 +9,7 @@ from rich.text import Text
 from kvtop import fmt
 from kvtop.model.analysis import Analysis
 from kvtop.model.deployment_shape import deployment_shape
+from kvtop.model.derived_marks import MARK, footnote, marked
 from kvtop.model.kv_usage import (
     kv_now,
     load_from_batch,
@@ -18,6 +19,7 @@ from kvtop.model.kv_usage import (
     usage_pct,
 )
 from kvtop.model.memory.gpu_reading import GpuStatus
+from kvtop.model.memory.rank_memory import BREAKDOWN_HOW
 from kvtop.model.processes.columns import cells as process_cells
 from kvtop.model.processes.summary import host_line, processes_summary
 from kvtop.model.processes.table import DEFAULT_ORDER as DEFAULT_PROCESS_ORDER
@@ -257,12 +259,19 @@ def _memory_table(report: Analysis) -> Group:
     for b in report.breakdowns:
         table.add_row(
             _text(b.rank or "(single)"),
-            *(fmt.number(getattr(b, name)) for _, name in columns),
+            *(marked(fmt.number(getattr(b, name)), name in b.derived) for _, name in columns),
             fmt.number(hosts.get(b.rank)),
         )
     title = "Memory per rank (GiB, from the log; host KV cache in decimal GB as SGLang logs it)"
     note = _text(OTHER_STARTUP_WORDS.replace("free after startup", free_label(report.startup)))
-    return Group(_titled(title, table), note)
+    derived = footnote(
+        (head.replace("\n", " "), BREAKDOWN_HOW[name])
+        for head, name in columns
+        if any(name in b.derived for b in report.breakdowns)
+    )
+    if derived:
+        derived = derived.replace("free after startup", free_label(report.startup))
+    return Group(_titled(title, table), note, *([_text(derived)] if derived else []))
 
 
 _POOL_WORDS = {
@@ -284,7 +293,7 @@ def pool_lines(rank: RankStartup) -> str:
         size = f"{fmt.count(pool.tokens)} tokens, " if pool.tokens is not None else ""
         if pool.kind == "mamba" and model.mamba_slots is not None:
             size = f"{fmt.count(model.mamba_slots)} request slots, "
-        derived = " (SWAKVPool total − the other sub-pool)" if pool.inferred else ""
+        derived = MARK if pool.gib_derived is not None else ""  # _kv_pool's footnote says how
         text += f"\n  {what}: {size}{fmt.number(pool.gib)} GiB{derived}"
     return text
 
@@ -295,10 +304,22 @@ def _kv_pool(report: Analysis) -> Text:
         return _text("KV cache: no `KV Cache is allocated` line in this log")
     first = ranks[0]
     cell = report.cell.cell
-    text = f"KV cache: {fmt.count(first.target.kv_tokens)} tokens, {fmt.number(first.target.kv_gib)} GiB per rank"
+    kv_how = first.target.derived.get("kv_gib")
+    kv_gib = marked(f"{fmt.number(first.target.kv_gib)} GiB", kv_how is not None)
+    text = f"KV cache: {fmt.count(first.target.kv_tokens)} tokens, {kv_gib} per rank"
     if first.target.kv_dtype or report.startup.kv_cache_dtype:
         text += f" ({first.target.kv_dtype or report.startup.kv_cache_dtype})"
     text += pool_lines(first)
+    derived = footnote(
+        ([("KV cache", kv_how)] if kv_how is not None else [])
+        + [
+            (_POOL_WORDS.get(pool.kind, f"{pool.kind} pool"), pool.gib_derived)
+            for pool in first.target.pools()
+            if first.target.hybrid and pool.gib_derived is not None
+        ]
+    )
+    if derived:
+        text += f"\n{derived}"
     if cell is not None:
         text += f"\ncell size: {cell.bytes:,.0f} B/token, {cell.source}: {cell.explanation}"
     else:
@@ -316,18 +337,24 @@ def _phases(rank: RankStartup) -> Group:
     table = _table(
         "time", "model", "phase", "free after\nGiB", "moved\nGiB", "took s", transpose=False
     )
-    for p in rank.phases:
-        if p.name.endswith(" begin"):
-            continue
+    shown = [p for p in rank.phases if not p.name.endswith(" begin")]
+    for p in shown:
         table.add_row(
             p.time_text or "",
             p.model,
             _text(p.name),
             fmt.number(p.avail_gib),
-            fmt.number(p.delta_gib),
-            fmt.number(p.duration_s, 1),
+            marked(fmt.number(p.delta_gib), "delta_gib" in p.derived),
+            marked(fmt.number(p.duration_s, 1), "duration_s" in p.derived),
         )
-    return _titled(f"Startup phases ({rank.rank or 'single GPU'})", table)
+    titled = _titled(f"Startup phases ({rank.rank or 'single GPU'})", table)
+    derived = footnote(
+        (f"{p.name} {_PHASE_WORDS[name]}", how) for p in shown for name, how in p.derived.items()
+    )
+    return Group(titled, _text(derived)) if derived else titled
+
+
+_PHASE_WORDS = {"delta_gib": "moved", "duration_s": "took"}
 
 
 def _formula(report: Analysis) -> RenderableType:
@@ -336,16 +363,24 @@ def _formula(report: Analysis) -> RenderableType:
         return _text("Formula: nothing to explain yet (no rank lines).")
     steps = _table("step", "result", "arithmetic", transpose=False)
     for s in e.steps:
-        steps.add_row(_text(s.label), _text(s.result), _text(s.arithmetic))
+        result = marked(s.result, s.derived is not None)
+        steps.add_row(_text(s.label), _text(result), _text(s.arithmetic))
     title = f"SGLang's KV sizing with this log's numbers · {e.rank_words()}"
     parts: list[RenderableType] = [_titled(title, steps)]
+    said = footnote((s.label, s.derived) for s in e.steps if s.derived is not None)
+    if said:
+        parts.append(_text(said))
     if e.reserve_spent:
         spent = _table("item", "GiB")
+        derived = dict(e.reserve_derived)
         for label, value in e.reserve_spent:
-            spent.add_row(label, fmt.number(value))
+            spent.add_row(label, marked(fmt.number(value), label in derived))
         parts.append(_titled(e.spent_title, spent))
         if any(label == OTHER_AFTER_POOL for label, _ in e.reserve_spent):
             parts.append(_text(OTHER_AFTER_POOL_WORDS))
+        said = footnote(e.reserve_derived)
+        if said:
+            parts.append(_text(said))
     if e.what_ifs:
         table = _table(
             "mfs",

@@ -38,6 +38,9 @@ class GraphCapture:
     mem_usage_gib: float | None = None
     elapsed_s: float | None = None
     progress_avail_gib: float | None = None  # latest tqdm reading while capturing
+    # Fields kvtop computed from the other line's numbers, each with how (no begin line: the
+    # free memory before is after + usage), never shown as read.
+    derived: dict[str, str] = field(default_factory=dict)
 
     @property
     def done(self) -> bool:
@@ -66,6 +69,7 @@ class Phase:
     delta_gib: float | None = None  # memory the phase took (positive) as logged
     duration_s: float | None = None
     message: str = ""
+    derived: dict[str, str] = field(default_factory=dict)  # computed fields, with how
 
 
 @dataclass(slots=True)
@@ -75,6 +79,7 @@ class KvPart:
     name: str  # "KV Cache", or a label's pool ("Full KV Cache", "SWA KV Cache", 0.5.19+)
     tokens: int | None
     gib: float | None
+    gib_derived: str | None = None  # how the GiB was computed (K size + V size), None: logged
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +94,17 @@ class Pool:
     tokens: int | None
     gib: float | None
     inferred: bool = False
+    gib_derived: str | None = None  # how kvtop computed the GiB; None: one line logged it
 
+
+# ModelMemory's fields that may be derived, in the JSON's order.
+DERIVED_ORDER = (
+    "load_s",
+    "kv_gib",
+    "mamba_gib",
+    "avail_before_graph_gib",
+    "graph_gib",
+)
 
 FULL, SWA, MAMBA, MAMBA_INTERMEDIATE = "full", "swa", "mamba", "mamba_intermediate"
 KV_POOL_KINDS = (FULL, SWA)
@@ -128,6 +143,9 @@ class ModelMemory:
     mamba_gib: float | None = None  # conv + ssm state of the Mamba slots
     mamba_slots: int | None = None  # max_mamba_cache_size
     mamba_intermediate_gib: float | None = None  # speculative intermediate state caches
+    # Values the tracker computed from other logged numbers (kv_gib = K + V, load_s from the
+    # lines' times, mamba_gib = conv + ssm), each with how; `derived` adds the graphs'.
+    derived_how: dict[str, str] = field(default_factory=dict)
 
     @property
     def sliding_window(self) -> bool:
@@ -151,6 +169,21 @@ class ModelMemory:
     @property
     def avail_before_graph_gib(self) -> float | None:
         return self.graphs[0].avail_before_gib if self.graphs else None
+
+    @property
+    def derived(self) -> dict[str, str]:
+        """Every field of this model kvtop computed rather than read, with how, in field order."""
+        found = dict(self.derived_how)
+        first = self.graphs[0] if self.graphs else None
+        if first is not None and "avail_before_gib" in first.derived:
+            found["avail_before_graph_gib"] = first.derived["avail_before_gib"]
+        usages = [g for g in self.graphs if g.mem_usage_gib is not None]
+        if len(usages) > 1:
+            parts = " + ".join(f"{g.mem_usage_gib:.2f}" for g in usages)
+            found["graph_gib"] = f"the {len(usages)} captures' mem usage summed ({parts})"
+        elif usages and "mem_usage_gib" in usages[0].derived:
+            found["graph_gib"] = usages[0].derived["mem_usage_gib"]
+        return {name: found[name] for name in DERIVED_ORDER if name in found}
 
     @property
     def avail_after_graph_gib(self) -> float | None:
@@ -198,22 +231,32 @@ def _part_kinds(model: ModelMemory) -> list[str]:
 
 def pools_of(model: ModelMemory) -> list[Pool]:
     by_kind: dict[str, Pool] = {}
+    how = model.derived_how
     for part, kind in zip(model.kv_parts, _part_kinds(model), strict=True):
         old = by_kind.get(kind)
         if old is None:
-            by_kind[kind] = Pool(kind, part.tokens, part.gib)
+            by_kind[kind] = Pool(kind, part.tokens, part.gib, gib_derived=part.gib_derived)
         elif part.gib is not None:
-            by_kind[kind] = Pool(kind, old.tokens, round((old.gib or 0.0) + part.gib, 6))
+            total = round((old.gib or 0.0) + part.gib, 6)
+            summed = f"its KV lines summed ({old.gib or 0.0:.2f} + {part.gib:.2f})"
+            by_kind[kind] = Pool(kind, old.tokens, total, gib_derived=summed)
     if model.sliding_window:
         _infer_missing_sub_pool(model, by_kind)
     if not by_kind and (model.kv_tokens is not None or model.kv_gib is not None):
-        by_kind[FULL] = Pool(FULL, model.kv_tokens, model.kv_gib)
+        by_kind[FULL] = Pool(FULL, model.kv_tokens, model.kv_gib, gib_derived=how.get("kv_gib"))
     order = {FULL: 0, SWA: 1}
     pools = sorted(by_kind.values(), key=lambda pool: order.get(pool.kind, 2))
     if model.mamba_gib is not None:
-        pools.append(Pool(MAMBA, None, model.mamba_gib))
+        pools.append(Pool(MAMBA, None, model.mamba_gib, gib_derived=how.get("mamba_gib")))
     if model.mamba_intermediate_gib is not None:
-        pools.append(Pool(MAMBA_INTERMEDIATE, None, model.mamba_intermediate_gib))
+        pools.append(
+            Pool(
+                MAMBA_INTERMEDIATE,
+                None,
+                model.mamba_intermediate_gib,
+                gib_derived=how.get("mamba_intermediate_gib"),
+            )
+        )
     return pools
 
 
@@ -228,7 +271,10 @@ def _infer_missing_sub_pool(model: ModelMemory, by_kind: dict[str, Pool]) -> Non
             gib = round(total - sum(other), 2) if total is not None and other else None
             if gib is not None and gib < 0:
                 gib = None
-            by_kind[kind] = Pool(kind, logged[kind], gib, inferred=True)
+            how = None
+            if gib is not None and total is not None:
+                how = f"SWAKVPool total − the other sub-pool ({total:.2f} − {sum(other):.2f})"
+            by_kind[kind] = Pool(kind, logged[kind], gib, inferred=True, gib_derived=how)
 
 
 def refresh_pools(model: ModelMemory) -> None:
@@ -240,6 +286,7 @@ def refresh_pools(model: ModelMemory) -> None:
     total = model.swa_pool_total_gib
     if total is not None and (model.kv_gib is None or total > model.kv_gib + 0.015):
         model.kv_gib = total
+        model.derived_how.pop("kv_gib", None)  # the SWAKVPool line logs the total itself
 
 
 @dataclass(slots=True)

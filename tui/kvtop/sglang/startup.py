@@ -97,6 +97,18 @@ OOM_KILL_CAUSE = (
 )
 
 
+# How a duration no line gave was measured (the lines' own times).
+LOAD_TIMES = "the time between the `Load weight begin` and `Load weight end` lines"
+POOL_TIMES = "the time between the line before the pool and `Memory pool end`"
+
+
+def _k_plus_v(event: ev.KvCacheAllocated) -> str | None:
+    """How a KV line's GiB was computed when it logs K and V, not their total (MHA)."""
+    if event.kv_gib is not None or event.k_gib is None or event.v_gib is None:
+        return None
+    return f"K size + V size ({event.k_gib:.2f} + {event.v_gib:.2f})"
+
+
 def _seconds_between(start: datetime | None, end: datetime | None) -> float | None:
     if start is None or end is None:
         return None
@@ -207,7 +219,12 @@ class StartupTracker:
 
     @staticmethod
     def _phase(
-        rank: RankStartup, event: ev.Event, name: str, model: str, **values: float | None
+        rank: RankStartup,
+        event: ev.Event,
+        name: str,
+        model: str,
+        derived: dict[str, str] | None = None,
+        **values: float | None,
     ) -> None:
         if len(rank.phases) >= MAX_PHASES_PER_RANK:
             return
@@ -218,6 +235,7 @@ class StartupTracker:
                 time_text=event.prefix.time_text,
                 timestamp=event.prefix.timestamp,
                 message=event.message[:500],
+                derived=derived or {},
                 **values,
             )
         )
@@ -281,8 +299,11 @@ class StartupTracker:
         model.dtype = event.dtype
         model.quant = event.quant
         model.load_s = event.elapsed_s
+        model.derived_how.pop("load_s", None)
         if model.load_s is None:
             model.load_s = _seconds_between(model.load_began_at, event.prefix.timestamp)
+            if model.load_s is not None:
+                model.derived_how["load_s"] = LOAD_TIMES
         model.pool_began_at = event.prefix.timestamp
         if which == DRAFT and rank.target.kv_tokens is None and rank.target.kv_gib is None:
             startup.phased_draft_init = True
@@ -295,6 +316,7 @@ class StartupTracker:
             event,
             "load weights",
             which,
+            {"duration_s": LOAD_TIMES} if "load_s" in model.derived_how else None,
             avail_gib=event.avail_gib,
             delta_gib=event.mem_usage_gib,
             duration_s=model.load_s,
@@ -329,17 +351,32 @@ class StartupTracker:
 
         model.k_gib = add(model.k_gib, event.k_gib)
         model.v_gib = add(model.v_gib, event.v_gib)
+        old_kv = model.kv_gib
         model.kv_gib = add(model.kv_gib, event.total_gib)
+        k_plus_v = _k_plus_v(event)
+        if model.kv_gib is None or (old_kv is None and k_plus_v is None):
+            model.derived_how.pop("kv_gib", None)  # none, or one line's own size (MLA)
+        elif old_kv is None:
+            model.derived_how["kv_gib"] = k_plus_v or ""
+        elif model.kv_gib != old_kv:
+            added = model.kv_gib - old_kv
+            model.derived_how["kv_gib"] = f"the KV lines summed ({old_kv:.2f} + {added:.2f})"
         if event.post_capture and event.avail_gib is not None:
             model.avail_after_pool_gib = event.avail_gib
         if event.post_capture:
             model.kv_parts.clear()
         total = event.total_gib if event.total_gib is None or event.total_gib >= 0 else None
         model.kv_parts.append(
-            KvPart(event.cache_name, event.tokens, None if total is None else round(total, 6))
+            KvPart(
+                event.cache_name,
+                event.tokens,
+                None if total is None else round(total, 6),
+                gib_derived=None if total is None else k_plus_v,
+            )
         )
         refresh_pools(model)
-        self._phase(rank, event, "KV cache", which, delta_gib=event.total_gib)
+        derived = {"delta_gib": k_plus_v} if k_plus_v and event.total_gib is not None else None
+        self._phase(rank, event, "KV cache", which, derived, delta_gib=event.total_gib)
 
     @staticmethod
     def _pool_model(rank: RankStartup) -> ModelMemory:
@@ -351,6 +388,18 @@ class StartupTracker:
         model.mamba_gib = event.state_gib
         model.mamba_slots = event.max_mamba_cache_size
         model.mamba_intermediate_gib = event.intermediate_gib
+        states = {
+            "mamba_gib": ("conv state + ssm state", event.conv_state_gib, event.ssm_state_gib),
+            "mamba_intermediate_gib": (
+                "intermediate ssm + conv",
+                event.intermediate_ssm_gib,
+                event.intermediate_conv_gib,
+            ),
+        }
+        for name, (words, first, second) in states.items():
+            model.derived_how.pop(name, None)
+            if first is not None and second is not None:  # one alone is its line's own size
+                model.derived_how[name] = f"{words} ({first:.2f} + {second:.2f})"
 
     def _on_swa_pool(self, startup: Startup, event: ev.SwaPoolAllocated) -> None:
         model = self._pool_model(self._rank(startup, event.prefix))
@@ -371,8 +420,15 @@ class StartupTracker:
         model = rank.model(which)
         model.avail_after_pool_gib = event.avail_gib
         duration = _seconds_between(model.pool_began_at, event.prefix.timestamp)
+        derived = None if duration is None else {"duration_s": POOL_TIMES}
         self._phase(
-            rank, event, "memory pool", which, avail_gib=event.avail_gib, duration_s=duration
+            rank,
+            event,
+            "memory pool",
+            which,
+            derived,
+            avail_gib=event.avail_gib,
+            duration_s=duration,
         )
 
     def _on_capture_begin(self, startup: Startup, event: ev.GraphCaptureBegin) -> None:
@@ -397,10 +453,15 @@ class StartupTracker:
         if capture is None and len(model.graphs) >= MAX_GRAPHS_PER_MODEL:
             return
         if capture is None:
-            before = None
+            # No begin line (an excerpt, or a version that logs none): free before is after +
+            # usage, derived, never shown as read.
+            capture = GraphCapture(graph=event.graph)
             if event.avail_gib is not None and event.mem_usage_gib is not None:
-                before = round(event.avail_gib + event.mem_usage_gib, 2)
-            capture = GraphCapture(graph=event.graph, avail_before_gib=before)
+                capture.avail_before_gib = round(event.avail_gib + event.mem_usage_gib, 2)
+                capture.derived["avail_before_gib"] = (
+                    f"free after the capture + its mem usage ({event.avail_gib:.2f} + "
+                    f"{event.mem_usage_gib:.2f}); no `Capture cuda graph begin` line"
+                )
             model.graphs.append(capture)
         capture.ended_at = event.prefix.time_text or "?"
         capture.avail_after_gib = event.avail_gib
@@ -412,11 +473,18 @@ class StartupTracker:
             and event.avail_gib is not None
         ):
             capture.mem_usage_gib = round(capture.avail_before_gib - event.avail_gib, 2)
+            capture.derived["mem_usage_gib"] = (
+                f"free before − free after the capture ({capture.avail_before_gib:.2f} − "
+                f"{event.avail_gib:.2f}); the end line gives no mem usage"
+            )
         self._phase(
             rank,
             event,
             f"{'draft ' if which == DRAFT else ''}{event.graph} graph",
             which,
+            {"delta_gib": capture.derived["mem_usage_gib"]}
+            if "mem_usage_gib" in capture.derived
+            else None,
             avail_gib=event.avail_gib,
             delta_gib=capture.mem_usage_gib,
             duration_s=event.elapsed_s,

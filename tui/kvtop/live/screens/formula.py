@@ -17,11 +17,13 @@ from kvtop import fmt
 from kvtop.live.screens.base import RequestLength, ShowsState
 from kvtop.live.view_state import ViewState
 from kvtop.model.analysis import Analysis
+from kvtop.model.derived_marks import footnote, marked
 from kvtop.model.sizing import tuning
 from kvtop.model.sizing.replay import (
     OTHER_AFTER_POOL,
     OTHER_AFTER_POOL_WORDS,
     SizingExplanation,
+    Step,
     reserve_table,
 )
 
@@ -43,21 +45,27 @@ class Steps:
             table.add_column("arithmetic", ratio=1)
             table.add_column("result", justify="right", no_wrap=True)
             for step in self.steps:
-                table.add_row(step.label, Text(step.arithmetic), step.result)
+                table.add_row(step.label, Text(step.arithmetic), _result(step))
             yield table
             return
         for step in self.steps:
-            if cell_len(step.label) + 1 + cell_len(step.result) > options.max_width:
+            result = _result(step)
+            if cell_len(step.label) + 1 + cell_len(result) > options.max_width:
                 # No room for both on one line: the result under its label, never cut.
                 yield Text(step.label, style="bold")
-                yield Padding(Text(step.result, overflow="fold"), (0, 0, 0, 2))
+                yield Padding(Text(result, overflow="fold"), (0, 0, 0, 2))
             else:
                 head = Table.grid(expand=True)
                 head.add_column(ratio=1)
                 head.add_column(justify="right", no_wrap=True)
-                head.add_row(Text(step.label, style="bold"), step.result)
+                head.add_row(Text(step.label, style="bold"), result)
                 yield head
             yield Padding(Text(step.arithmetic), (0, 0, 0, 2))
+
+
+def _result(step: Step) -> str:
+    """A step's result, marked where the log did not give it (the footnote says how)."""
+    return marked(step.result, step.derived is not None)
 
 
 def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
@@ -77,6 +85,9 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
     title = Text(f"SGLang's KV sizing with this log's numbers · {words}", style="bold")
     parts.append(title)
     parts.append(Steps(e))
+    said = footnote((s.label, s.derived) for s in e.steps if s.derived is not None)
+    if said:
+        parts.append(Text(said, style="dim"))
     sizing = next((s for s in analysis.sizings if s.rank == rank), None)
     if sizing is not None:
         parts.append(
@@ -92,11 +103,15 @@ def explanation_text(analysis: Analysis, rank: str | None) -> Group | Text:
         table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
         table.add_column(spent.title, no_wrap=True)
         table.add_column("GiB", justify="right")
+        derived = dict(spent.derived)
         for name, value in spent.rows:
-            table.add_row(name, f"{value:.2f}")
+            table.add_row(name, marked(f"{value:.2f}", name in derived))
         parts.extend([Text(""), table])
         if any(name == OTHER_AFTER_POOL for name, _ in spent.rows):
             parts.append(Text(OTHER_AFTER_POOL_WORDS, style="dim"))
+        said = footnote(spent.derived)
+        if said:
+            parts.append(Text(said, style="dim"))
     if e.draft_rule is not None:
         parts.append(Text("\ndraft model: " + e.draft_rule.text))
     for note in e.notes:

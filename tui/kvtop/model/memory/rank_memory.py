@@ -36,6 +36,20 @@ class MemoryBreakdown:
     # SGLang allocates beside the KV pool (speculative intermediate states); None when none.
     mamba_gib: float | None = None
     other_caches_gib: float | None = None
+    # The fields above kvtop computed rather than read from one line (BREAKDOWN_HOW says how).
+    derived: tuple[str, ...] = ()
+
+
+# How each breakdown field that can be derived was computed (the memory table's footnote).
+BREAKDOWN_HOW = {
+    "kv_cache_gib": "K size + V size, or the KV lines summed",
+    "draft_kv_gib": "K size + V size, or the KV lines summed",
+    "graphs_gib": "the captures' mem usage summed, or a capture's free before and after",
+    "mamba_gib": "the state sizes summed",
+    "other_caches_gib": "the intermediate state sizes summed",
+    "startup_other_gib": "pre-load free − free after startup − the items",
+    "reserve_gib": "pre-load free × (1 − mem_fraction_static)",
+}
 
 
 def _sum(*values: float | None) -> float | None:
@@ -72,6 +86,16 @@ def memory_breakdown(rank: RankStartup, mem_fraction_static: float | None) -> Me
     reserve = None
     if pre is not None and mem_fraction_static is not None:
         reserve = reserve_gib(pre, mem_fraction_static)
+    models = [m for m in (target, draft) if m is not None]
+    computed = {
+        "kv_cache_gib": "kv_gib" in target.derived_how,
+        "draft_kv_gib": draft is not None and "kv_gib" in draft.derived_how,
+        "graphs_gib": _derived_sum(models, "graph_gib"),
+        "mamba_gib": _derived_sum(models, "mamba_gib"),
+        "other_caches_gib": _derived_sum(models, "mamba_intermediate_gib"),
+        "startup_other_gib": other is not None,
+        "reserve_gib": reserve is not None,
+    }
     return MemoryBreakdown(
         rank=rank.rank,
         init_dist_gib=target.init_dist_gib,
@@ -88,4 +112,12 @@ def memory_breakdown(rank: RankStartup, mem_fraction_static: float | None) -> Me
         free_after_pool_gib=target.avail_after_pool_gib,
         mamba_gib=mamba,
         other_caches_gib=other_caches,
+        derived=tuple(name for name, derived in computed.items() if derived),
     )
+
+
+def _derived_sum(models: list[ModelMemory], name: str) -> bool:
+    """A sum over target and draft, or one model's own derived value."""
+    present = [m for m in models if getattr(m, name) is not None]
+    derived = any(name in m.derived or name in m.derived_how for m in present)
+    return len(present) > 1 or derived

@@ -72,6 +72,8 @@ class Step:
     # The caveat the formula modal adds to the same answer (tuning.what_if_at's warning): under
     # the safe margin, or SGLang would not start. The one-shot report shows it too.
     warning: str | None = None
+    # How kvtop computed a result the log did not give (None: read, or the formula's own).
+    derived: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +218,8 @@ class SizingExplanation:
     # what_ifs' warnings, in their order (None: no caveat), worded as the formula modal's
     # (tuning.with_caveats fills them and `reverse`).
     what_if_warnings: tuple[str | None, ...] = ()
+    # reserve_spent's rows kvtop computed rather than read: (label, how).
+    reserve_derived: tuple[tuple[str, str], ...] = ()
 
     @property
     def spent_title(self) -> str:
@@ -520,9 +524,11 @@ def _budget_steps(budget: _Budget) -> list[Step]:
     steps: list[Step] = []
     if pre is not None:
         how = f"free GPU memory before weights{_minimum_words(budget.pre_ranks, budget.pre_rank)}"
+        derived = None
         if budget.pre_estimated:
             how += "; where `Load weight begin` is missing: free after + weights"
-        steps.append(Step("pre-load free", how, _gib(pre)))
+            derived = "free after weights + the weights, where `Load weight begin` is missing"
+        steps.append(Step("pre-load free", how, _gib(pre), derived=derived))
     if post is not None:
         how = f"free GPU memory after weights{_minimum_words(budget.post_ranks, budget.post_rank)}"
         steps.append(Step("post-load free", how, _gib(post)))
@@ -627,6 +633,7 @@ class ReserveTable:
     title: str
     rows: tuple[tuple[str, float], ...]
     rank: str  # whose lines the rows are
+    derived: tuple[tuple[str, str], ...] = ()  # rows kvtop computed: (label, how)
 
 
 def reserve_table(
@@ -638,9 +645,31 @@ def reserve_table(
         spent, _ = _reserve_spent(rank)
         if spent:
             return ReserveTable(
-                explanation.spent_title_of(rank.rank), _so_far(spent, finished), rank.rank
+                explanation.spent_title_of(rank.rank),
+                _so_far(spent, finished),
+                rank.rank,
+                reserve_derived(rank, spent),
             )
-    return ReserveTable(explanation.spent_title, explanation.reserve_spent, explanation.rank)
+    return ReserveTable(
+        explanation.spent_title,
+        explanation.reserve_spent,
+        explanation.rank,
+        explanation.reserve_derived,
+    )
+
+
+def reserve_derived(
+    rank: RankStartup, spent: tuple[tuple[str, float], ...]
+) -> tuple[tuple[str, str], ...]:
+    """The rows of where the reserve went that kvtop computed rather than read, with how."""
+    target, draft = rank.target.derived, rank.draft.derived if rank.draft is not None else {}
+    how = {
+        "draft KV": draft.get("kv_gib"),
+        "target CUDA graphs": target.get("graph_gib"),
+        "draft CUDA graphs": draft.get("graph_gib"),
+        OTHER_AFTER_POOL: "free after the KV cache − the items above − free after startup",
+    }
+    return tuple((label, words) for label, _ in spent if (words := how.get(label)) is not None)
 
 
 def _so_far(spent: tuple[tuple[str, float], ...], finished: bool) -> tuple[tuple[str, float], ...]:
@@ -816,4 +845,5 @@ def explain(
         post_load_rank=budget.post_rank,
         over_budget=over,
         hybrid=rule,
+        reserve_derived=reserve_derived(rank, spent),
     )
