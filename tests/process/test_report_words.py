@@ -33,15 +33,19 @@ RETIRED = {
     "stays free": "free after startup",
     "draft w ": "draft weights",
     "hierarchical KV pools": f"{HOST_KV} (HiCache)",
-    "usage 0.": "KV usage NN%",
 }
 SPACED_PERCENT = re.compile(r"\d %")  # "17.9 %": percentages come from kvtop.fmt ("17.9%")
+# The batch line's usage as a ratio ("usage 0.30 ·"), not the percentage under its own name
+# ("KV usage 0.39%": a pool under 1% used).
+USAGE_RATIO = re.compile(r"(?<!KV )usage 0\.\d+(?![\d%])")
 
 
 def _retired(text: str) -> dict[str, str]:
     used = {old: new for old, new in RETIRED.items() if old in text}
     if SPACED_PERCENT.search(text):
         used["NN %"] = "NN% (kvtop.fmt.pct)"
+    if USAGE_RATIO.search(text):
+        used["usage 0."] = "KV usage NN%"
     return used
 
 

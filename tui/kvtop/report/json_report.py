@@ -53,6 +53,7 @@ def _model_json(model: ModelMemory) -> dict[str, object]:
             for pool in model.pools()
         ],
         "mamba_gib": model.mamba_gib,
+        "dsv4": _dsv4_json(model),
         "avail_after_pool_gib": model.avail_after_pool_gib,
         "avail_before_graph_gib": model.avail_before_graph_gib,
         "avail_after_graph_gib": model.avail_after_graph_gib,
@@ -73,6 +74,21 @@ def _model_json(model: ModelMemory) -> dict[str, object]:
         ],
         # The fields above kvtop computed from other logged numbers (not read from one line).
         "derived": list(model.derived),
+    }
+
+
+def _dsv4_json(model: ModelMemory) -> dict[str, object] | None:
+    """DeepSeek-V4's pool lines beyond `pools` (null for any other model): the budget all its
+    pools share, SGLang's bytes per full-pool token, what it set aside first, the state rows."""
+    pools = model.dsv4
+    if pools is None:
+        return None
+    return {
+        "budget_gib": pools.budget_gib,
+        "bytes_per_full_token": pools.bytes_per_full_token,
+        "fixed_gib": dict(pools.fixed_gib),
+        "c4_state_rows": pools.c4_state_rows,
+        "c128_state_rows": pools.c128_state_rows,
     }
 
 

@@ -44,7 +44,7 @@ from kvtop.sglang.control_chars import make_visible
 from kvtop.sglang.events import Failure
 from kvtop.sglang.failures import SERVING
 from kvtop.sglang.lifecycle import crash_loop, phase_in_progress
-from kvtop.sglang.start_state import STARTING, STOPPED, RankStartup, Startup
+from kvtop.sglang.start_state import STARTING, STOPPED, ModelMemory, RankStartup, Startup
 
 
 def _visible(value: str) -> str:
@@ -279,6 +279,8 @@ _POOL_WORDS = {
     "swa": "sliding-window (SWA) KV cache",
     "mamba": "Mamba state",
     "mamba_intermediate": "Mamba intermediate states (speculative decoding)",
+    "c4": "c4 compressed KV cache (an entry per 4 tokens)",
+    "c128": "c128 compressed KV cache (an entry per 128 tokens)",
 }
 
 
@@ -294,7 +296,22 @@ def pool_lines(rank: RankStartup) -> str:
         if pool.kind == "mamba" and model.mamba_slots is not None:
             size = f"{fmt.count(model.mamba_slots)} request slots, "
         derived = MARK if pool.gib_derived is not None else ""  # _kv_pool's footnote says how
-        text += f"\n  {what}: {size}{fmt.number(pool.gib)} GiB{derived}"
+        gib = "size not logged" if model.dsv4 is not None else f"{fmt.number(pool.gib)} GiB"
+        text += f"\n  {what}: {size}{gib}{derived}"
+    return text + dsv4_budget_line(model)
+
+
+def dsv4_budget_line(model: ModelMemory) -> str:
+    """DeepSeek-V4's budget for all its pools together, as its memory line gave it."""
+    pools = model.dsv4
+    if pools is None or pools.budget_gib is None:
+        return ""
+    text = f"\n  all DSV4 pools together: {pools.budget_gib:.2f} GiB"
+    if pools.bytes_per_full_token is not None:
+        text += f", {pools.bytes_per_full_token:,.2f} B per full-pool token"
+    fixed = ", ".join(f"{name} {gib:.2f} GiB" for name, gib in pools.fixed_gib)
+    if fixed:
+        text += f" (set aside first: {fixed})"
     return text
 
 

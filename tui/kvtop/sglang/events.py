@@ -433,3 +433,34 @@ class BatchStats(Event):
     mamba_usage: float | None = None
     mamba_slots_used: int | None = None
     extra: dict[str, float | int | bool | str] = field(default_factory=dict)
+
+
+# --- DeepSeek-V4 compressed-attention pools ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Dsv4PoolSizes(Event):
+    """`DSV4 pool sizes: full=…, swa=…, c4=…, c128=…, c4_state=…, c128_state=…`: the entries of
+    each sub-pool as SGLang sized them. full and swa are tokens; c4 and c128 hold one entry per
+    4 and per 128 tokens; the two state pools are compressor state rows (0 for c128_state until
+    0.5.19 sizes it after max_running_requests, which this line does not show)."""
+
+    full_tokens: int | None = None
+    swa_tokens: int | None = None
+    c4_tokens: int | None = None
+    c128_tokens: int | None = None
+    c4_state_rows: int | None = None
+    c128_state_rows: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Dsv4MemoryCalculation(Event):
+    """`DSV4 memory calculation: …`: SGLang's budget for all DeepSeek-V4 pools together
+    (`available_bytes`, printed in GiB as "GB"), its bytes per full-pool token, the full pool's
+    tokens and (0.5.19+) the parts it set aside before the per-token share, in GiB."""
+
+    bytes_per_full_token: float | None = None
+    available_gib: float | None = None
+    full_tokens: int | None = None
+    fixed_gib: tuple[tuple[str, float], ...] = ()  # ("c128_state", 0.04), ... as logged
+    unified: bool | None = None  # 0.5.23+: the unified-KV layout

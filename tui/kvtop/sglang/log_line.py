@@ -12,6 +12,7 @@ from typing import Any
 from kvtop.sglang import events as ev
 from kvtop.sglang.bounds import MAX_COUNT, MAX_GIB, refusal
 from kvtop.sglang.control_chars import make_visible
+from kvtop.sglang.dsv4_lines import dsv4_memory_calculation, dsv4_pool_sizes
 from kvtop.sglang.prefix import split_prefix, strip_shipper
 from kvtop.sglang.server_args import parse_server_args
 from kvtop.sglang.systemd_lines import parse_systemd_message, unit_lines_of
@@ -583,6 +584,11 @@ _HANDLERS: tuple[tuple[str, Callable[[ev.LinePrefix, str], ev.Event | None]], ..
     ("The server is fired up and ready to roll", _ready),
     ("Max running requests is reset to", _max_running_reset),
     ("The memory capacity is unbalanced", _unbalanced),
+    # DeepSeek-V4's compressed-attention pools (dsv4_lines.py); "DSv4" in early builds.
+    ("DSV4 pool sizes:", dsv4_pool_sizes),
+    ("DSV4 memory calculation:", dsv4_memory_calculation),
+    ("DSv4 pool sizes:", dsv4_pool_sizes),
+    ("DSv4 memory calculation:", dsv4_memory_calculation),
 )
 
 _not_enough_mfs = _field(r"mem_fraction_static=" + _NUM)

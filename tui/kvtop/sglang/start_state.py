@@ -108,6 +108,33 @@ DERIVED_ORDER = (
 
 FULL, SWA, MAMBA, MAMBA_INTERMEDIATE = "full", "swa", "mamba", "mamba_intermediate"
 KV_POOL_KINDS = (FULL, SWA)
+C4, C128 = "c4", "c128"  # DeepSeek-V4's compressed sub-pools, named as SGLang names them
+
+
+@dataclass(slots=True)
+class Dsv4Pools:
+    """DeepSeek-V4's compressed-attention pools as its `DSV4 …` lines gave them: entries per
+    sub-pool (full, swa, c4, c128; the latest line of the rank wins, as SGLang re-sizes them
+    under --max-total-tokens) and the budget they share. SGLang logs no size per sub-pool."""
+
+    full_tokens: int | None = None
+    swa_tokens: int | None = None
+    c4_tokens: int | None = None
+    c128_tokens: int | None = None
+    c4_state_rows: int | None = None
+    c128_state_rows: int | None = None
+    bytes_per_full_token: float | None = None
+    budget_gib: float | None = None  # `available_bytes`: every DSV4 pool together
+    fixed_gib: tuple[tuple[str, float], ...] = ()  # parts set aside before the per-token share
+
+    def sub_pools(self) -> list[tuple[str, int]]:
+        sizes = (
+            (FULL, self.full_tokens),
+            (SWA, self.swa_tokens),
+            (C4, self.c4_tokens),
+            (C128, self.c128_tokens),
+        )
+        return [(kind, tokens) for kind, tokens in sizes if tokens is not None]
 
 
 @dataclass(slots=True)
@@ -143,6 +170,7 @@ class ModelMemory:
     mamba_gib: float | None = None  # conv + ssm state of the Mamba slots
     mamba_slots: int | None = None  # max_mamba_cache_size
     mamba_intermediate_gib: float | None = None  # speculative intermediate state caches
+    dsv4: Dsv4Pools | None = None  # DeepSeek-V4's compressed-attention pools
     # Values the tracker computed from other logged numbers (kv_gib = K + V, load_s from the
     # lines' times, mamba_gib = conv + ssm), each with how; `derived` adds the graphs'.
     derived_how: dict[str, str] = field(default_factory=dict)
@@ -160,7 +188,7 @@ class ModelMemory:
 
     @property
     def hybrid(self) -> bool:
-        return self.sliding_window or self.mamba_gib is not None
+        return self.sliding_window or self.mamba_gib is not None or self.dsv4 is not None
 
     def pools(self) -> list[Pool]:
         """Every pool of this model in a fixed order: full, swa, other KV labels, mamba."""
@@ -210,6 +238,7 @@ class ModelMemory:
             or self.avail_after_pool_gib is not None
             or bool(self.graphs)
             or self.mamba_gib is not None
+            or self.dsv4 is not None
         )
 
 
@@ -231,8 +260,13 @@ def _part_kinds(model: ModelMemory) -> list[str]:
 
 def pools_of(model: ModelMemory) -> list[Pool]:
     by_kind: dict[str, Pool] = {}
+    dsv4 = model.dsv4.sub_pools() if model.dsv4 is not None else []
+    for kind, tokens in dsv4:  # tokens only: no DSV4 line gives a sub-pool's size
+        by_kind[kind] = Pool(kind, tokens, None)
     how = model.derived_how
     for part, kind in zip(model.kv_parts, _part_kinds(model), strict=True):
+        if dsv4:
+            break  # the DSV4 lines name every sub-pool
         old = by_kind.get(kind)
         if old is None:
             by_kind[kind] = Pool(kind, part.tokens, part.gib, gib_derived=part.gib_derived)

@@ -41,6 +41,7 @@ from kvtop.sglang.start_state import (
     STARTING,
     STOPPED,
     TARGET,
+    Dsv4Pools,
     GraphCapture,
     KvPart,
     ModelMemory,
@@ -413,6 +414,22 @@ class StartupTracker:
         model.swa_tokens_logged = event.swa_layer_tokens
         model.full_tokens_logged = event.full_layer_tokens
         refresh_pools(model)
+
+    def _on_dsv4_sizes(self, startup: Startup, event: ev.Dsv4PoolSizes) -> None:
+        model = self._pool_model(self._rank(startup, event.prefix))
+        pools = model.dsv4 = model.dsv4 or Dsv4Pools()
+        # A later line re-sizes them all (--max-total-tokens, after the budget's line).
+        pools.full_tokens, pools.swa_tokens = event.full_tokens, event.swa_tokens
+        pools.c4_tokens, pools.c128_tokens = event.c4_tokens, event.c128_tokens
+        pools.c4_state_rows, pools.c128_state_rows = event.c4_state_rows, event.c128_state_rows
+        refresh_pools(model)
+
+    def _on_dsv4_memory(self, startup: Startup, event: ev.Dsv4MemoryCalculation) -> None:
+        model = self._pool_model(self._rank(startup, event.prefix))
+        pools = model.dsv4 = model.dsv4 or Dsv4Pools()
+        pools.bytes_per_full_token = event.bytes_per_full_token
+        pools.budget_gib = event.available_gib
+        pools.fixed_gib = event.fixed_gib
 
     def _on_pool_end(self, startup: Startup, event: ev.MemoryPoolEnd) -> None:
         rank = self._rank(startup, event.prefix)
@@ -823,6 +840,8 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.MambaCacheAllocated: StartupTracker._on_mamba,
     ev.SwaPoolAllocated: StartupTracker._on_swa_pool,
     ev.SlidingWindowPool: StartupTracker._on_sliding,
+    ev.Dsv4PoolSizes: StartupTracker._on_dsv4_sizes,
+    ev.Dsv4MemoryCalculation: StartupTracker._on_dsv4_memory,
     ev.MemoryPoolEnd: StartupTracker._on_pool_end,
     ev.GraphCaptureBegin: StartupTracker._on_capture_begin,
     ev.GraphCaptureEnd: StartupTracker._on_capture_end,

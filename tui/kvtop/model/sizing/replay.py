@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from kvtop.model.memory.rank_memory import free_after_startup
 from kvtop.model.sizing import formula
+from kvtop.model.sizing.dsv4 import unmodelled_note
 from kvtop.model.sizing.hybrid import HybridRule, hybrid_rule
 from kvtop.model.sizing.model_config import (
     CellSize,
@@ -380,6 +381,8 @@ def rank_sizing(rank: RankStartup, startup: Startup, cell: CellSize | None) -> R
     post = rank.post_load_free_gib
     if mfs is None or pre is None or post is None or cell is None or not usable(pre, cell.bytes):
         return None
+    if rank.target.dsv4 is not None:
+        return None  # DeepSeek-V4's own pool arithmetic (dsv4.py): no prediction to compare
     page = page_size(startup)
     cap = args.max_total_tokens if args else None
     rest = formula.rest_gib(post, pre, mfs)
@@ -800,6 +803,9 @@ def explain(
     steps: list[Step | None] = [*_budget_steps(budget), *_hybrid_steps(rule)]
     steps.append(_cell_size_step(cell) if rule is None else None)
     notes: list[str | None] = [f"cell size {choice.note}"] if rule is None else [*rule.notes]
+    dsv4 = unmodelled_note(rank.target)
+    if dsv4 is not None:  # no cell size applies: nothing predicted, nothing what-if
+        cell, steps[-1], notes = None, None, [dsv4]
     if budget.mfs is None:
         notes.append("mem_fraction_static is unknown (no server_args line): reserve not computed.")
     predicted = _predicted_tokens(budget, cell, rule)
