@@ -46,6 +46,25 @@ class Analysis:
     # The SGLang version in the words every view shows: the server's own (or the user's
     # --sglang-version) when given, else the log's range ("0.5.3–0.5.8").
     version_shown: str = "unknown"
+    # How times logged without a date were dated (None: every time had its date).
+    dates_said: str | None = None
+    undated_lines: int = 0
+    # Lines in SGLang's shape that kvtop read nothing from: how many, and the first as logged.
+    not_understood: int = 0
+    first_not_understood: str | None = None
+
+    @property
+    def not_understood_said(self) -> str | None:
+        """`3 SGLang lines not understood (first: …)`: lines in SGLang's shape kvtop read
+        nothing from, so a blank is never mistaken for a log that said nothing."""
+        if not self.not_understood:
+            return None
+        first = make_visible(self.first_not_understood or "")[:160]
+        plural = "s" if self.not_understood != 1 else ""
+        return (
+            f"{self.not_understood:,} SGLang line{plural} not understood (first: {first}); "
+            "their values are left out, not guessed"
+        )
 
 
 def analyse(
@@ -89,6 +108,10 @@ def analyse(
     return Analysis(
         source=source,
         lines_seen=tracker.lines_seen,
+        dates_said=tracker.dates.said,
+        undated_lines=tracker.dates.dated,
+        not_understood=tracker.not_understood,
+        first_not_understood=tracker.first_not_understood,
         startup=startup,
         ranks=ranks,
         breakdowns=tuple(memory_breakdown(r, mfs) for r in ranks),

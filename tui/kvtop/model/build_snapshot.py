@@ -36,7 +36,16 @@ from kvtop.model.snapshot import (
 )
 from kvtop.model.status.identity import Mismatch
 from kvtop.model.status.liveness import server_gone
-from kvtop.model.status.notes import LOG_VS_NVML, RANK_ORDER, SHAPE, UNPLACED, Note, collapse
+from kvtop.model.status.notes import (
+    LOG_VS_NVML,
+    NOT_UNDERSTOOD,
+    RANK_ORDER,
+    SHAPE,
+    UNDATED,
+    UNPLACED,
+    Note,
+    collapse,
+)
 from kvtop.model.status.watch import Watch
 from kvtop.sglang.metrics import MetricsSample, ServerInfo
 from kvtop.sglang.start_state import STOPPED
@@ -321,7 +330,12 @@ def build_snapshot(
     by_order = _by_order_note(pids_visible, base, cuda_visible_devices, visible)
     placement = _placement_notes(nvml, missing, how, by_order)
     shape_notes = [Note(SHAPE, text) for text in shape.flags()]
-    items = collapse(_mismatch_notes(gpus) + placement + shape_notes)
+    reading = (
+        [Note(NOT_UNDERSTOOD, analysis.not_understood_said)] if analysis.not_understood_said else []
+    )
+    if analysis.dates_said:  # permanent and known: the operator may dismiss it
+        reading.append(Note(UNDATED, analysis.dates_said, advisory=True))
+    items = collapse(_mismatch_notes(gpus) + placement + shape_notes + reading)
     if placement and not samples:
         sources = _with_gpus_missing(sources, placement[0].text)
     sources = _metrics_against_the_log(sources, analysis)

@@ -305,6 +305,18 @@ def to_json(report: Analysis) -> dict[str, object]:
             "log": report.source,
             "lines": report.lines_seen,
             "batch_lines": startup.batch_lines,
+            # Lines in SGLang's shape kvtop read nothing from (their values are left out).
+            "not_understood": {
+                "count": report.not_understood,
+                "first": report.first_not_understood,
+                "said": report.not_understood_said,
+            },
+            # Times logged without a date (`[22:24:31]`) and how they were dated; null if none.
+            "undated_times": (
+                {"count": report.undated_lines, "said": report.dates_said}
+                if report.dates_said
+                else None
+            ),
         },
         "sglang_version": {
             "range": startup.version.text(),

@@ -46,6 +46,9 @@ class LinePrefix(RankTags):
     time_text: str | None
     timestamp: datetime | None
     rank: str
+    # The time was logged without a year or a date (`[22:24:31]`, the diffusion runtime's
+    # `[12-11 17:47:40]`): `timestamp` stays None until the tracker dates it (line_dates.py).
+    undated: bool = False
 
     @property
     def has_prefix(self) -> bool:
@@ -305,6 +308,14 @@ class ProcessExited(Event):
 @dataclass(frozen=True, slots=True)
 class RankSeen(Event):
     """Any other line with a rank tag: the rank exists, whatever it said."""
+
+
+@dataclass(frozen=True, slots=True)
+class NotUnderstood(Event):
+    """A line in SGLang's shape that kvtop read nothing from: one of SGLang's own message starts
+    (`KV Cache is allocated.`, `Load weight end.`) in a form no reader knows, or behind a
+    prefix kvtop could not take apart. Counted and shown, never guessed at; its rank (when the
+    prefix was read) still counts as seen. `message` is the line as it was logged (cut)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from kvtop.sglang import events as ev
 from kvtop.sglang.bounds import MAX_COUNT, MAX_GIB, refusal
 from kvtop.sglang.control_chars import make_visible
 from kvtop.sglang.dsv4_lines import dsv4_memory_calculation, dsv4_pool_sizes
-from kvtop.sglang.prefix import split_prefix, strip_shipper
+from kvtop.sglang.prefix import find_prefix, prefix_of, split_prefix, strip_shipper
 from kvtop.sglang.server_args import parse_server_args
 from kvtop.sglang.systemd_lines import parse_systemd_message, unit_lines_of
 
@@ -848,8 +848,14 @@ def _traceback_part(prefix: ev.LinePrefix, line: str) -> ev.Event | None:
     return ev.ExceptionLine(prefix, msg[:2000], exc_type=exc_type)
 
 
+# A terminal colour code (`\x1b[32m`): some loggers colour their prefix; matching reads past it.
+_COLOUR_RE = re.compile(r"\x1b\[[0-9;]{0,32}m")
+_LEADING_JUNK = ("\ufeff", "\ufffd")
+
+
 def normalize(line: str | bytes) -> str:
-    """Text to match: decoded leniently, NULs dropped, last carriage-return segment (tqdm)."""
+    """Text to match: decoded leniently, NULs, a leading byte-order mark and a coloured
+    prefix's colour codes dropped, last carriage-return segment (tqdm)."""
     if isinstance(line, bytes):
         line = line.decode("utf-8", errors="replace")
     if len(line) > MAX_LINE_CHARS:
@@ -861,6 +867,16 @@ def normalize(line: str | bytes) -> str:
         # tqdm redraws with \r; the last non-empty redraw is the current state.
         parts = [part for part in line.split("\r") if part.strip()]
         line = parts[-1] if parts else ""
+    if line[:1] in _LEADING_JUNK:
+        line = line.lstrip("\ufeff\ufffd")  # a byte-order mark, undecodable bytes before it
+    if line.startswith("\x1b["):
+        # A coloured prefix (`\x1b[31m[2026-… TP0]\x1b[0m`): read through the colour codes
+        # around it; any later in the message stay, to be shown as the codes they are.
+        close = line.find("]")
+        if close > 0:
+            after = _COLOUR_RE.match(line, close + 1)
+            cut = after.end() if after else close + 1
+            line = _COLOUR_RE.sub("", line[:cut]) + line[cut:]
     return line
 
 
@@ -913,10 +929,31 @@ _ANY_KNOWN = re.compile(
 )
 
 
-# A line that begins with SGLang's prefix and carries a rank tag (`[2026-01-05 10:00:00 PP3 TP1]`).
-_RANK_TAGGED_RE = re.compile(
-    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]{0,100}? (?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d{1,6}\]"
+# SGLang's own message starts, for telling a line kvtop could not read from one it ignores:
+# whole words only (`Load weight` is SGLang's, `Load weights maybe?` is not).
+_SGLANG_START_RE = re.compile(
+    "|".join(
+        re.escape(start) + (r"(?!\w)" if start[-1].isalnum() else "") for start, _ in _HANDLERS
+    )
 )
+# Behind a prefix kvtop could not take apart (`[12/05/2026 22:24:31] KV Cache is allocated.`):
+# a bracket closed within the first 80 characters, then one of SGLang's message starts.
+_OTHER_PREFIX_RE = re.compile(r"\[[^\]]{1,80}\] ?")
+MAX_NOT_UNDERSTOOD_CHARS = 300
+
+
+def _not_understood(prefix: ev.LinePrefix, message: str, text: str) -> ev.NotUnderstood | None:
+    """The line as not understood when it starts (after its prefix) with one of SGLang's own
+    message starts that no handler read: a form kvtop does not know."""
+    msg = message.strip()
+    if not prefix.has_prefix:
+        other = _OTHER_PREFIX_RE.match(msg)
+        if other is None:
+            return None
+        msg = msg[other.end() :]
+    if _SGLANG_START_RE.match(msg) is None:
+        return None
+    return ev.NotUnderstood(prefix, text.strip()[:MAX_NOT_UNDERSTOOD_CHARS])
 
 
 def parse_line(line: str | bytes) -> ev.Event | None:
@@ -936,10 +973,13 @@ def parse_line(line: str | bytes) -> ev.Event | None:
         if not text:
             return None
     if _ANY_KNOWN.search(text) is None:
-        if text[0] == "[":
-            if _RANK_TAGGED_RE.match(text) is None:
-                return None
-            return ev.RankSeen(split_prefix(text)[0], "")  # any line of a rank: it exists
+        # Where a prefix may begin, cheaply: a bracket, a date with its bracket lost, a bar.
+        if text[0] == "[" or text[0].isdigit() or text.find("][", 0, 1024) >= 0:
+            found = find_prefix(text)
+            if found is not None:
+                if not found.group("tags"):
+                    return None  # the main process's chatter (access lines): nothing to read
+                return ev.RankSeen(prefix_of(found), "")  # any line of a rank: it exists
         # A traceback's own lines: `Traceback (...)`, frames, the final `ExcType: message`.
         if _EXCEPTION_RE.match(text) is None and text[0] not in " TD":
             return None
@@ -958,6 +998,10 @@ def parse_line(line: str | bytes) -> ev.Event | None:
         _refused.items = None
     if refused and event is not None:
         event = replace(event, rejected=tuple(_describe(event.message, refused)))
+    if event is None or type(event) is ev.RankSeen:
+        not_read = _not_understood(prefix, message, text)
+        if not_read is not None:
+            return not_read
     if event is None and not prefix.has_prefix and not is_request_echo(message.strip()):
         # A traceback's last line naming a known text where it is not SGLang's own
         # (`ValueError: bad input 'CUDA out of memory'`): still the exception line it is.

@@ -30,6 +30,7 @@ from kvtop.sglang.failures import (
     serving_batch,
     text_phase,
 )
+from kvtop.sglang.line_dates import LineDates
 from kvtop.sglang.start_state import (
     DRAFT,
     FAILED,
@@ -133,10 +134,17 @@ class StartupTracker:
         # The last exception line of a traceback no failure line announced: (start, line, the
         # phase its frames named). A crash line right after it takes it as its cause.
         self._unclaimed: tuple[Startup, str, str | None] | None = None
+        # Times logged without a date get one here, in log order (line_dates.py).
+        self.dates = LineDates()
+        # Lines in SGLang's shape that said nothing kvtop could read: how many, the first.
+        self.not_understood = 0
+        self.first_not_understood: str | None = None
 
     # -- entry point ----------------------------------------------------------------------------
     def feed(self, event: ev.Event) -> None:
         self.changes += 1
+        if event.prefix.undated:
+            event = replace(event, prefix=self.dates.date(event.prefix))
         startup = self.current
         stamp = event.prefix.timestamp
         if isinstance(event, ev.ServerArgsLogged):
@@ -704,6 +712,13 @@ class StartupTracker:
             startup.state = READY
             startup.mid_run = True
 
+    def _on_not_understood(self, startup: Startup, event: ev.NotUnderstood) -> None:
+        self.not_understood += 1
+        if self.first_not_understood is None:
+            self.first_not_understood = event.message
+        if event.prefix.rank:
+            self._rank(startup, event.prefix)
+
     def _on_rank_seen(self, startup: Startup, event: ev.RankSeen) -> None:
         if event.prefix.rank not in startup.ranks:
             self._rank(startup, event.prefix)
@@ -862,6 +877,7 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.MaxTotalTokensCapped: StartupTracker._on_capped,
     ev.UnbalancedMemory: StartupTracker._on_unbalanced,
     ev.RankSeen: StartupTracker._on_rank_seen,
+    ev.NotUnderstood: StartupTracker._on_not_understood,
     ev.ProcessExited: StartupTracker._on_exited,
     ev.UnitEvent: StartupTracker._on_unit,
 }

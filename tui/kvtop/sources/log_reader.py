@@ -4,11 +4,13 @@ into the startup tracker and the raw-lines ring; the log's state and age for the
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from kvtop.model.snapshot import NOT_YET, SourceHealth, SourceState
+from kvtop.sglang import line_dates
 from kvtop.sglang.events import LinePrefix
 from kvtop.sglang.raw_lines import RawLines
 from kvtop.sglang.startup import StartupTracker
@@ -60,12 +62,23 @@ class LogReader:
     def _fold(self, lines: list[str | bytes] | list[str]) -> None:
         fold_lines(lines, self.tracker, self.raw_lines)
 
+    def _fold_read_now(self, lines: list[str]) -> None:
+        """Lines read as they came: a time logged without a date was written by now."""
+        self.tracker.dates.written_by(datetime.now(), line_dates.READ_NOW)
+        self._fold(lines)
+
     def _fold_journal(self, lines: list[JournalLine]) -> None:
         """The unit's lines in order: the server's through the log parser, systemd's own
         (PID 1's lines about the unit) as what systemd says about the run."""
         run: list[str] = []
         for line in lines:
             if not line.systemd:
+                if line.realtime is not None and _undated(line.text):
+                    # A time without a date: the journal's time of this entry dates it.
+                    if run:
+                        self._fold(run)
+                        run = []
+                    self.tracker.dates.written_by(_local(line.realtime), line_dates.JOURNAL)
                 run.append(line.text)
                 continue
             if run:
@@ -87,6 +100,7 @@ class LogReader:
         """The whole file (or stdin); raises LogUnreadable with the log marked off."""
         if not self.log_file:
             return
+        self.tracker.dates.written_by(*_written_by(self.log_file))
         try:
             with log_lines(self.log_file) as lines:
                 fold_lines(lines, self.tracker, self.raw_lines)
@@ -153,7 +167,7 @@ class LogReader:
             follower = self.follower = LogFollower(self.log_file, lane=lane)
             self.health = SourceHealth("log", SourceState.OK)
             async for text in follower.lines():
-                self._fold([text])
+                self._fold_read_now([text])
         finally:
             lane.leave()  # ended (stdin closed, no log): the ticks no longer wait for it
 
@@ -185,9 +199,31 @@ class LogReader:
         return ()
 
 
+def _local(realtime: datetime) -> datetime:
+    """A journal entry's time as SGLang's own lines have it (local time, no zone)."""
+    return realtime.astimezone().replace(tzinfo=None)
+
+
+def _undated(text: str) -> bool:
+    """The line may carry a time without a date (`[22:24:31]`, `[12-11 17:47:40]`): cheap, and
+    a false yes only costs a fold boundary."""
+    return len(text) > 9 and text[0] == "[" and text[3] in ":-"
+
+
+def _written_by(log_file: str) -> tuple[datetime | None, str]:
+    """The moment a file read whole was last written (its modification time), or now for
+    stdin, with the words that say so."""
+    if log_file == "-":
+        return datetime.now(), line_dates.READ_NOW
+    try:
+        return datetime.fromtimestamp(os.stat(log_file).st_mtime), line_dates.FILE_TIME
+    except (OSError, ValueError, OverflowError):
+        return None, line_dates.TODAY
+
+
 def _journal_prefix(realtime: datetime | None) -> LinePrefix:
     """A journal entry's time as SGLang's own lines have it (local time, no zone)."""
     if realtime is None:
         return LinePrefix(time_text=None, timestamp=None, rank="")
-    local = realtime.astimezone().replace(tzinfo=None)
+    local = _local(realtime)
     return LinePrefix(time_text=f"{local:%Y-%m-%d %H:%M:%S}", timestamp=local, rank="")

@@ -15,6 +15,8 @@ LOG_VS_NVML = "log-vs-nvml"  # the log itemises more than NVML sees in use
 UNPLACED = "unplaced"  # ranks of the log without a GPU here
 RANK_ORDER = "rank-order"  # ranks mapped to GPUs by order (advisory)
 SHAPE = "shape"  # rank tags that do not fit the deployment's shape (tui/kvtop/model/deployment_shape.py)
+NOT_UNDERSTOOD = "not-understood"  # lines in SGLang's shape kvtop read nothing from
+UNDATED = "undated"  # times logged without a date, and how they were dated (advisory)
 OTHER = "other"
 
 
