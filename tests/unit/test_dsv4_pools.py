@@ -210,3 +210,14 @@ def test_no_formula_claimed_for_dsv4_even_with_a_cell_size() -> None:
         for note in explanation.notes
     )
     assert all(rank_sizing(rank, startup, cell) is None for rank in startup.ranks.values())
+
+
+def test_a_plan_is_not_calibrated_from_a_dsv4_boot() -> None:
+    """`kvtop plan --from-log` on DeepSeek-V4: refused with the reason, not planned by rules
+    that do not apply (the plain cell size would take the full pool's tokens for the model's)."""
+    from kvtop.model.sizing.calibration import CalibrationError, calibrate
+
+    with NPU_LOG.open(encoding="utf-8") as handle:
+        startup = fold_lines(handle).current
+    with pytest.raises(CalibrationError, match="DeepSeek-V4 compressed attention"):
+        calibrate(startup)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvtop.model.memory.rank_memory import free_after_startup
-from kvtop.model.sizing import formula, replay
+from kvtop.model.sizing import dsv4, formula, replay
 from kvtop.model.sizing.hybrid import hybrid_rule
 from kvtop.model.sizing.plan import RankMemory
 from kvtop.sglang.start_state import RankStartup, Startup
@@ -77,6 +77,9 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
         startup.sorted_ranks()[0],
     )
     target = reference.target
+    unmodelled = dsv4.unmodelled_note(target)
+    if unmodelled is not None:  # a plan from rules that do not apply would be a guess
+        raise CalibrationError(f"the log's boot cannot calibrate a plan: {unmodelled}")
     page = replay.page_size(startup)
     args = startup.server_args
     version = replay.sglang_version(startup, version_override)
