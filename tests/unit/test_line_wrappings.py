@@ -328,3 +328,21 @@ def test_nested_wrappings(line: str, kind: type[ev.Event], rank: str, time: str)
     event = parse_line(line)
     assert isinstance(event, kind)
     assert (event.prefix.rank, event.prefix.time_text) == (rank, time)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "(WorkerDict pid=559716) ",  # an RL trainer's rollout worker under Ray
+        "\x1b[36m(WorkerDict pid=616, ip=192.168.149.159)\x1b[0m ",  # Ray colours its column
+        "(SGLangEngine pid=89186) (Scheduler pid=89709) ",  # an actor running another
+        "(pid=4242) ",  # a Ray task
+    ],
+)
+def test_rays_actor_column(head: str) -> None:
+    """SGLang run inside Ray (verl, OpenRLHF and the like): the worker's column on every line."""
+    event = parse_line(head + "[2025-03-01 10:00:00 TP0] Load weight begin. avail mem=78.12 GB")
+    assert isinstance(event, ev.LoadWeightBegin)
+    assert (event.prefix.tp, event.avail_gib) == (0, 78.12)
+    startup = _fold([head + line for line in _TRACEBACK]).current
+    assert startup.failure is not None and startup.failure.cause == _CAUSE

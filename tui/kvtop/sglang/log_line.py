@@ -851,6 +851,7 @@ def _traceback_part(prefix: ev.LinePrefix, line: str) -> ev.Event | None:
 # A terminal colour code (`\x1b[32m`): some loggers colour their prefix; matching reads past it.
 _COLOUR_RE = re.compile(r"\x1b\[[0-9;]{0,32}m")
 _LEADING_JUNK = ("\ufeff", "\ufffd")
+_COLOURED_HEAD_CHARS = 300
 
 
 def normalize(line: str | bytes) -> str:
@@ -870,13 +871,10 @@ def normalize(line: str | bytes) -> str:
     if line[:1] in _LEADING_JUNK:
         line = line.lstrip("\ufeff\ufffd")  # a byte-order mark, undecodable bytes before it
     if line.startswith("\x1b["):
-        # A coloured prefix (`\x1b[31m[2026-… TP0]\x1b[0m`): read through the colour codes
-        # around it; any later in the message stay, to be shown as the codes they are.
-        close = line.find("]")
-        if close > 0:
-            after = _COLOUR_RE.match(line, close + 1)
-            cut = after.end() if after else close + 1
-            line = _COLOUR_RE.sub("", line[:cut]) + line[cut:]
+        # A coloured header (`\x1b[31m[2026-… TP0]\x1b[0m`, Ray's `\x1b[36m(WorkerDict
+        # pid=616)\x1b[0m`): read through the colour codes of the line's head; any later in
+        # the message stay, to be shown as the codes they are.
+        line = _COLOUR_RE.sub("", line[:_COLOURED_HEAD_CHARS]) + line[_COLOURED_HEAD_CHARS:]
     return line
 
 

@@ -136,7 +136,8 @@ def _decode(match: re.Match[str]) -> LinePrefix:
 # stdout F `), a shipper's epoch (seconds to Loki's nanoseconds) and ISO time between tabs
 # (`1767607200.123\t2026-01-05T10:00:00Z\t`), Kibana's `May 16, 2026 @ 20:46:57.892`,
 # Docker's and Loki's time (`docker logs -t`, `logcli`: the time, then `{labels}`), Compose's
-# service column (`sglang-1  | `) and kubectl's `--prefix` (`[pod/name/container] `).
+# service column (`sglang-1  | `), Ray's actor column (`(WorkerDict pid=616) `) and kubectl's
+# `--prefix` (`[pod/name/container] `).
 _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
 _SHIPPER_RE = re.compile(
     r"(?:(?P<journal>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,6})? [^ ]{1,255} "
@@ -154,6 +155,8 @@ _SHIPPER_RE = re.compile(
     r"|[A-Z][a-z]{2} \d{1,2}, \d{4} @ \d\d:\d\d:\d\d(?:\.\d{1,6})?(?:\t| |$)"
     r"|" + _ISO + r" (?:\{[^{}]{0,4000}\} )?"
     r"|[\w.-]{1,128} {1,32}\| "
+    # Ray's actor or task column, nested when one actor runs another (`(WorkerDict pid=616, ip=…) `)
+    r"|\((?:[\w.:-]{1,128} )?pid=\d{1,10}(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ?"
     r"|\[pod/[^\]\s]{1,253}\] )"
 )
 
