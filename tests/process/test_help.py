@@ -35,6 +35,7 @@ def test_the_examples_and_the_plan_usage() -> None:
     text = help_text(columns=80)
     usage = text.split("\n\n", 1)[0]
     assert "       kvtop plan [--model DIR] [--from-log LOG | --unit UNIT]" in usage
+    assert "       kvtop diff [--json] (OLD.log NEW.log | LOG | --unit UNIT)" in usage
     examples = text.split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     commands = [line.split("  ")[1] for line in examples if line.startswith("  kvtop")]
     assert commands == [
@@ -43,7 +44,19 @@ def test_the_examples_and_the_plan_usage() -> None:
         "kvtop --check --unit sglang-kimi",
         "kvtop --export --unit sglang-kimi",
         "kvtop plan --unit sglang-kimi",
+        "kvtop diff --unit sglang-kimi",
     ]
+
+
+def test_diff_help_names_its_forms_and_exit_statuses() -> None:
+    text = help_text("diff", columns=80)
+    assert text.startswith(
+        "usage: kvtop diff [--json] [--width N] (OLD.log NEW.log | LOG | --unit UNIT)"
+    )
+    assert "  kvtop diff before.log after.log" in text
+    assert "exit status: 0 compared, 1 a boot could not be read, 2 bad usage" in " ".join(
+        text.split()
+    )
 
 
 def test_plan_help_keeps_its_paragraphs_and_examples() -> None:

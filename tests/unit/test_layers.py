@@ -175,6 +175,21 @@ LAYERS = (
         ),
         NO_TEXTUAL,
     ),
+    # `kvtop diff`: the same shape as the plan: boots read through the sources, compared in
+    # the model, printed through the one-shot reports' layer.
+    Layer(
+        "diff",
+        ("kvtop.diff",),
+        (
+            *PURE,
+            "kvtop.diff",
+            "kvtop.sources",
+            "kvtop.options",
+            "kvtop.help_format",
+            "kvtop.report",
+        ),
+        NO_TEXTUAL,
+    ),
     # -- the command lines: the only modules that see every wing ------------------------------
     Layer(
         "option rules", ("kvtop.options",), ("kvtop.report.width", "kvtop.report.unexpected"), NO_UI

@@ -46,6 +46,7 @@ MAX_REQUEST_LEN = 100_000_000  # far beyond any model's context; keeps the arith
 # The second form of the command, shown under argparse's usage line for the first.
 PLAN_USAGE = (
     "kvtop plan [--model DIR] [--from-log LOG | --unit UNIT] [--json] -- [SGLang arguments]",
+    "kvtop diff [--json] (OLD.log NEW.log | LOG | --unit UNIT)",
 )
 # What an operator types most, first in the order they are met on a host.
 EXAMPLES = (
@@ -54,6 +55,7 @@ EXAMPLES = (
     ("kvtop --check --unit sglang-kimi", "one monitoring line, exit 0 1 2 3"),
     ("kvtop --export --unit sglang-kimi", "Prometheus metrics on 127.0.0.1:9877"),
     ("kvtop plan --unit sglang-kimi", "the KV pool before a relaunch"),
+    ("kvtop diff --unit sglang-kimi", "what the last restart changed"),
 )
 EPILOG = f"""examples:
 {help_format.examples(EXAMPLES)}
@@ -513,6 +515,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kvtop.plan.cli import main_plan
 
         return main_plan(words[1:])
+    if words[:1] == ["diff"]:  # `kvtop diff ...`: two boots side by side (tui/kvtop/diff)
+        from kvtop.diff.cli import main_diff
+
+        return main_diff(words[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(words)
