@@ -41,6 +41,12 @@ class Deployment:
     # SGLang's zeros of a plain model (0.5.6+ always sends sglang:mamba_usage).
     mamba_slots: int | None = None
     mamba_used: int = 0
+    # Radix-cached tokens no running request uses, per DP group (sglang:kv_evictable_tokens,
+    # 0.5.12+): neither used nor free.
+    evictable_tokens: int = 0
+    # The max_running_requests each DP worker runs with, as /server_info's internal state
+    # says it (effective_max_running_requests_per_dp); None leaves the field out.
+    max_running_requests: int | None = None
     pad: bool = True  # histograms and tokenizer families, for a realistic size
 
     def publishers(self) -> list[tuple[int, int]]:
@@ -146,8 +152,8 @@ def build_exposition(dep: Deployment) -> str:
             new["num_pages"].labels(**labels).set(pages)
             new["context_len"].labels(**labels).set(dep.context_len)
             new["kv_used_tokens"].labels(**labels).set(used)
-            new["kv_available_tokens"].labels(**labels).set(total - used)
-            new["kv_evictable_tokens"].labels(**labels).set(0)
+            new["kv_available_tokens"].labels(**labels).set(total - used - dep.evictable_tokens)
+            new["kv_evictable_tokens"].labels(**labels).set(dep.evictable_tokens)
             new["startup_available_gpu_memory_gb"].labels(**labels).set(93.2 - 0.1 * tp)
         if v0519:
             new["weight_memory_usage_gb"].labels(**labels).set(72.9)
@@ -193,6 +199,8 @@ def build_server_info(dep: Deployment, *, api_key: str | None = None) -> dict[st
         "page_size": dep.page_size,
         "mem_fraction_static": 0.88,
         "context_length": dep.context_len,
+        "chunked_prefill_size": 8192,
+        "max_prefill_tokens": 16384,
         "enable_metrics": True,
         "api_key": api_key,
     }
@@ -203,6 +211,11 @@ def build_server_info(dep: Deployment, *, api_key: str | None = None) -> dict[st
         {
             **args,
             "last_gen_throughput": dep.gen_throughput,
+            **(
+                {"effective_max_running_requests_per_dp": dep.max_running_requests}
+                if dep.max_running_requests is not None
+                else {}
+            ),
             "memory_usage": {
                 "weight": 72.9,
                 "kvcache": 10.42,

@@ -106,6 +106,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "The share of a hybrid model's recurrent-state (Mamba) slots in use, 0 to 1, beside the "
         "KV cache (absent for a model without a state pool).",
     ),
+    ff.KV_EVICTABLE: (
+        "gauge",
+        "The share of the KV pool holding cached prefixes SGLang evicts on demand, 0 to 1, "
+        "beside the used share (absent without sglang:kv_evictable_tokens).",
+    ),
     ff.STARTUP_PHASE_SECONDS: (
         "gauge",
         "How long each startup phase took on each rank, in seconds, as the log times it.",
@@ -220,7 +225,17 @@ def kv_families(snapshot: Snapshot) -> list[Metric]:
     predicted = _gauge(ff.KV_POOL_PREDICTED_TOKENS, ("rank",))
     for sizing in snapshot.analysis.sizings:
         predicted.add_metric([sizing.rank], sizing.predicted_tokens)
-    return [headroom, pool, predicted, state_pool_family(snapshot)]
+    return [headroom, pool, predicted, state_pool_family(snapshot), evictable_family(snapshot)]
+
+
+def evictable_family(snapshot: Snapshot) -> Metric:
+    """kvtop_kv_evictable_ratio: the pool's evictable cache as the KV panel shows it, while
+    current."""
+    family = _gauge(ff.KV_EVICTABLE, ())
+    usage = kv_now(snapshot)
+    if usage.evictable_pct is not None and usage.current:
+        family.add_metric([], usage.evictable_pct / 100)
+    return family
 
 
 def state_pool_family(snapshot: Snapshot) -> Metric:

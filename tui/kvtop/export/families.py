@@ -62,6 +62,9 @@ KV_HEADROOM = "kvtop_kv_headroom_bytes"
 # A hybrid model's recurrent-state (Mamba) pool in use, 0-1, from the same reading as the KV
 # usage (SGLang's /metrics or the log's batch line); absent for a model without one.
 STATE_POOL_USAGE = "kvtop_state_pool_usage_ratio"
+# The KV pool's share holding radix-cached prefixes SGLang evicts on demand, 0-1, beside the
+# used share (SGLang's sglang:kv_evictable_tokens over the pool, 0.5.12+).
+KV_EVICTABLE = "kvtop_kv_evictable_ratio"
 STARTUP_PHASE_SECONDS = "kvtop_startup_phase_seconds"
 STARTUP_STATE = "kvtop_startup_state"
 RESTARTS = "kvtop_restarts_total"

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from kvtop.model.binding_limit import BindingLimit, binding_limit
 from kvtop.model.history import History, Series
 from kvtop.model.kv_usage import KvUsage, kv_usage, source_text
 from kvtop.model.memory.gpu_order import sorted_gpus
@@ -80,6 +81,8 @@ class KvFacts:
     queued_for_s: float | None = None
     # The KV thresholds: the usage is shown with a decimal, never as one it is not on.
     usage_edges: tuple[float, ...] = ()
+    # Which limit holds requests back now (None: no current load reading).
+    binding: BindingLimit | None = None
 
 
 @dataclass
@@ -198,6 +201,7 @@ def kv_facts(state: ViewState, clock: Callable[[], float]) -> KvFacts | None:
             state.thresholds.kv_usage_warning_pct,
             state.thresholds.kv_usage_critical_pct,
         ),
+        binding=binding_limit(snapshot, usage),
     )
 
 

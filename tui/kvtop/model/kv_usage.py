@@ -78,6 +78,17 @@ class KvUsage:
     other_server: bool = False  # metrics were scraped but are another server's
     # A hybrid model's recurrent-state pool from the same reading; None for a plain model.
     state_pool: StatePool | None = None
+    # Pool tokens holding radix-cached prefixes no running request uses: SGLang evicts them
+    # for a new request, so a pool full of them is not full (metrics from 0.5.12; the batch
+    # line does not say, so None from the log).
+    evictable_tokens: int | None = None
+
+    @property
+    def evictable_pct(self) -> float | None:
+        """The evictable cache's share of the pool, beside `usage_pct` (the used share)."""
+        if self.evictable_tokens is None or not self.max_tokens:
+            return None
+        return 100 * self.evictable_tokens / self.max_tokens
 
     @property
     def host_usage_pct(self) -> float | None:
@@ -99,6 +110,7 @@ class _Reading:
     host_total_tokens: int | None = None
     kind: str = "none"
     batch: BatchStats | None = None
+    evictable_tokens: int | None = None
 
 
 def _finite(value: float | None) -> float | None:
@@ -144,6 +156,7 @@ def _reading(snapshot: Snapshot) -> _Reading:
             host_used_tokens=metrics.hicache_host_used_tokens,
             host_total_tokens=metrics.hicache_host_total_tokens,
             kind="metrics",
+            evictable_tokens=metrics.evictable_tokens,
         )
     batches = snapshot.analysis.startup.latest_batch
     if not batches:
@@ -268,6 +281,7 @@ def kv_usage(
         current=current,
         other_server=reading.kind == "log" and snapshot.metrics is not None,
         state_pool=state_pool_now(snapshot, reading.kind, reading.batch),
+        evictable_tokens=reading.evictable_tokens,
     )
 
 

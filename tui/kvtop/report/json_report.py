@@ -6,6 +6,7 @@ from dataclasses import fields
 from datetime import datetime
 
 from kvtop.model.analysis import Analysis
+from kvtop.model.binding_limit import BindingLimit, binding_limit
 from kvtop.model.deployment_shape import deployment_shape
 from kvtop.model.kv_usage import kv_now
 from kvtop.model.memory.gpu_reading import GpuStatus, slowdown_reasons
@@ -16,7 +17,14 @@ from kvtop.model.sizing.model_config import CellSize
 from kvtop.model.sizing.replay import RankSizing
 from kvtop.model.snapshot import GpuView, Snapshot
 from kvtop.model.status.verdict import Seen, Verdict, local_time
-from kvtop.sglang.events import RANK_TAGS, BatchStats, Failure, OomSizes, Summary
+from kvtop.sglang.events import (
+    RANK_TAGS,
+    BatchStats,
+    Failure,
+    MaxRunningRequestsReduced,
+    OomSizes,
+    Summary,
+)
 from kvtop.sglang.lifecycle import crash_loop, phase_in_progress
 from kvtop.sglang.start_state import ModelMemory, RankStartup
 
@@ -170,6 +178,12 @@ def _oom_json(failure: Failure | None) -> dict[str, object] | None:
     return {"tried_gib": oom.tried_gib, "free_gib": oom.free_gib, "total_gib": oom.total_gib}
 
 
+def _reduced_json(event: MaxRunningRequestsReduced | None) -> dict[str, object] | None:
+    if event is None:
+        return None
+    return {"requested": event.requested, "value": event.value, "reason": event.reason}
+
+
 def _startup_json(report: Analysis) -> dict[str, object]:
     startup = report.startup
     failure = startup.failure
@@ -194,6 +208,9 @@ def _startup_json(report: Analysis) -> dict[str, object]:
         "note": startup.note,
         # systemd's result for the unit (`oom-kill`, `exit-code`, ...; journal only).
         "unit_result": startup.unit_result,
+        # SGLang lowered max_running_requests at startup: from what (per DP worker), to what, why.
+        "max_running_requests_reduced": _reduced_json(startup.max_running_requests_reduced),
+        "max_running_requests_reset": startup.max_running_requests_reset,
         **_lifecycle_json(report),
     }
 
@@ -527,7 +544,19 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
     ]
     data["timeline"] = timeline_json(snapshot.timeline)
     data["state_pool"] = state_pool_json(snapshot)
+    kv = kv_now(snapshot)
+    # Cached prefixes SGLang evicts on demand, beside the used share (null: not read).
+    data["kv_evictable_pct"] = _r(kv.evictable_pct, 2) if kv.current else None
+    data["binding_limit"] = binding_limit_json(binding_limit(snapshot, kv))
     return data
+
+
+def binding_limit_json(found: BindingLimit | None) -> dict[str, object] | None:
+    """Which limit holds requests back now (`limit` null: none binds); null without a current
+    reading of the load."""
+    if found is None:
+        return None
+    return {"limit": found.limit, "text": found.text, "numbers": dict(found.numbers)}
 
 
 def state_pool_json(snapshot: Snapshot) -> dict[str, object] | None:

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from kvtop import fmt
 from kvtop.model.analysis import Analysis
+from kvtop.model.binding_limit import binding_limit
 from kvtop.model.deployment_shape import deployment_shape
 from kvtop.model.derived_marks import MARK, footnote, marked
 from kvtop.model.kv_usage import (
@@ -702,6 +703,12 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     if kv.state_pool is not None:  # a hybrid model's state slots, beside the KV usage
         known = "" if kv.current else " (last known)"
         parts.append(_text(f"state pool{known}: {state_pool_text(kv.state_pool)}"))
+    if kv.evictable_pct is not None and kv.current:  # cached prefixes SGLang frees on demand
+        used, evictable = fmt.pct(kv.usage_pct, 1), fmt.pct(kv.evictable_pct, 1)
+        parts.append(_text(f"KV pool: used {used} · evictable {evictable}"))
+    binding = binding_limit(snapshot, kv)
+    if binding is not None:
+        parts.append(_text(f"binding limit: {binding.text}"))
     if snapshot.gpus:
         parts += [Text(""), _gpu_table(snapshot)]
     if any(g.processes for g in snapshot.gpus):

@@ -259,6 +259,16 @@ class MaxRunningRequestsReset(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class MaxRunningRequestsReduced(Event):
+    """SGLang lowered max_running_requests (per DP worker) while sizing its pools: from what
+    was asked (None: the line does not say) to `value`, and why in its words."""
+
+    requested: int | None = None
+    value: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class MaxTotalTokensCapped(Event):
     user_tokens: int | None = None
     profiled_tokens: int | None = None

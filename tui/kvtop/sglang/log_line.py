@@ -14,6 +14,7 @@ from kvtop.sglang.bounds import MAX_COUNT, MAX_GIB, refusal
 from kvtop.sglang.control_chars import make_visible
 from kvtop.sglang.dsv4_lines import dsv4_memory_calculation, dsv4_pool_sizes
 from kvtop.sglang.prefix import find_prefix, prefix_of, split_prefix, strip_shipper
+from kvtop.sglang.running_cap_lines import max_running_capped, max_running_reduced
 from kvtop.sglang.server_args import parse_server_args
 from kvtop.sglang.systemd_lines import parse_systemd_message, unit_lines_of
 
@@ -583,6 +584,9 @@ _HANDLERS: tuple[tuple[str, Callable[[ev.LinePrefix, str], ev.Event | None]], ..
     ("server_args=", _server_args),
     ("The server is fired up and ready to roll", _ready),
     ("Max running requests is reset to", _max_running_reset),
+    # SGLang lowering max_running_requests as it sizes its pools (running_cap_lines.py).
+    ("max_running_requests was reduced from", max_running_reduced),
+    ("max_running_requests is capped to", max_running_capped),
     ("The memory capacity is unbalanced", _unbalanced),
     # DeepSeek-V4's compressed-attention pools (dsv4_lines.py); "DSv4" in early builds.
     ("DSV4 pool sizes:", dsv4_pool_sizes),

@@ -140,6 +140,17 @@ class MetricsSample:
         return self.values.get("token_usage")
 
     @property
+    def evictable_tokens(self) -> int | None:
+        """Pool tokens holding radix-cached prefixes no running request uses (0.5.12+): SGLang
+        evicts them when a new request needs room, so they are neither used nor a limit."""
+        return self._int("kv_evictable_tokens")
+
+    @property
+    def available_tokens(self) -> int | None:
+        """Pool tokens free, neither used nor cached (0.5.12+)."""
+        return self._int("kv_available_tokens")
+
+    @property
     def mamba_usage(self) -> float | None:
         """The recurrent-state pool's share in use (0..1); SGLang sends 0 for a plain model."""
         return self.values.get("mamba_usage")
@@ -540,6 +551,9 @@ class ServerInfo:
     version: str | None = None
     status: str | None = None
     memory_by_dp: tuple[MemoryUsage, ...] = ()
+    # The max_running_requests each DP worker runs with (`effective_max_running_requests_per_dp`
+    # of its internal state), after SGLang lowered it for the pool: not the argument asked for.
+    max_running_requests_by_dp: tuple[int, ...] = ()
     # Values present but refused (wrong type, non-finite, negative, absurd): "key: value (why)".
     rejected: tuple[str, ...] = ()
 
@@ -640,6 +654,7 @@ def parse_server_info(data: object) -> ServerInfo:
     elif scheduler_info is not None:
         check.refuse("scheduler_info", scheduler_info, "not an object")
     memory: list[MemoryUsage] = []
+    running_caps: list[int] = []
     states = data.get("internal_states")
     if isinstance(states, (list, tuple)):
         for i, state in enumerate(states):
@@ -648,6 +663,12 @@ def parse_server_info(data: object) -> ServerInfo:
                 usage = _memory_usage(state.get("memory_usage"), where, check)
                 if usage is not None:
                     memory.append(usage)
+                cap = check.count(
+                    f"internal_states[{i}].effective_max_running_requests_per_dp",
+                    state.get("effective_max_running_requests_per_dp"),
+                )
+                if cap is not None:
+                    running_caps.append(cap)
             else:
                 check.refuse(f"internal_states[{i}]", state, "not an object")
     elif states is not None:
@@ -659,5 +680,6 @@ def parse_server_info(data: object) -> ServerInfo:
         version=version,
         status=status,
         memory_by_dp=tuple(memory),
+        max_running_requests_by_dp=tuple(running_caps),
         rejected=tuple(check.rejected),
     )

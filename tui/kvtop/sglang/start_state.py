@@ -369,6 +369,8 @@ class Startup:
     ready_at: datetime | None = None
     listening_url: str | None = None
     max_running_requests_reset: int | None = None
+    # SGLang lowered max_running_requests as it sized its pools: from what, to what, why.
+    max_running_requests_reduced: ev.MaxRunningRequestsReduced | None = None
     max_total_tokens_capped: ev.MaxTotalTokensCapped | None = None
     unbalanced_warnings: list[str] = field(default_factory=list)
     rejected_values: list[RejectedValue] = field(default_factory=list)

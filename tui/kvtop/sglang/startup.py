@@ -833,6 +833,9 @@ class StartupTracker:
     def _on_reset(self, startup: Startup, event: ev.MaxRunningRequestsReset) -> None:
         startup.max_running_requests_reset = event.value
 
+    def _on_reduced(self, startup: Startup, event: ev.MaxRunningRequestsReduced) -> None:
+        startup.max_running_requests_reduced = event
+
     def _on_capped(self, startup: Startup, event: ev.MaxTotalTokensCapped) -> None:
         startup.max_total_tokens_capped = event
         if event.profiled_tokens is not None and event.profiled_tokens <= 0:
@@ -874,6 +877,7 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.ExceptionLine: StartupTracker._on_exception_line,
     ev.BatchStats: StartupTracker._on_batch,
     ev.MaxRunningRequestsReset: StartupTracker._on_reset,
+    ev.MaxRunningRequestsReduced: StartupTracker._on_reduced,
     ev.MaxTotalTokensCapped: StartupTracker._on_capped,
     ev.UnbalancedMemory: StartupTracker._on_unbalanced,
     ev.RankSeen: StartupTracker._on_rank_seen,

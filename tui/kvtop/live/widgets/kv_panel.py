@@ -54,6 +54,7 @@ class KvPanel(StyledWidget):
             len(series.values),
             series.runs,
             compact,
+            facts.binding,
         )
         if key != self._key:
             self._key = key
@@ -104,6 +105,9 @@ class KvPanel(StyledWidget):
             text.append(" (")
             text.append(f"{level.glyph} {pct}", self._style(f"kv--{level}"))
             text.append(")")
+        if usage.evictable_pct is not None and usage.current:
+            # Cached prefixes SGLang frees when a request needs room: held, but not in use.
+            text.append(f" · evictable {fmt.pct(usage.evictable_pct, 1)}", self._style("kv--dim"))
 
     def _load(self, facts: KvFacts) -> Text:
         """The load; a queue that has not emptied for a while in its alert colour, for how long."""
@@ -130,6 +134,9 @@ class KvPanel(StyledWidget):
         state_pool = self._state_pool(usage)
         if state_pool is not None:
             pieces.append(state_pool)
+        binding = facts.binding
+        if binding is not None and binding.limit is not None:  # what holds requests back
+            pieces.append(Text(binding.short))
         if facts.source is not None:
             said = facts.source if usage.source_kind == "none" else f"({facts.source})"
             pieces.append(Text(said, self._style("kv--dim")))
