@@ -43,7 +43,7 @@ from kvtop.model.kv_usage import kv_usage
 from kvtop.model.memory.gpu_detail import gpu_detail
 from kvtop.model.memory.gpu_memory import reconcile
 from kvtop.model.snapshot import Snapshot
-from kvtop.model.status.levels import Level
+from kvtop.model.status.levels import Level, Thresholds
 from kvtop.sources import journal as journal_source
 from tests.support.fake_nvml import gcc_path
 from tests.support.fault_host import (
@@ -1340,6 +1340,62 @@ GPU_VERDICT_ROWS = [
         export_ok=no_negative_sample,
     ),
 ]
+
+# -- memory that keeps growing -------------------------------------------------------------------
+# GPU 0's used memory climbs while the server serves (the fake driver reads its state file at
+# every call): a leak of days shown in seconds, with the rate and the span the user may set.
+LEAK_MIB_PER_STEP = 8  # every 0.1 s: 80 MiB/s, under the headroom warning for 40 s
+_LEAKS: dict[int, asyncio.Task[None]] = {}
+
+
+async def _leak(host: FaultHost) -> None:
+    used = int(host.state.gpus[0]["used_mib"])  # type: ignore[call-overload]
+    while True:
+        used += LEAK_MIB_PER_STEP
+        host.state.gpus[0]["used_mib"] = used
+        host.write_nvml()
+        await asyncio.sleep(0.1)
+
+
+def gpu0_leaks(host: FaultHost) -> None:
+    _LEAKS[id(host)] = asyncio.get_running_loop().create_task(_leak(host))
+
+
+def gpu0_leak_stops(host: FaultHost) -> None:
+    task = _LEAKS.pop(id(host), None)
+    if task is not None:
+        task.cancel()
+    nvml_healthy(host)
+
+
+def gpu0_growing(text: str, snap: Snapshot | None) -> bool:
+    row0 = re.search(r"(?m)^\S?\s+0\s+TP0.*$", text)
+    return (
+        snap is not None
+        and any(a.kind == "memory_growing" and a.subject == "GPU 0" for a in snap.verdict.alerts)
+        and row0 is not None
+        and row0.group(0).rstrip().endswith("▲")
+        and "GPU 0: runtime memory grows" in flat(text)  # the header's words, cut to fit
+    )
+
+
+GPU_VERDICT_ROWS.append(
+    Fault(
+        "nvml-runtime-memory-leak",
+        "nvml",
+        gpu0_leaks,
+        gpu0_leak_stops,
+        gpu0_growing,
+        None,  # one look has no history: --once and --check cannot see a rate
+        "GPU 0's runtime memory climbs steadily while the server serves: ▲ on its row and a "
+        "memory_growing warning naming GPU 0, the rate in GiB/day, the span it was measured "
+        "over and when its free memory runs out at that rate (here with a 1 s least span; "
+        "3 h by default)",
+        options={"thresholds": Thresholds(growth_min_span_s=1.0)},
+        fault_s=30.0,
+    )
+)
+
 
 ROWS = NVML_ROWS + GPU_VERDICT_ROWS + LOG_ROWS + HTTP_ROWS + JOURNAL_ROWS
 # Rows that take several seconds on their own (a million journal entries written, and the 2 s

@@ -17,6 +17,7 @@ from kvtop.model.sizing.model_config import CellSize
 from kvtop.model.sizing.replay import RankSizing
 from kvtop.model.snapshot import GpuView, Snapshot
 from kvtop.model.status.verdict import Seen, Verdict, local_time
+from kvtop.report.growth_json import growth_json
 from kvtop.sglang.events import (
     RANK_TAGS,
     BatchStats,
@@ -513,6 +514,8 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
         for s in snapshot.sources
     ]
     data["notes"] = list(snapshot.notes)
+    # How fast the server's memory grows over a watched session (null rates before enough).
+    data["growth"] = growth_json(snapshot.verdict.growth)
     # Facts on which /metrics or /server_info disagree with the log (tui/kvtop/model/status/identity.py).
     data["mismatches"] = [
         {"field": m.field, "log": m.log, "server": m.server, "source": m.source}

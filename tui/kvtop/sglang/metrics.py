@@ -64,6 +64,8 @@ _SCALAR_RULES: Final[Mapping[str, str]] = {
     "kv_used_tokens": _SUM,
     "kv_available_tokens": _SUM,
     "kv_evictable_tokens": _SUM,
+    # Tokens streaming sessions hold between their turns (0.5.14+): held, and no leak.
+    "streaming_session_held_tokens": _SUM,
     "weight_memory_usage_gb": _MAX,
     "kv_cache_memory_usage_gb": _MAX,
     "startup_available_gpu_memory_gb": _MIN,

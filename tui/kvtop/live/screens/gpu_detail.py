@@ -25,6 +25,7 @@ from kvtop.live.widgets.status_line import StatusLine
 from kvtop.model.history import PERCENT_FLOOR, USED_FLOOR_GIB, ShownRange
 from kvtop.model.memory.gpu_detail import GpuDetail, gpu_detail
 from kvtop.model.status.gpu_alerts import GpuAlert, gpu_alerts
+from kvtop.model.status.memory_growth import growth_line
 
 # The waterfall's columns, in cells: the bar takes what the others leave.
 WATERFALL_TIME = 8  # "09:06:12"
@@ -273,6 +274,11 @@ class GpuDetailScreen(ShowsState, Screen[None]):
         text.append_text(_line(util.values, width, shown))
         text.append(f" {fmt.pct(detail.gpu.sample.utilization_pct)}")
         text.append(f"  ({shown.text('%', 0)})" if shown else "", style="dim")
+        # The runtime memory's growth over the session (a leak climbs for hours).
+        snapshot = state.snapshot
+        growth = growth_line(snapshot.verdict.growth, detail.gpu.sample.index) if snapshot else None
+        if growth is not None:
+            text.append("\n" + growth)
         return text
 
 

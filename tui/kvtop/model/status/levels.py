@@ -60,6 +60,18 @@ class Thresholds:
     # server then stops admitting requests).
     state_pool_climb_pct: float = 10.0
     state_pool_window_s: float = 600.0
+    # KV tokens held while no request runs or waits, for longer than this: tokens not released.
+    # SGLang refreshes its gauges every 30 s while idle and frees a request's tokens when it
+    # ends; five minutes is ten of those refreshes, past any request's tail.
+    kv_idle_grace_s: float = 300.0
+    # Memory growing steadily (GiB/day over the session, both halves of it growing): on a GPU
+    # the runtime segment (1 GiB/day takes the usual 4 GiB of headroom in four days), on the
+    # host a rank's resident memory (which breathes more: Python's heap, pinned buffers).
+    gpu_growth_warning_gib_per_day: float = 1.0
+    host_growth_warning_gib_per_day: float = 2.0
+    # No rate before the history spans this long: the allocator caches in steps as larger
+    # batches come, and a rate from minutes extrapolates one step to a day.
+    growth_min_span_s: float = 10_800.0
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -134,6 +146,8 @@ KINDS = (
     "startup_slow",
     "queue",
     "state_pool_climbing",
+    "kv_tokens_held_idle",
+    "memory_growing",
     "temperature",
     "throttle",
 )

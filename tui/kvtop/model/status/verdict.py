@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from kvtop.model.status.growth_rate import NO_GROWTH, MemoryGrowth
 from kvtop.model.status.levels import Alert, Level
 
 
@@ -22,6 +23,9 @@ class Verdict:
     summary: str
     # How long requests have waited without the queue emptying (None: empty or not watched).
     queued_for_s: float | None = None
+    # How fast the server's memory grows over the session (GPU runtime, ranks' host memory);
+    # NO_GROWTH for one look, which has no history.
+    growth: MemoryGrowth = NO_GROWTH
 
     def kinds(self) -> frozenset[str]:
         return frozenset(a.kind for a in self.alerts)

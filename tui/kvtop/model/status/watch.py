@@ -17,9 +17,11 @@ from kvtop.model.deployment_shape import rank_span
 from kvtop.model.kv_usage import kv_now
 from kvtop.model.snapshot import NOT_YET, Snapshot, SourceState
 from kvtop.model.status.alert_rule import asked_off, queue_since
+from kvtop.model.status.idle_tokens import IdleTokens
 from kvtop.model.status.judge import judge, with_alerts
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
 from kvtop.model.status.liveness import gpus_text
+from kvtop.model.status.memory_growth import MemoryGrowthWatch
 from kvtop.model.status.state_pool_climb import StatePoolClimb
 from kvtop.model.status.verdict import (
     ALERT_CLEARED,
@@ -59,6 +61,8 @@ class Watch:
         self._had_server: set[int] = set()
         self._seen: deque[Seen] = deque(maxlen=TIMELINE_MAX)
         self._state_pool = StatePoolClimb()
+        self._idle_tokens = IdleTokens()
+        self._growth = MemoryGrowthWatch()
 
     @property
     def timeline(self) -> tuple[Seen, ...]:
@@ -77,6 +81,11 @@ class Watch:
         climb = self._state_pool.look(kv, now, snapshot.analysis.startup.restarts, self.thresholds)
         if climb is not None:
             verdict = with_alerts(verdict, (climb,))
+        restarts = snapshot.analysis.startup.restarts
+        idle = self._idle_tokens.look(kv, snapshot.trusted_metrics, now, restarts, self.thresholds)
+        growth, growing = self._growth.look(snapshot, self.thresholds)
+        extra = ((idle,) if idle is not None else ()) + growing
+        verdict = replace(with_alerts(verdict, extra), growth=growth)
         self._note_restarts(snapshot, now)
         self._note_sources(snapshot, now)
         self._note_gpus(snapshot, now)
