@@ -10,7 +10,8 @@ from dataclasses import replace
 
 from kvtop.model.snapshot import GpuView, Snapshot
 from kvtop.model.status.growth_rate import MAX_BUCKETS, GrowthSeries, growth_rate
-from kvtop.model.status.levels import Level, Thresholds
+from kvtop.model.status.judge import with_alerts
+from kvtop.model.status.levels import Alert, Level, Thresholds
 from kvtop.model.status.memory_growth import growth_line
 from kvtop.model.status.watch import Watch, judged
 from kvtop.report.json_report import snapshot_json
@@ -186,3 +187,9 @@ def test_a_restart_starts_the_history_again() -> None:
     assert verdicts[39].level_of("memory_growing") == Level.WARNING
     assert verdicts[40].level_of("memory_growing") == Level.OK
     assert verdicts[-1].growth.gpus[0].runtime.span_s == 32 * 300
+
+
+def test_alerts_added_after_keep_the_growth() -> None:
+    verdict = Watch().look(session(3.0, hours=1)[-1])[0]
+    extra = Alert(Level.WARNING, "queue", "requests queued", "queue")
+    assert with_alerts(verdict, (extra,)).growth is verdict.growth

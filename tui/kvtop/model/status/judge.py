@@ -7,6 +7,7 @@ over time can tell (since when, the queue).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from kvtop.model.kv_usage import kv_now
@@ -85,7 +86,8 @@ def with_alerts(verdict: Verdict, extra: tuple[Alert, ...]) -> Verdict:
         return verdict
     found = tuple(sorted((*verdict.alerts, *extra), key=alert_order))
     level = found[0].level
-    return Verdict(level, found, named_alerts(found, level), verdict.queued_for_s)
+    # Everything else the verdict carries (the queue's time, the memory growth) stays.
+    return replace(verdict, level=level, alerts=found, summary=named_alerts(found, level))
 
 
 def verdict_of(snapshot: Snapshot, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Verdict:
