@@ -92,7 +92,7 @@ def test_ok_on_a_ready_log(home: Path, story_now: Path) -> None:
     assert perf["kv_usage"] == "30.27%;85;95;0;100"
     assert perf["kv_tokens_used"] == f"48211;;;0;{POOL}"
     assert perf["kv_tokens_max"] == f"{POOL};;;0;"
-    assert perf["headroom"] == "7.40GB;4:;;0;"
+    assert perf["headroom"] == "7.40GB;5:;;0;"
 
 
 def test_ok_from_a_loopback_server_with_low_usage(home: Path) -> None:
@@ -190,7 +190,7 @@ def test_critical_when_a_gpu_is_lost(
         [f"gpu{i}_free" for i in range(8) if i != 3]
         + ["kv_usage", "kv_tokens_used", "kv_tokens_max", "queued", "headroom"]
     )
-    assert perf["gpu0_free"].endswith("GB;4:;;0;140.40")
+    assert perf["gpu0_free"].endswith("GB;5:;;0;140.40")
 
 
 # -- UNKNOWN -----------------------------------------------------------------------------------

@@ -52,8 +52,8 @@ async def test_once_gives_the_formula_modals_caveats_for_the_same_log() -> None:
     what_ifs, needed = _once_warnings()
     # The story's log has both kinds: a what-if under the safe margin, and requests that fit
     # only under it (0.54-ish GiB free) or not at all.
-    assert any("under the 4 GiB safe margin" in w for _, w in what_ifs), what_ifs
-    assert any("under the 4 GiB safe margin" in w for *_, w in needed), needed
+    assert any("under the 5 GiB safe margin" in w for _, w in what_ifs), what_ifs
+    assert any("under the 5 GiB safe margin" in w for *_, w in needed), needed
     assert any("no mem_fraction_static fits" in w for *_, w in needed), needed
     app = make_app(log_snapshot(STORY_LOG), demo=False, label=str(STORY_LOG))
     async with app.run_test(size=(160, 60)) as pilot:

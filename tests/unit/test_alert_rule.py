@@ -144,7 +144,7 @@ def test_headroom_after_startup_under_the_safe_margin(ready: Snapshot) -> None:
     assert kinds(ready, Thresholds(safe_margin_gib=8)) == [(Level.WARNING, "headroom")] * 8
     low = evaluate(with_gpu(ready, 5, free_gib=2.5))
     assert [(a.level, a.kind, a.subject) for a in low] == [(Level.WARNING, "headroom", "GPU 5")]
-    assert "2.50 GiB free after startup, under the 4 GiB safe margin" in low[0].text
+    assert "2.50 GiB free after startup, under the 5 GiB safe margin" in low[0].text
 
 
 def test_headroom_from_the_log_without_gpus(ready: Snapshot) -> None:

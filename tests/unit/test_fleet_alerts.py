@@ -53,7 +53,7 @@ def test_worst_headroom_under_the_safe_margin_names_its_gpu() -> None:
         "headroom",
         "gpu-node-02 GPU 5",
     )
-    assert "3.20 GiB free after startup, under the 4 GiB safe margin" in alert.text
+    assert "3.20 GiB free after startup, under the 5 GiB safe margin" in alert.text
     assert host_alerts(kimi_host(1, gpus=gpus), Thresholds(safe_margin_gib=3.0)) == ()
 
 

@@ -102,7 +102,7 @@ def test_gpus_in_index_order_and_the_taken_at_kept() -> None:
 
 
 def test_a_ready_hosts_gpu_rows_judge_free_memory_after_startup() -> None:
-    """The overview's row glyph: GPU 5 of a ready host under the 4 GiB safe margin is a
+    """The overview's row glyph: GPU 5 of a ready host under the 5 GiB safe margin is a
     warning on its free cell, as the fleet's headroom alert says; a starting host's is not."""
     gpus = tuple(kimi_gpu(i, 1, headroom_gib=3.2 if i == 5 else 7.4) for i in range(8))
     ready = gpu_alerts(fleet_snapshot(kimi_host(1, gpus=gpus), TAKEN_AT))

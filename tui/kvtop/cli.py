@@ -10,9 +10,11 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvtop import __version__, help_format
+from kvtop.model.sizing.formula import SAFE_HEADROOM_GIB, SAFE_MARGIN_MAX_GIB
 from kvtop.options import (
     DEFAULT_CHECK_DEADLINE_S,
     DEFAULT_DEADLINE_S,
@@ -188,6 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TOKENS",
         type=int,
         help="also answer how much mem_fraction_static N requests of this length need",
+    )
+    parser.add_argument(
+        "--safe-margin",
+        metavar="GIB",
+        type=float,
+        help="free GiB per GPU after startup under which large prefills risk running out of "
+        f"memory (default: the config file's safe_margin_gib, else {SAFE_HEADROOM_GIB:g})",
     )
     # The fleet over Prometheus (docs/fleet.md): run by tui/kvtop/fleet/cli.py.
     parser.add_argument(
@@ -424,6 +433,13 @@ def _option_problem(args: argparse.Namespace) -> str | None:
             f"--request-len takes a number of tokens from 1 to {MAX_REQUEST_LEN:,}",
         ),
         (
+            args.safe_margin is not None
+            and not (
+                math.isfinite(args.safe_margin) and 0 <= args.safe_margin <= SAFE_MARGIN_MAX_GIB
+            ),
+            f"--safe-margin takes free GiB per GPU from 0 to {SAFE_MARGIN_MAX_GIB:g}, e.g. 5",
+        ),
+        (
             not (math.isfinite(args.demo_speed) and 0 < args.demo_speed <= 10_000),
             "--demo-speed takes a factor above 0, up to 10000",
         ),
@@ -496,6 +512,8 @@ def _apply_config(args: argparse.Namespace) -> None:
     if args.interval is None:
         args.interval = config.interval_s if config.interval_s is not None else 1.0
     args.theme, args.thresholds = config.theme, config.thresholds
+    if getattr(args, "safe_margin", None) is not None:  # the flag over the config file
+        args.thresholds = replace(args.thresholds, safe_margin_gib=args.safe_margin)
 
 
 def _config_problem(args: argparse.Namespace) -> tuple[int, str] | None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from kvtop.model.sizing.formula import SAFE_MARGIN_MAX_GIB
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 
 if sys.version_info >= (3, 11):
@@ -35,7 +36,7 @@ THRESHOLD_RANGES: dict[str, tuple[float, float, str]] = {
     "kv_usage_critical_pct": (1, 100, "a percentage of the KV pool"),
     "queue_warning_s": (0, 86_400, "seconds"),
     "queue_critical_s": (0, 86_400, "seconds"),
-    "safe_margin_gib": (0, 1024, "GiB"),
+    "safe_margin_gib": (0, SAFE_MARGIN_MAX_GIB, "GiB"),
     "temperature_warning_c": (1, 150, "degrees Celsius"),
     "temperature_critical_c": (1, 150, "degrees Celsius"),
     "power_warning_pct": (1, 200, "a percentage of the power limit"),

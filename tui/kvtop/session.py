@@ -268,6 +268,7 @@ class Session:
                 what_if_mfs=opts.what_if,
                 request_len=opts.request_len,
                 server_args_fallback=fallback,
+                safe_margin_gib=opts.thresholds.safe_margin_gib,
             )
             self._analysed_at = key
         return self._analysis

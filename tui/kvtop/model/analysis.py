@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from kvtop.model.memory.rank_memory import MemoryBreakdown, memory_breakdown
-from kvtop.model.sizing.formula import version_text
+from kvtop.model.sizing.formula import SAFE_HEADROOM_GIB, version_text
 from kvtop.model.sizing.log_planner import planner_from_boot
 from kvtop.model.sizing.model_config import ConfigFile
 from kvtop.model.sizing.replay import (
@@ -76,6 +76,7 @@ def analyse(
     what_if_mfs: Sequence[float] = (),
     request_len: int | None = None,
     server_args_fallback: ServerArgs | None = None,
+    safe_margin_gib: float = SAFE_HEADROOM_GIB,
 ) -> Analysis:
     """Everything the report shows; `server_args_fallback` (from /server_info) fills a log
     that has no `server_args=` line; `model_config` is the model's config.json as read (None:
@@ -93,7 +94,9 @@ def analyse(
             s for s in (rank_sizing(r, startup, cell.cell) for r in ranks) if s is not None
         )
         planner = planner_from_boot(startup, version_override)
-        explained = explain(startup, cell, version, what_if_mfs, request_len, planner)
+        explained = explain(
+            startup, cell, version, what_if_mfs, request_len, planner, safe_margin_gib
+        )
         explanation = with_caveats(explained, request_len)
     except (ArithmeticError, ValueError) as exc:
         # Numbers no real server logs (absurd sizes, overflowing products): say so, keep the rest.

@@ -116,6 +116,7 @@ def _process_view(process: GpuProcess, other: bool, facts: _ProcessFacts) -> Gpu
         started_at=info.started_at if info is not None else None,
         cpu_percent=usage.cpu_percent,
         rss_gib=usage.rss_gib,
+        adopted=info.adopted if info is not None else False,
     )
 
 

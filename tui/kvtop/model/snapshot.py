@@ -91,6 +91,8 @@ class GpuProcessView:
     started_at: float | None = None
     cpu_percent: float | None = None
     rss_gib: float | None = None
+    # Its parent is PID 1 or a subreaper: the process that started it is gone (orphans.py).
+    adopted: bool = False
 
     @property
     def readable(self) -> bool:

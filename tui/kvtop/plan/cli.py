@@ -8,11 +8,12 @@ import contextlib
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from kvtop import help_format
 from kvtop.model.sizing.calibration import Calibration, CalibrationError
 from kvtop.model.sizing.engine import Gpus, ModelInfo, PlanInputError, build
-from kvtop.model.sizing.formula import parse_version
+from kvtop.model.sizing.formula import SAFE_HEADROOM_GIB, SAFE_MARGIN_MAX_GIB, parse_version
 from kvtop.model.sizing.launch_args import (
     LaunchArgsError,
     launch_shape_problem,
@@ -118,6 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="the checkpoint's size in GiB, all ranks together (default: "
         "model.safetensors.index.json, else estimated from config.json)",
     )
+    parser.add_argument(
+        "--safe-margin",
+        metavar="GIB",
+        type=float,
+        default=SAFE_HEADROOM_GIB,
+        help="free GiB per GPU after startup under which the verdict is an OOM risk (default: "
+        f"{SAFE_HEADROOM_GIB:g}, the low end of SGLang's advice of 5 to 8)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON (schema kvtop-plan/1)")
     parser.add_argument(
         "--width",
@@ -196,6 +205,10 @@ def _main_plan(argv: Sequence[str]) -> int:
         parser.print_usage(sys.stderr)
         _say("--weights-gib goes with --model (the config.json whose weights they are)")
         return EXIT_USAGE
+    if not (math.isfinite(opts.safe_margin) and 0 <= opts.safe_margin <= SAFE_MARGIN_MAX_GIB):
+        parser.print_usage(sys.stderr)
+        _say(f"--safe-margin takes free GiB per GPU from 0 to {SAFE_MARGIN_MAX_GIB:g}, e.g. 5")
+        return EXIT_USAGE
     if opts.width is not None and not MIN_WIDTH <= opts.width <= MAX_WIDTH:
         parser.print_usage(sys.stderr)
         _say(f"--width {opts.width}: give a width from {MIN_WIDTH} to {MAX_WIDTH} columns")
@@ -232,6 +245,8 @@ def _main_plan(argv: Sequence[str]) -> int:
     version, version_source = _version(opts.sglang_version, calib)
     try:
         built = build(model, calib, args, gpus, version, version_source)
+        planner = replace(built.planner, safe_margin_gib=opts.safe_margin)
+        built = replace(built, planner=planner)
         result = built.planner.at(built.mem_fraction_static)
     except PlanInputError as exc:
         _say(str(exc))

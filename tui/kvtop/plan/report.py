@@ -13,7 +13,7 @@ from kvtop.fmt import UNKNOWN
 from kvtop.model.sizing.engine import Built, Gpus, ModelInfo
 from kvtop.model.sizing.formula import GIB, format_version
 from kvtop.model.sizing.launch_args import LaunchArgs
-from kvtop.model.sizing.plan import SAFE_HEADROOM_GIB, PlanResult
+from kvtop.model.sizing.plan import PlanResult
 from kvtop.report.plain_output import plain
 from kvtop.report.reflow import FitColumn, FitTable, Hanging
 from kvtop.report.width import report_width
@@ -121,7 +121,7 @@ def plan_json(ctx: PlanContext) -> dict[str, object]:
         "cuda_graph_gib": _round(r.after_pool.cuda_graph_gib),
         "cuda_graph_source": r.after_pool.cuda_graph_source,
         "free_after_startup_gib": _round(r.free_after_startup_gib),
-        "safe_headroom_gib": SAFE_HEADROOM_GIB,
+        "safe_headroom_gib": r.safe_margin_gib,
         "ranks": [
             {
                 "rank": o.rank,
@@ -332,7 +332,7 @@ def _sizing(ctx: PlanContext) -> list[RenderableType]:
         _row(
             "free after startup",
             _gib(r.free_after_startup_gib),
-            f"(safe margin {SAFE_HEADROOM_GIB:g} GiB)",
+            f"(safe margin {r.safe_margin_gib:g} GiB)",
         )
     )
     return parts

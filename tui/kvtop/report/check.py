@@ -16,6 +16,7 @@ from kvtop.model.memory.headroom import least_headroom_gib
 from kvtop.model.snapshot import Snapshot
 from kvtop.model.status.judge import verdict_of
 from kvtop.model.status.levels import Level, Thresholds
+from kvtop.model.status.orphans import find_orphans
 
 # The plugin convention's exit status and state word per level.
 EXIT_CHECK = {Level.OK: 0, Level.WARNING: 1, Level.CRITICAL: 2, Level.UNKNOWN: 3}
@@ -75,6 +76,9 @@ def performance_data(snapshot: Snapshot, t: Thresholds) -> str:
     headroom = headroom_gib(snapshot)
     if headroom is not None:
         data.append(f"headroom={_gib(headroom)};{margin};;0;")
+    orphans = len({o.pid for o in find_orphans(snapshot)})
+    if orphans:
+        data.append(f"orphans={orphans};0;;0;")  # any is a warning (docs/alerts.md)
     return " ".join(data)
 
 

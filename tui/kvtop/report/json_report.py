@@ -16,6 +16,7 @@ from kvtop.model.sizing.formula import DraftBudgetRule, WhatIf
 from kvtop.model.sizing.model_config import CellSize
 from kvtop.model.sizing.replay import RankSizing
 from kvtop.model.snapshot import GpuView, Snapshot
+from kvtop.model.status.orphans import Orphan, find_orphans
 from kvtop.model.status.verdict import Seen, Verdict, local_time
 from kvtop.report.growth_json import growth_json
 from kvtop.sglang.events import (
@@ -452,6 +453,17 @@ def _process_json(row: ProcessRow) -> dict[str, object]:
     }
 
 
+def _orphan_json(orphan: Orphan) -> dict[str, object]:
+    return {
+        "pid": orphan.pid,
+        "gpu": orphan.gpu,
+        "gib": orphan.gib,
+        "age_s": _r(orphan.age_s, 1),
+        "title": orphan.title,
+        "kill": orphan.kill,
+    }
+
+
 def verdict_json(verdict: Verdict) -> dict[str, object]:
     """The one judgement: `--check` exits with this level for the same inputs."""
     return {
@@ -508,6 +520,8 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
         }
     )
     data["processes"] = [_process_json(r) for r in process_rows(snapshot)]
+    # SGLang's processes holding GPU memory with no server running them (orphans.py).
+    data["orphans"] = [_orphan_json(o) for o in find_orphans(snapshot)]
     # age_s: seconds since the source's last good reading, null before the first.
     data["sources"] = [
         {"name": s.name, "state": s.state, "detail": s.detail, "age_s": _r(s.age_s, 1)}

@@ -31,13 +31,13 @@ from kvtop.model.sizing.replay import (
     OTHER_AFTER_POOL_WORDS,
     OTHER_STARTUP,
     OTHER_STARTUP_WORDS,
-    SAFE_HEADROOM_GIB,
 )
 from kvtop.model.snapshot import Snapshot
 from kvtop.model.state_pool import state_pool_text
 from kvtop.model.status.identity import mismatch_text
 from kvtop.model.status.insights import oom_text
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Level
+from kvtop.model.status.orphans import find_orphans, kill_command, orphan_words
 from kvtop.model.status.server_status import stopped_text
 from kvtop.model.status.verdict import Verdict, local_time
 from kvtop.report.reflow import FitColumn, FitTable, hang
@@ -416,7 +416,7 @@ def _formula(report: Analysis) -> RenderableType:
             headroom = fmt.number(w.headroom_after_graphs_gib)
             if (
                 w.headroom_after_graphs_gib is not None
-                and w.headroom_after_graphs_gib < SAFE_HEADROOM_GIB
+                and w.headroom_after_graphs_gib < e.safe_margin_gib
             ):
                 headroom += " (under safe margin)"
             table.add_row(
@@ -713,6 +713,11 @@ def render_snapshot(snapshot: Snapshot) -> Group:
         parts += [Text(""), _gpu_table(snapshot)]
     if any(g.processes for g in snapshot.gpus):
         parts += [Text(""), _process_table(snapshot)]
+    orphans = find_orphans(snapshot)
+    if orphans:  # SGLang's processes no server runs: named, with the command that ends them
+        named = "; ".join(orphan_words(o) for o in orphans)
+        pids = sorted({o.pid for o in orphans})
+        parts.append(_text(f"orphans: {named}; end them: {kill_command(pids)}"))
     shape_flags = set(deployment_shape(snapshot.analysis.startup).flags())  # said by render_title()
     for note in snapshot.notes:
         if note not in shape_flags:

@@ -82,7 +82,27 @@ def info_of_pid(pid: int) -> ProcessInfo:
     command = command_words(words).replace("\x00", " ").strip()
     # Printable only: a title is anyone's to set and must not steer the terminal.
     command = "".join(c if c.isprintable() else "?" for c in command)[:COMMAND_MAX]
-    return ProcessInfo(command or None, started, _ancestors(proc), unit_of_pid(pid))
+    return ProcessInfo(
+        command or None, started, _ancestors(proc), unit_of_pid(pid), adopted=_adopted(proc)
+    )
+
+
+# What takes in a process whose parent died: PID 1 (init, a container's init) or a subreaper
+# (a user's systemd, tini, dumb-init, a container runtime's shim).
+_SUBREAPERS = ("systemd", "init", "tini", "dumb-init", "docker-init", "containerd-shim", "conmon")
+
+
+def _adopted(proc: psutil.Process) -> bool:
+    """PROC's parent is PID 1 or a subreaper: the process that started it is gone (an SGLang
+    scheduler is its server's main process's child while that lives)."""
+    try:
+        parent = proc.ppid()
+        if parent == 1:
+            return True
+        name = psutil.Process(parent).name() if parent > 1 else ""
+    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+        return False  # not readable here: nothing says it was adopted
+    return name.startswith(_SUBREAPERS)
 
 
 ANCESTORS_MAX = 32  # a process tree deeper than this is not followed further

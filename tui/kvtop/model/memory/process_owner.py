@@ -29,12 +29,15 @@ from kvtop.model.memory.gpu_reading import GpuProcess
 class ProcessInfo:
     """What the host says about a pid: its command line (None: not visible here), when it
     started (epoch seconds, None: unknown; shown, never used to decide whose it is), its
-    ancestors' pids (parent first) and its systemd unit (None: not in one, or unknown)."""
+    ancestors' pids (parent first), its systemd unit (None: not in one, or unknown) and whether
+    it was adopted (its parent is PID 1 or a subreaper)."""
 
     command: str | None = None
     started_at: float | None = None
     ancestors: tuple[int, ...] = ()
     unit: str | None = None
+    # Its parent is PID 1 or a subreaper (init, systemd, tini): whatever started it is gone.
+    adopted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,9 +145,9 @@ def row_line(row_cells: dict[str, str], shape: Layout) -> str:
 
 
 def row_kind(row: ProcessRow) -> str:
-    """How a row is drawn: "warn" foreign or on a GPU NVML cannot read, "dim" not readable
-    here, "" the server's."""
-    if row.whose == Whose.FOREIGN or row.lost:
+    """How a row is drawn: "warn" foreign, an orphan or on a GPU NVML cannot read, "dim" not
+    readable here, "" the server's."""
+    if row.whose == Whose.FOREIGN or row.lost or row.orphan:
         return "warn"
     return "" if row.readable else "dim"
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus
 from kvtop.model.snapshot import GpuView, Snapshot
+from kvtop.model.status.orphans import orphan_pids
 from kvtop.model.str_enum import StrEnum
 from kvtop.sglang.control_chars import make_visible
 
@@ -45,6 +46,8 @@ class ProcessRow:
     whose: Whose
     readable: bool
     lost: str | None = None
+    # SGLang's own process with no server running it (tui/kvtop/model/status/orphans.py).
+    orphan: bool = False
 
     @property
     def foreign(self) -> bool:
@@ -52,7 +55,9 @@ class ProcessRow:
 
     @property
     def whose_word(self) -> str:
-        """What the table's WHOSE column says: the rank, server, foreign or ?."""
+        """What the table's WHOSE column says: orphan, the rank, server, foreign or ?."""
+        if self.orphan:
+            return "orphan"
         if self.whose == Whose.RANK and self.rank:
             return self.rank
         return "?" if self.whose == Whose.UNKNOWN else str(self.whose)
@@ -122,6 +127,7 @@ def row_order(row: ProcessRow) -> tuple[int, int, str]:
 def process_rows(snapshot: Snapshot) -> ProcessRows:
     """Every GPU process of the snapshot, by GPU index then pid; a lost GPU's rows with them."""
     rows = []
+    orphans = orphan_pids(snapshot)
     for gpu in snapshot.gpus:
         lost = lost_words(gpu.sample) if gpu.lost else None
         if lost is not None and not gpu.processes:
@@ -144,6 +150,7 @@ def process_rows(snapshot: Snapshot) -> ProcessRows:
                     whose=_whose(gpu, p.rank, p.other, p.readable),
                     readable=p.readable,
                     lost=lost,
+                    orphan=p.pid in orphans,
                 )
             )
     return ProcessRows(sorted(rows, key=row_order), len(snapshot.gpus))

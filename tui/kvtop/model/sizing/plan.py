@@ -152,6 +152,7 @@ class PlanResult:
     tokens_per_request: tuple[tuple[int, int], ...]  # (concurrent requests, tokens each)
     anchored: bool
     notes: tuple[str, ...] = field(default=())
+    safe_margin_gib: float = SAFE_HEADROOM_GIB  # the margin the verdict was judged by
 
 
 # --------------------------------------------------------------------------- pools
@@ -264,11 +265,13 @@ def max_running_requests(
 # --------------------------------------------------------------------------- plan
 
 
-def verdict_kind(tokens: int, free_after_startup_gib: float | None) -> str:
+def verdict_kind(
+    tokens: int, free_after_startup_gib: float | None, safe_margin_gib: float = SAFE_HEADROOM_GIB
+) -> str:
     """The verdict for one mem_fraction_static (the plan's, and the formula screen's what-if)."""
     if tokens <= 0:
         return NOT_ENOUGH_MEMORY
-    if free_after_startup_gib is not None and free_after_startup_gib < SAFE_HEADROOM_GIB:
+    if free_after_startup_gib is not None and free_after_startup_gib < safe_margin_gib:
         return OOM_RISK
     return FITS
 
@@ -288,6 +291,7 @@ class Planner:
     disable_radix_cache: bool = False
     notes: tuple[str, ...] = ()
     unmodelled_flags: tuple[str, ...] = ()  # launch flags that may change memory, not modelled
+    safe_margin_gib: float = SAFE_HEADROOM_GIB  # free after startup under this: OOM risk
 
     def _minimum(self) -> tuple[RankMemory, RankMemory]:
         pre = min(self.ranks, key=lambda r: r.pre_load_free_gib)
@@ -353,7 +357,7 @@ class Planner:
         best = None
         for milli in range(1, _MILLI):
             tokens, free = self.headroom_at(milli / _MILLI)
-            if tokens > 0 and free is not None and free >= SAFE_HEADROOM_GIB:
+            if tokens > 0 and free is not None and free >= self.safe_margin_gib:
                 best = milli / _MILLI
         return best
 
@@ -415,10 +419,11 @@ class Planner:
             tokens_per_request=per_request,
             anchored=self.anchor is not None,
             notes=self.notes,
+            safe_margin_gib=self.safe_margin_gib,
         )
 
     def _verdict(self, mfs: float, tokens: int, free: float | None) -> Verdict:
-        kind = verdict_kind(tokens, free)
+        kind = verdict_kind(tokens, free, self.safe_margin_gib)
         context = self.rules.context_len
         short = bool(context and 0 < tokens < context)
         if kind == FITS and short:
@@ -454,7 +459,7 @@ class Planner:
             else:
                 reasons.append(
                     f"only {free:.2f} GiB stays free after startup, under the "
-                    f"{SAFE_HEADROOM_GIB:g} GiB safe margin: large prefills may run out of memory"
+                    f"{self.safe_margin_gib:g} GiB safe margin: large prefills may run out of memory"
                 )
             safe = self.safe_mfs()
             if safe is not None and (least is None or safe >= least):
@@ -506,12 +511,12 @@ class Planner:
         fixes = [f"--context-length {tokens // 1024 * 1024 or tokens:,}".replace(",", "")]
         holds = _first_milli(lambda m: self.pools_at(m).tokens >= context)
         free = self.headroom_at(holds)[1] if holds is not None else None
-        if holds is not None and (free is None or free >= SAFE_HEADROOM_GIB):
+        if holds is not None and (free is None or free >= self.safe_margin_gib):
             fixes.append(f"--mem-fraction-static {holds:.3f} (holds one full-context request)")
         else:
             fixes.append(
                 f"--tp-size {self.tp_size * 2} (no fraction holds one full-context request and "
-                f"keeps the {SAFE_HEADROOM_GIB:g} GiB margin on these GPUs)"
+                f"keeps the {self.safe_margin_gib:g} GiB margin on these GPUs)"
             )
         return fixes
 

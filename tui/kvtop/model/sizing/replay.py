@@ -96,6 +96,8 @@ class SizingInputs:
     max_requests: int | None = None
     slots_follow_pool: bool = False
     kv_cell_bytes: float | None = None
+    # Free after startup under this is an OOM risk (the configured margin, formula.py).
+    safe_margin_gib: float = SAFE_HEADROOM_GIB
     # The sizing engine calibrated by this boot (log_planner.planner_from_boot): where there is
     # one, the what-if's tokens and free memory after startup are its own (the same as
     # `kvtop plan --from-log`: every rank, the draft's pool growing with the target's).
@@ -221,6 +223,8 @@ class SizingExplanation:
     what_if_warnings: tuple[str | None, ...] = ()
     # reserve_spent's rows kvtop computed rather than read: (label, how).
     reserve_derived: tuple[tuple[str, str], ...] = ()
+    # Free after startup under this is an OOM risk (the configured margin, formula.py).
+    safe_margin_gib: float = SAFE_HEADROOM_GIB
 
     @property
     def spent_title(self) -> str:
@@ -739,11 +743,11 @@ def _what_ifs(
     return tuple(inputs.what_if(value) for value in values)
 
 
-def _headroom_note(headroom: float | None) -> str | None:
-    if headroom is None or headroom >= SAFE_HEADROOM_GIB:
+def _headroom_note(headroom: float | None, margin_gib: float) -> str | None:
+    if headroom is None or headroom >= margin_gib:
         return None
     return (
-        f"free after startup is only {headroom:.2f} GiB, under the {SAFE_HEADROOM_GIB:g} "
+        f"free after startup is only {headroom:.2f} GiB, under the {margin_gib:g} "
         "GiB safe margin: large prefills may run out of memory."
     )
 
@@ -791,8 +795,10 @@ def explain(
     what_if_mfs: Sequence[float] = (),
     request_len: int | None = None,
     planner: Planner | None = None,
+    safe_margin_gib: float = SAFE_HEADROOM_GIB,
 ) -> SizingExplanation | None:
-    """The formula with this startup's numbers, using SGLang's own inputs: the minimum over ranks."""
+    """The formula with this startup's numbers, using SGLang's own inputs: the minimum over ranks;
+    free after startup under `safe_margin_gib` is an OOM risk."""
     rank = _reference_rank(startup)
     if rank is None:
         return None
@@ -830,9 +836,10 @@ def explain(
         headroom = None
     inputs = _hybrid_inputs(_sizing_inputs(startup, budget, cell, tokens, headroom), rule)
     if inputs is not None and planner is not None:
-        inputs = replace(inputs, planner=planner)
+        inputs = replace(inputs, planner=replace(planner, safe_margin_gib=safe_margin_gib))
     if inputs is not None:
-        notes.append(_headroom_note(headroom))
+        inputs = replace(inputs, safe_margin_gib=safe_margin_gib)
+        notes.append(_headroom_note(headroom, safe_margin_gib))
     return SizingExplanation(
         rank=rank.rank,
         mem_fraction_static=budget.mfs,
@@ -852,4 +859,5 @@ def explain(
         over_budget=over,
         hybrid=rule,
         reserve_derived=reserve_derived(rank, spent),
+        safe_margin_gib=safe_margin_gib,
     )

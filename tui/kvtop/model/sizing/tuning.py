@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from kvtop.model.sizing import formula
 from kvtop.model.sizing.plan import NOT_ENOUGH_MEMORY, OOM_RISK, verdict_kind
-from kvtop.model.sizing.replay import SAFE_HEADROOM_GIB, SizingExplanation, SizingInputs, Step
+from kvtop.model.sizing.replay import SizingExplanation, SizingInputs, Step
 
 MFS_STEP = 0.01
 MFS_LOWEST, MFS_HIGHEST = 0.01, 0.99  # SGLang accepts (0, 1); both ends are never useful
@@ -114,7 +114,7 @@ def what_if_at(inputs: SizingInputs, mfs: float) -> WhatIfView:
     headroom = result.headroom_after_graphs_gib
     warning = startup_failure(inputs, mfs)
     # The same verdict as `kvtop plan` gives (plan.verdict_kind).
-    kind = verdict_kind(result.tokens, headroom)
+    kind = verdict_kind(result.tokens, headroom, inputs.safe_margin_gib)
     if warning is None and kind == NOT_ENOUGH_MEMORY:
         warning = (
             f"at {mfs_text(mfs)} SGLang fails at startup: the KV cache would be empty (the "
@@ -129,7 +129,7 @@ def what_if_at(inputs: SizingInputs, mfs: float) -> WhatIfView:
     elif warning is None and kind == OOM_RISK and headroom is not None:
         warning = (
             f"free after startup would be only {headroom:.2f} GiB, under the "
-            f"{SAFE_HEADROOM_GIB:g} GiB safe margin: large prefills may run out of memory."
+            f"{inputs.safe_margin_gib:g} GiB safe margin: large prefills may run out of memory."
         )
     return WhatIfView(
         result,

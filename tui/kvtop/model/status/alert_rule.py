@@ -25,6 +25,7 @@ from kvtop.model.snapshot import (
 from kvtop.model.status import levels as alerts
 from kvtop.model.status.identity import mismatch_text
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds, alert_order
+from kvtop.model.status.orphans import find_orphans, orphans_alert
 from kvtop.model.status.server_status import duration_text, failure_words, stopped_text
 from kvtop.sglang.control_chars import make_visible
 from kvtop.sglang.start_state import FAILED, READY, STARTING, STOPPED
@@ -380,6 +381,8 @@ def evaluate(
     for gpu in snapshot.gpus:
         found += _gpu_alerts(gpu, t, ready)
     found += _missing_alert(snapshot)
+    orphans = orphans_alert(snapshot, find_orphans(snapshot))
+    found += [orphans] if orphans is not None else []
     if ready and not any(g.ranks and not g.lost for g in snapshot.gpus):
         found += _log_headroom(snapshot, t)
     return tuple(sorted(found, key=alert_order))

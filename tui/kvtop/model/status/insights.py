@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvtop import fmt
 from kvtop.model.sizing.formula import reserve_gib
-from kvtop.model.sizing.replay import SAFE_HEADROOM_GIB, SizingExplanation, pre_load_free
+from kvtop.model.sizing.replay import SizingExplanation, pre_load_free
 from kvtop.sglang.events import NO_MEMORY_FOR_KV, Failure, OomSizes
 from kvtop.sglang.failures import SERVING
 from kvtop.sglang.lifecycle import crash_loop
@@ -262,8 +262,8 @@ def _higher_mfs_finding(explanation: SizingExplanation) -> str | None:
         return None
     pct = f" ({fmt.change_pct(better.delta_pct, 0)})" if better.delta_pct is not None else ""
     warn = ""
-    if better.headroom_after_graphs_gib < SAFE_HEADROOM_GIB:
-        warn = f", under the {SAFE_HEADROOM_GIB:g} GiB safe margin"
+    if better.headroom_after_graphs_gib < explanation.safe_margin_gib:
+        warn = f", under the {explanation.safe_margin_gib:g} GiB safe margin"
     return (
         f"free after startup is {still_free:.2f} GiB; mem_fraction_static "
         f"{better.mem_fraction_static:g} would add about {better.delta_tokens:,} tokens{pct} and "

@@ -138,6 +138,7 @@ KINDS = (
     "processes_gone",
     "gpu_lost",
     "gpu_missing",
+    "orphans",
     "kv_usage",
     "mismatch",
     "source_down",
