@@ -626,7 +626,50 @@ def log_ok(text: str, snap: Snapshot | None) -> bool:
     return snap is not None and "●log" in text
 
 
+# SGLang 0.5.x's retraction line as a public benchmark posted it, logged again at other times.
+RETRACTION = (
+    "KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_tokens_gained: 646, "
+    "#new_token_ratio: 0.0980 -> 0.3487"
+)
+
+
+def retraction_storm(host: FaultHost) -> None:
+    """The server retracts a request every 20 s for four minutes, up to now: 12 in the window,
+    2.4 a minute (the story's server: schedule_conservativeness 1.0, max_running_requests 48)."""
+    now = time.time()
+    stamps = [time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now - 20 * i)) for i in range(12)]
+    with host.log.open("a") as out:
+        out.writelines(f"[{stamp} TP0] {RETRACTION}\n" for stamp in reversed(stamps))
+
+
+def storm_in_json(data: dict[str, object]) -> bool:
+    found = data["retractions"]
+    assert isinstance(found, dict)
+    return (found["count"], found["per_min"], found["source"]) == (12, 2.4, "log")
+
+
+def storm_exported(families: list[Metric]) -> bool:
+    return [v for _, v in exported(families, "kvtop_retracted_requests_total")] == [12] and [
+        v for _, v in exported(families, "kvtop_retractions_per_minute")
+    ] == [2.4]
+
+
 LOG_ROWS = [
+    Fault(
+        "log-retraction-storm",
+        "log",
+        retraction_storm,
+        lambda host: None,  # the lines stay: the warning clears once the window holds fewer
+        says(r"●log.*▲ retracted 12 · 2\.4/min over 5 min"),
+        r"retractions: 12 retracted since start · 2\.4/min over 5 min \(from the log",
+        "the KV panel says ▲ retracted 12 · 2.4/min over 5 min; WARNING everywhere: 12 requests "
+        "retracted in the last 5 min (2.4/min) with SGLang's rule in this server's values "
+        "(raise --schedule-conservativeness, now 1.0, try 1.3; then lower "
+        "--max-running-requests, now 48); kvtop_retracted_requests_total 12",
+        level="warning",
+        json_ok=storm_in_json,
+        export_ok=storm_exported,
+    ),
     Fault(
         "log-truncated",
         "log",

@@ -189,6 +189,7 @@ def test_critical_when_a_gpu_is_lost(
     assert sorted(perf) == sorted(
         [f"gpu{i}_free" for i in range(8) if i != 3]
         + ["kv_usage", "kv_tokens_used", "kv_tokens_max", "queued", "headroom"]
+        + ["retractions", "retractions_per_min"]  # the log read: none retracted, 0 a minute
     )
     assert perf["gpu0_free"].endswith("GB;5:;;0;140.40")
 

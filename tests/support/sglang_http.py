@@ -48,6 +48,11 @@ class Deployment:
     # says it (effective_max_running_requests_per_dp); None leaves the field out.
     max_running_requests: int | None = None
     pad: bool = True  # histograms and tokenizer families, for a realistic size
+    # Requests retracted per DP group since the start (0.5.8+): None sends no retraction family
+    # (an older SGLang); 0 only the gauge sglang:num_retracted_reqs, as SGLang before its
+    # first retraction (its counters appear with it); the gauge holds the latest batch's.
+    retracted: int | None = None
+    retracted_latest: int = 0
 
     def publishers(self) -> list[tuple[int, int]]:
         """(dp_rank, tp_rank) of every scheduler that publishes."""
@@ -63,6 +68,52 @@ class Deployment:
 def _version_at_least(version: str, wanted: tuple[int, ...]) -> bool:
     parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
     return parts >= wanted
+
+
+def _retraction_families(
+    reg: CollectorRegistry, labelnames: tuple[str, ...], dep: Deployment
+) -> None:
+    """SGLang's retraction gauge and counters (metrics_collector.py, 0.5.8 … 0.5.23)."""
+    if dep.retracted is None:
+        return
+    latest = Gauge(
+        "sglang:num_retracted_reqs", "The number of retracted requests.", labelnames, registry=reg
+    )
+    counters = {
+        "requests": Counter(
+            "sglang:num_retracted_requests_total",
+            "Total number of retracted requests.",
+            labelnames,
+            registry=reg,
+        ),
+        "input": Counter(
+            "sglang:num_retracted_input_tokens_total",
+            "Total number of retracted input tokens.",
+            labelnames,
+            registry=reg,
+        ),
+        "output": Counter(
+            "sglang:num_retracted_output_tokens_total",
+            "Total number of retracted output tokens.",
+            labelnames,
+            registry=reg,
+        ),
+    }
+    for dp, tp in dep.publishers():
+        labels = {
+            "model_name": MODEL,
+            "engine_type": "unified",
+            "tp_rank": str(tp),
+            "pp_rank": "0",
+            "moe_ep_rank": str(tp),
+        }
+        if dep.dp_size > 1:
+            labels["dp_rank"] = str(dp)
+        latest.labels(**labels).set(dep.retracted_latest)
+        if dep.retracted > 0:
+            counters["requests"].labels(**labels).inc(dep.retracted)
+            counters["input"].labels(**labels).inc(dep.retracted * 2048)
+            counters["output"].labels(**labels).inc(dep.retracted * 300)
 
 
 def build_exposition(dep: Deployment) -> str:
@@ -162,6 +213,8 @@ def build_exposition(dep: Deployment) -> str:
             graph.labels(**labels, phase="draft_decode").set(0.6)
             startup.labels(**labels, phase="load_weights").set(95.0)
             startup.labels(**labels, phase="total").set(180.0 + tp)
+
+    _retraction_families(reg, labelnames, dep)
 
     if dep.pad:
         tok = ("model_name",)

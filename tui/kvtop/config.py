@@ -44,6 +44,8 @@ THRESHOLD_RANGES: dict[str, tuple[float, float, str]] = {
     "startup_warning_s": (1, 7 * 86_400, "seconds"),
     "state_pool_climb_pct": (1, 100, "points of the state pool's slots"),
     "state_pool_window_s": (60, 86_400, "seconds"),
+    "retractions_per_min_warning": (0.1, 10_000, "retracted requests per minute"),
+    "retractions_window_s": (60, 86_400, "seconds"),
     "kv_idle_grace_s": (30, 86_400, "seconds"),
     "gpu_growth_warning_gib_per_day": (0.01, 1024, "GiB per day"),
     "host_growth_warning_gib_per_day": (0.01, 1024, "GiB per day"),

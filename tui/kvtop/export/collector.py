@@ -57,6 +57,15 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "1 for the server's current state as its log tells it, 0 for the other states.",
     ),
     ff.RESTARTS: ("counter", "Restarts of the server seen in its log or its unit's journal."),
+    ff.RETRACTED_REQUESTS: (
+        "counter",
+        "Requests SGLang retracted since the server started (the KV pool full at a decode "
+        "step): its sglang:num_retracted_requests_total, else counted from its log.",
+    ),
+    ff.RETRACTIONS_PER_MINUTE: (
+        "gauge",
+        "Requests retracted per minute over kvtop's window (absent until a rate is known).",
+    ),
     ff.GPU_UP: (
         "gauge",
         "1 while NVML reads the GPU, 0 when it lost it or cannot read it (no memory samples then).",
@@ -298,6 +307,18 @@ def lifecycle_families(snapshot: Snapshot) -> list[Metric]:
     return [state, restarts]
 
 
+def retraction_families(snapshot: Snapshot) -> list[Metric]:
+    """kvtop_retracted_requests_total and kvtop_retractions_per_minute, when a source knows."""
+    total = CounterMetricFamily(ff.RETRACTED_REQUESTS, FAMILIES[ff.RETRACTED_REQUESTS][1])
+    rate = _gauge(ff.RETRACTIONS_PER_MINUTE, ())
+    found = snapshot.retractions
+    if found is not None:
+        total.add_metric([], found.count)
+        if found.per_min is not None:
+            rate.add_metric([], found.per_min)
+    return [total, rate]
+
+
 def _exported(source: SourceHealth) -> str | None:
     """The source's `source` label; None when it is off because the user asked for it."""
     if source.asked_off:
@@ -385,6 +406,7 @@ def render(snapshot: Snapshot | None, hostname: str) -> list[Metric]:
         info_family(snapshot, hostname),
         *verdict_families(snapshot),
         *lifecycle_families(snapshot),
+        *retraction_families(snapshot),
         *gpu_families(snapshot),
         *kv_families(snapshot),
         phase_family(snapshot),

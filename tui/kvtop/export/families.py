@@ -68,6 +68,12 @@ KV_EVICTABLE = "kvtop_kv_evictable_ratio"
 STARTUP_PHASE_SECONDS = "kvtop_startup_phase_seconds"
 STARTUP_STATE = "kvtop_startup_state"
 RESTARTS = "kvtop_restarts_total"
+# Requests SGLang retracted while serving (the KV pool full at a decode step): a mirror of its
+# sglang:num_retracted_requests_total, or the log's count where it has no such counter (it
+# starts again at 0 when the server does); and retracted requests per minute over kvtop's
+# window (Thresholds.retractions_window_s), the rate the retractions_frequent alert judges.
+RETRACTED_REQUESTS = "kvtop_retracted_requests_total"
+RETRACTIONS_PER_MINUTE = "kvtop_retractions_per_minute"
 SOURCE_UP = "kvtop_source_up"
 SOURCE_AGE = "kvtop_source_age_seconds"
 MISMATCH = "kvtop_mismatch"

@@ -19,6 +19,7 @@ from kvtop.model.memory.gpu_order import sorted_gpus
 from kvtop.model.memory.gpu_reading import GpuStatus
 from kvtop.model.processes.table import DEFAULT_ORDER as DEFAULT_PROCESS_ORDER
 from kvtop.model.processes.table import ProcessRow, process_rows
+from kvtop.model.retractions import Retractions, rate_text
 from kvtop.model.snapshot import GpuView, Snapshot, SourceHealth, SourceState
 from kvtop.model.status.freshness import is_fresh, stale_after_s, stale_age_s
 from kvtop.model.status.levels import (
@@ -81,6 +82,10 @@ class KvFacts:
     queued_for_s: float | None = None
     # The KV thresholds: the usage is shown with a decimal, never as one it is not on.
     usage_edges: tuple[float, ...] = ()
+    # `retracted 14 · 2.8/min over 5 min` once any request was retracted (None: none), and
+    # the level of the retractions_frequent alert.
+    retractions: str | None = None
+    retractions_level: Level = Level.OK
     # Which limit holds requests back now (None: no current load reading).
     binding: BindingLimit | None = None
 
@@ -181,6 +186,13 @@ def next_interval(current_s: float, step: int) -> float:
     return INTERVALS_S[max(0, min(len(INTERVALS_S) - 1, nearest + step))]
 
 
+def _retractions_words(found: Retractions | None) -> str | None:
+    """The KV panel's short line, only once a request was retracted."""
+    if found is None or found.count == 0:
+        return None
+    return f"retracted {found.count:,} · {rate_text(found)}"
+
+
 def kv_facts(state: ViewState, clock: Callable[[], float]) -> KvFacts | None:
     """The KV panel's facts from the snapshot on screen; `clock` dates a batch line (the
     log's clock is local time, as for the uptime)."""
@@ -201,6 +213,8 @@ def kv_facts(state: ViewState, clock: Callable[[], float]) -> KvFacts | None:
             state.thresholds.kv_usage_warning_pct,
             state.thresholds.kv_usage_critical_pct,
         ),
+        retractions=_retractions_words(snapshot.retractions),
+        retractions_level=verdict.level_of("retractions_frequent"),
         binding=binding_limit(snapshot, usage),
     )
 

@@ -359,6 +359,15 @@ def build_snapshot(
     )
     if not judged:
         return unjudged
+    watch = watch or Watch()
+    # The retractions need the counter's earlier readings, which the session's watch keeps.
+    retractions = watch.retraction_readings.look(
+        analysis.startup,
+        unjudged.trusted_metrics,
+        taken_at,
+        watch.thresholds.retractions_window_s,
+    )
+    unjudged = replace(unjudged, retractions=retractions)
     # Judged before anyone sees it: every view shows this one verdict.
-    verdict, timeline = (watch or Watch()).look(unjudged)
+    verdict, timeline = watch.look(unjudged)
     return replace(unjudged, verdict=verdict, timeline=timeline)

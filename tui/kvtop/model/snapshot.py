@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from kvtop.model.analysis import Analysis
 from kvtop.model.memory.gpu_memory import GpuMemory
 from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus
+from kvtop.model.retractions import Retractions
 from kvtop.model.server_target import ServerTarget
 from kvtop.model.status.identity import Mismatch
 from kvtop.model.status.notes import OTHER, Note
@@ -165,6 +166,9 @@ class Snapshot:
     log_from_this_host: bool = False
     # Ranks the log placed on this host that have no GPU here (NVML sees fewer GPUs).
     missing_ranks: tuple[str, ...] = ()
+    # Requests retracted while serving, counted and rated as of this snapshot
+    # (tui/kvtop/model/retractions.py; set by build_snapshot). None: no source knows of them.
+    retractions: Retractions | None = None
 
     @property
     def log_here(self) -> bool:

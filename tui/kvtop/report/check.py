@@ -67,6 +67,13 @@ def performance_data(snapshot: Snapshot, t: Thresholds) -> str:
         data.append(f"kv_tokens_max={kv.max_tokens};;;0;")
     if kv.load.queued_requests is not None:
         data.append(f"queued={kv.load.queued_requests};;;0;")
+    retracted = snapshot.retractions
+    if retracted is not None:
+        # Requests retracted since the server started; the rate beside it over kvtop's window.
+        data.append(f"retractions={retracted.count};;;0;")
+        if retracted.per_min is not None:
+            warn = f"{t.retractions_per_min_warning:g}"
+            data.append(f"retractions_per_min={retracted.per_min:.2f};{warn};;0;")
     margin = f"{t.safe_margin_gib:g}:"  # a range: below it is a warning
     for gpu in snapshot.gpus:
         sample = gpu.sample

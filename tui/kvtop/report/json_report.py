@@ -561,6 +561,7 @@ def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
     ]
     data["timeline"] = timeline_json(snapshot.timeline)
     data["state_pool"] = state_pool_json(snapshot)
+    data["retractions"] = retractions_json(snapshot)
     kv = kv_now(snapshot)
     # Cached prefixes SGLang evicts on demand, beside the used share (null: not read).
     data["kv_evictable_pct"] = _r(kv.evictable_pct, 2) if kv.current else None
@@ -587,4 +588,22 @@ def state_pool_json(snapshot: Snapshot) -> dict[str, object] | None:
         "slots_used": pool.slots_used,
         "slots": pool.slots,
         "source": pool.source_kind,
+    }
+
+
+def retractions_json(snapshot: Snapshot) -> dict[str, object] | None:
+    """Requests retracted while serving: since the start and per minute over the window (null
+    when neither /metrics nor the log says; per_min null until a rate can be measured)."""
+    found = snapshot.retractions
+    if found is None:
+        return None
+    return {
+        "count": found.count,
+        "per_min": _r(found.per_min, 2),
+        "window_s": _r(found.window_s, 1),
+        "in_window": found.in_window,
+        "latest_at": None if found.latest_at is None else local_time(found.latest_at),
+        "source": found.source,
+        "rate_source": found.rate_source,
+        "new_token_ratio": found.new_token_ratio,
     }

@@ -25,6 +25,7 @@ from kvtop.model.processes.columns import cells as process_cells
 from kvtop.model.processes.summary import host_line, processes_summary
 from kvtop.model.processes.table import DEFAULT_ORDER as DEFAULT_PROCESS_ORDER
 from kvtop.model.processes.table import process_rows, sorted_rows
+from kvtop.model.retractions import retractions_text
 from kvtop.model.sizing.replay import (
     HOST_KV,
     OTHER_AFTER_POOL,
@@ -682,6 +683,22 @@ def verdict_lines(verdict: Verdict) -> list[Text]:
     return lines
 
 
+def retractions_line(snapshot: Snapshot) -> str | None:
+    """`retractions: 14 retracted since start · 2.8/min over 5 min (from the log; latest
+    16:10:20; new_token_ratio 0.3487)`; nothing when none were retracted."""
+    found = snapshot.retractions
+    if found is None or found.count == 0:
+        return None
+    said = [f"from {'/metrics' if found.source == 'metrics' else 'the log'}"]
+    if found.rate_source is not None and found.rate_source != found.source:
+        said.append(f"rate from {'/metrics' if found.rate_source == 'metrics' else 'the log'}")
+    if found.latest_at is not None:
+        said.append(f"latest {local_time(found.latest_at)}")
+    if found.new_token_ratio is not None:
+        said.append(f"new_token_ratio {found.new_token_ratio:.4f}")
+    return f"retractions: {retractions_text(found)} ({'; '.join(said)})"
+
+
 def render_snapshot(snapshot: Snapshot) -> Group:
     """The whole report: the verdict and its alerts first, then the title, the sources, the
     GPUs and the log's numbers; sentences wrap with a hanging indent and tables reflow to the
@@ -703,6 +720,9 @@ def render_snapshot(snapshot: Snapshot) -> Group:
     if kv.state_pool is not None:  # a hybrid model's state slots, beside the KV usage
         known = "" if kv.current else " (last known)"
         parts.append(_text(f"state pool{known}: {state_pool_text(kv.state_pool)}"))
+    retracted = retractions_line(snapshot)
+    if retracted is not None:
+        parts.append(_text(retracted))
     if kv.evictable_pct is not None and kv.current:  # cached prefixes SGLang frees on demand
         used, evictable = fmt.pct(kv.usage_pct, 1), fmt.pct(kv.evictable_pct, 1)
         parts.append(_text(f"KV pool: used {used} · evictable {evictable}"))

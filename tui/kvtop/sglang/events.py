@@ -485,3 +485,20 @@ class Dsv4MemoryCalculation(Event):
     full_tokens: int | None = None
     fixed_gib: tuple[tuple[str, float], ...] = ()  # ("c128_state", 0.04), ... as logged
     unified: bool | None = None  # 0.5.23+: the unified-KV layout
+
+
+# --- retractions while serving --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Retraction(Event):
+    """The scheduler took running requests back to the queue because the KV pool could not hold
+    the next decode step: `KV cache pool is full. Retract requests. #retracted_reqs: N, ...`
+    (0.4.7+, WARNING) or `Decode out of memory happened. #retracted_reqs: N, ...` (0.4.6 and
+    before, INFO). Not a failure: the requests run again later, their KV computed again."""
+
+    retracted_reqs: int | None = None
+    new_tokens_gained: int | None = None  # 0.5.x: pool tokens the retraction freed
+    mamba_num_gained: int | None = None  # 0.5.14+ hybrid models: state slots it freed
+    ratio_before: float | None = None  # `#new_token_ratio: before -> after`
+    ratio_after: float | None = None

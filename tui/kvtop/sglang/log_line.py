@@ -14,6 +14,7 @@ from kvtop.sglang.bounds import MAX_COUNT, MAX_GIB, refusal
 from kvtop.sglang.control_chars import make_visible
 from kvtop.sglang.dsv4_lines import dsv4_memory_calculation, dsv4_pool_sizes
 from kvtop.sglang.prefix import find_prefix, prefix_of, split_prefix, strip_shipper
+from kvtop.sglang.retraction_lines import retraction
 from kvtop.sglang.running_cap_lines import max_running_capped, max_running_reduced
 from kvtop.sglang.server_args import parse_server_args
 from kvtop.sglang.systemd_lines import parse_systemd_message, unit_lines_of
@@ -593,6 +594,10 @@ _HANDLERS: tuple[tuple[str, Callable[[ev.LinePrefix, str], ev.Event | None]], ..
     ("DSV4 memory calculation:", dsv4_memory_calculation),
     ("DSv4 pool sizes:", dsv4_pool_sizes),
     ("DSv4 memory calculation:", dsv4_memory_calculation),
+    # Running requests taken back to the queue: the pool was full at a decode step
+    # (retraction_lines.py); 0.4.6's words for it are no out-of-memory failure.
+    ("KV cache pool is full. Retract requests.", retraction),
+    ("Decode out of memory happened.", retraction),
 )
 
 _not_enough_mfs = _field(r"mem_fraction_static=" + _NUM)

@@ -71,6 +71,12 @@ _SCALAR_RULES: Final[Mapping[str, str]] = {
     "startup_available_gpu_memory_gb": _MIN,
     "engine_startup_time": _MAX,
     "engine_load_weights_time": _MAX,
+    # Retractions (0.5.8+): the latest batch's retracted requests (a gauge, there from the
+    # first batch), and counters since the server started, which appear at its first one.
+    "num_retracted_reqs": _SUM,
+    "num_retracted_requests_total": _SUM,
+    "num_retracted_input_tokens_total": _SUM,
+    "num_retracted_output_tokens_total": _SUM,
 }
 # Families with a label that splits them into parts (not ranks).
 _CACHE_CONFIG: Final = "cache_config_info"  # 0.5.10 only: {page_size, num_pages} labels, value 1
@@ -192,6 +198,16 @@ class MetricsSample:
     @property
     def spec_accept_length(self) -> float | None:
         return self.values.get("spec_accept_length")
+
+    @property
+    def retracted_requests_total(self) -> int | None:
+        """Requests retracted since the server started, over DP groups. SGLang's counter
+        appears at the first retraction: with the gauge there and no counter, none yet. None:
+        this server exports neither (before 0.5.8, or metrics off)."""
+        total = self._int("num_retracted_requests_total")
+        if total is None and "num_retracted_reqs" in self.values:
+            return 0
+        return total
 
     @property
     def page_size(self) -> int | None:

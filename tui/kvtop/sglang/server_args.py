@@ -80,6 +80,9 @@ class ServerArgs:
     context_length: int | None = None
     max_total_tokens: int | None = None
     max_running_requests: int | None = None
+    # How much of each request's max_new_tokens the scheduler reserves before admitting more
+    # (default 1.0): higher retracts less, lower admits more.
+    schedule_conservativeness: float | None = None
     chunked_prefill_size: int | None = None
     cuda_graph_max_bs: int | None = None
     speculative_algorithm: str | None = None
@@ -253,6 +256,7 @@ _FIELD_SPECS: Final[tuple[tuple[str, tuple[str, ...], Callable[[object], object]
     ("context_length", ("context_length",), _positive),
     ("max_total_tokens", ("max_total_tokens",), _positive),
     ("max_running_requests", ("max_running_requests",), _positive),
+    ("schedule_conservativeness", ("schedule_conservativeness",), _float_at_least_zero),
     ("chunked_prefill_size", ("chunked_prefill_size",), _chunked_prefill_size),
     ("cuda_graph_max_bs", ("cuda_graph_max_bs",), _positive),
     ("speculative_algorithm", ("speculative_algorithm",), _to_str),

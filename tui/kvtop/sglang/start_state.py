@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kvtop.sglang import events as ev
+from kvtop.sglang.retraction_record import RetractionRecord
 from kvtop.sglang.server_args import ServerArgs
 from kvtop.sglang.version_hint import UNKNOWN, VersionRange
 
@@ -377,6 +378,8 @@ class Startup:
     rejected_count: int = 0  # all of them, also past MAX_REJECTED
     latest_batch: dict[str, ev.BatchStats] = field(default_factory=dict)
     batch_lines: int = 0
+    # Running requests taken back to the queue while serving (retraction_record.py).
+    retractions: RetractionRecord = field(default_factory=RetractionRecord)
     version: VersionRange = UNKNOWN
     phased_draft_init: bool | None = None  # True: draft loaded before the target pool (≥0.5.14)
     first_time: datetime | None = None

@@ -712,6 +712,9 @@ class StartupTracker:
             startup.state = READY
             startup.mid_run = True
 
+    def _on_retraction(self, startup: Startup, event: ev.Retraction) -> None:
+        startup.retractions.add(event)
+
     def _on_not_understood(self, startup: Startup, event: ev.NotUnderstood) -> None:
         self.not_understood += 1
         if self.first_not_understood is None:
@@ -876,6 +879,7 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.TracebackFrame: StartupTracker._on_traceback_frame,
     ev.ExceptionLine: StartupTracker._on_exception_line,
     ev.BatchStats: StartupTracker._on_batch,
+    ev.Retraction: StartupTracker._on_retraction,
     ev.MaxRunningRequestsReset: StartupTracker._on_reset,
     ev.MaxRunningRequestsReduced: StartupTracker._on_reduced,
     ev.MaxTotalTokensCapped: StartupTracker._on_capped,

@@ -50,6 +50,8 @@ class KvPanel(StyledWidget):
             facts.usage_level,
             facts.queue_level,
             facts.queued_for_s,
+            facts.retractions,
+            facts.retractions_level,
             series.values[-1:] if series.values else (),
             len(series.values),
             series.runs,
@@ -134,6 +136,10 @@ class KvPanel(StyledWidget):
         state_pool = self._state_pool(usage)
         if state_pool is not None:
             pieces.append(state_pool)
+        if facts.retractions is not None:  # requests taken back: the pool filled at decode
+            level = facts.retractions_level
+            glyph = f"{level.glyph} " if level != Level.OK else ""
+            pieces.append(Text(glyph + facts.retractions, self._level_style(level, "kv--dim")))
         binding = facts.binding
         if binding is not None and binding.limit is not None:  # what holds requests back
             pieces.append(Text(binding.short))

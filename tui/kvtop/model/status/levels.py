@@ -60,6 +60,10 @@ class Thresholds:
     # server then stops admitting requests).
     state_pool_climb_pct: float = 10.0
     state_pool_window_s: float = 600.0
+    # Requests retracted per minute over the window (the KV pool full at a decode step): SGLang
+    # calls about one a minute fine; this often means raising --schedule-conservativeness.
+    retractions_per_min_warning: float = 2.0
+    retractions_window_s: float = 300.0
     # KV tokens held while no request runs or waits, for longer than this: tokens not released.
     # SGLang refreshes its gauges every 30 s while idle and frees a request's tokens when it
     # ends; five minutes is ten of those refreshes, past any request's tail.
@@ -147,6 +151,7 @@ KINDS = (
     "startup_slow",
     "queue",
     "state_pool_climbing",
+    "retractions_frequent",
     "kv_tokens_held_idle",
     "memory_growing",
     "temperature",

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from kvtop.model.deployment_shape import rank_span
 from kvtop.model.kv_usage import kv_now
+from kvtop.model.retractions import RetractionReadings
 from kvtop.model.snapshot import NOT_YET, Snapshot, SourceState
 from kvtop.model.status.alert_rule import asked_off, queue_since
 from kvtop.model.status.idle_tokens import IdleTokens
@@ -22,6 +23,7 @@ from kvtop.model.status.judge import judge, with_alerts
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
 from kvtop.model.status.liveness import gpus_text
 from kvtop.model.status.memory_growth import MemoryGrowthWatch
+from kvtop.model.status.retraction_alert import retraction_alert
 from kvtop.model.status.state_pool_climb import StatePoolClimb
 from kvtop.model.status.verdict import (
     ALERT_CLEARED,
@@ -61,6 +63,9 @@ class Watch:
         self._had_server: set[int] = set()
         self._seen: deque[Seen] = deque(maxlen=TIMELINE_MAX)
         self._state_pool = StatePoolClimb()
+        # The retraction counter's readings: build_snapshot sets each Snapshot's retractions
+        # from them before the look.
+        self.retraction_readings = RetractionReadings()
         self._idle_tokens = IdleTokens()
         self._growth = MemoryGrowthWatch()
 
@@ -81,6 +86,9 @@ class Watch:
         climb = self._state_pool.look(kv, now, snapshot.analysis.startup.restarts, self.thresholds)
         if climb is not None:
             verdict = with_alerts(verdict, (climb,))
+        retracting = retraction_alert(snapshot, self.thresholds)
+        if retracting is not None:
+            verdict = with_alerts(verdict, (retracting,))
         restarts = snapshot.analysis.startup.restarts
         idle = self._idle_tokens.look(kv, snapshot.trusted_metrics, now, restarts, self.thresholds)
         growth, growing = self._growth.look(snapshot, self.thresholds)
