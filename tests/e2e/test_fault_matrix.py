@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import io
 import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -345,6 +347,49 @@ def foreign_gone(host: FaultHost) -> None:
     host.foreign.wait()
     host.state.procs = NvmlState().procs
     gpus_restored(host)
+
+
+def orphan_left(host: FaultHost) -> None:
+    """An SGLang detokenizer whose main process died: adopted by PID 1, titled as SGLang titles
+    it, still holding 2 GiB on GPU 3 (NVML lists it beside the server's ranks)."""
+    script = "(exec -a sglang::detokenizer sleep 600 >/dev/null 2>&1 </dev/null) & echo $!"
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    pid = int(out.stdout)
+    deadline = time.monotonic() + 10
+    while not _titled_sglang(pid):
+        assert time.monotonic() < deadline, "the orphan never took its SGLang title"
+        time.sleep(0.02)
+    ORPHANS.append(pid)
+    host.state.procs = [*host.state.procs, (3, pid, 2048)]
+    host.write_nvml()
+
+
+ORPHANS: list[int] = []  # the orphans a row started, ended by its clear
+
+
+def _titled_sglang(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().startswith(b"sglang::")
+    except OSError:
+        return False
+
+
+def orphan_ended(host: FaultHost) -> None:
+    """The operator runs the kill the alert names."""
+    while ORPHANS:
+        pid = ORPHANS.pop()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    host.state.procs = NvmlState().procs
+    host.write_nvml()
+
+
+def orphan_in_json(data: dict[str, object]) -> bool:
+    found = data["orphans"]
+    return [(o["gpu"], o["gib"], o["title"]) for o in found] == [  # type: ignore[attr-defined]
+        (3, 2.0, "sglang::detokenizer 600")
+    ]
 
 
 def foreign_is_other(text: str, snap: Snapshot | None) -> bool:
@@ -1381,6 +1426,20 @@ GPU_VERDICT_ROWS = [
         level="ok",
         json_ok=no_negative_breakdown,
         export_ok=no_negative_sample,
+    ),
+    Fault(
+        "nvml-orphan-holds-memory",
+        "nvml",
+        orphan_left,
+        orphan_ended,
+        says(r"▲ ready \S+ · 1 SGLang process with no server"),
+        r"orphans: sglang::detokenizer 600 pid \d+ on GPU 3, 2\.00 GiB, up \S+; end them: kill \d+",
+        "an SGLang detokenizer adopted by PID 1 (its main process gone) still holds 2.00 GiB on "
+        "GPU 3: the orphans warning names it (title, pid, GPU, GiB, age) with the kill command; "
+        "--once lists it (text 'orphans:', JSON orphans[]), --check orphans=1; kvtop signals "
+        "nothing; its memory is other processes' on GPU 3, never the rank's",
+        level="warning",
+        json_ok=orphan_in_json,
     ),
 ]
 

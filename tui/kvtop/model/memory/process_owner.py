@@ -7,7 +7,8 @@ The rule (docs/live-view.md, "Memory that is not the server's"):
    parent (the server's main process), anything that descends from a rank or from that main
    process, and anything in the same systemd service as a rank (`/proc/PID/cgroup`).
 2. When no process on the host names a rank (titles not visible, e.g. a container without
-   the host PID namespace), a process whose title or command line is SGLang's is the server's,
+   the host PID namespace), a process whose title or command line is SGLang's is the server's
+   (unless it is an orphan: an `sglang::` child adopted by PID 1 or a subreaper),
    and on a GPU with a rank where none is, the process holding the most memory is the rank's
    own (ties: the lowest pid).
 3. On a GPU with a rank, every other process is another's ("other processes"); one kvtop
@@ -85,14 +86,26 @@ def _by_command(info: ProcessInfo | None) -> bool:
     return command is not None and "sglang" in command.lower()
 
 
+def orphaned(info: ProcessInfo | None) -> bool:
+    """SGLang's own child process (its `sglang::` title) whose server's main process is gone (it
+    was adopted by PID 1 or a subreaper; tui/kvtop/model/status/orphans.py names it)."""
+    return (
+        info is not None
+        and info.adopted
+        and info.command is not None
+        and info.command.startswith("sglang::")
+    )
+
+
 def is_servers(
     pid: int, rank: str | None, info: ProcessInfo | None, server: ServerIdentity
 ) -> bool:
-    """Rules 1 and 2: the process is the server's by its identity."""
+    """Rules 1 and 2: the process is the server's by its identity. By rule 2 an orphan (an
+    SGLang child adopted by PID 1) never is: it may stand beside the rank's own process."""
     if rank is not None:
         return True
     if not server.known:
-        return _by_command(info)
+        return _by_command(info) and not orphaned(info)
     if pid in server.roots:
         return True
     if info is None:
@@ -124,8 +137,13 @@ def other_pids(
     }
     if has_rank and not own and processes:
         # Who the rank's own process is cannot be told by its identity: the largest (among
-        # those kvtop cannot see, when it can see who the server is).
-        candidates = [p for p in processes if not server.known or not _visible(infos.get(p.pid))]
+        # those kvtop cannot see, when it can see who the server is), never an orphan.
+        candidates = [
+            p
+            for p in processes
+            if (not server.known or not _visible(infos.get(p.pid)))
+            and not orphaned(infos.get(p.pid))
+        ]
         if candidates:
             largest = min(candidates, key=lambda p: (-(p.used_gib or 0.0), p.pid))
             own = {largest.pid}
