@@ -44,7 +44,7 @@ def test_ok_says_what_was_judged() -> None:
     assert data["deployments"] == "2;;;0;" and data["hosts"] == "3;;;0;"
     assert data["hosts_down"] == "0;;;0;"
     assert data["'moonshotai/Kimi-K2.5@10.0.0.1:5000_kv_usage'"] == "30.27%;85;95;0;100"
-    assert data["'moonshotai/Kimi-K2.5@10.0.0.1:5000_headroom'"] == "7.40GB;4:;;0;"
+    assert data["'moonshotai/Kimi-K2.5@10.0.0.1:5000_headroom'"] == "7.40GB;5:;;0;"
     assert data["'Qwen/Qwen3-32B@gpu-node-03_kv_usage'"] == "51.20%;85;95;0;100"
 
 
@@ -54,7 +54,7 @@ def test_warning_names_the_alert() -> None:
     result = fleet_check(fleet)
     assert result.exit_code == 1
     assert result.line.startswith(
-        "KVTOP WARNING - gpu-node-02 GPU 2: 3.20 GiB free after startup, under the 4 GiB safe "
+        "KVTOP WARNING - gpu-node-02 GPU 2: 3.20 GiB free after startup, under the 5 GiB safe "
         "margin: large prefills may run out of memory | "
     )
     assert perf(result.line)["warning"] == "1;;;0;"

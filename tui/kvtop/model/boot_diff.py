@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from kvtop import fmt
 from kvtop.model.analysis import Analysis
 from kvtop.model.memory.rank_memory import MemoryBreakdown
 from kvtop.model.sizing.replay import mem_fraction_static, pre_load_free
@@ -121,10 +122,8 @@ class BootDiff:
         delta = group.tokens_b - group.tokens_a
         if delta == 0:
             return f"KV tokens per rank unchanged ({group.tokens_a:,})."
-        pct = 100.0 * delta / group.tokens_a
-        text = (
-            f"KV tokens per rank {group.tokens_a:,} → {group.tokens_b:,} ({delta:+,}, {pct:+.1f}%)"
-        )
+        pct = fmt.change_pct(100.0 * delta / group.tokens_a)
+        text = f"KV tokens per rank {group.tokens_a:,} → {group.tokens_b:,} ({delta:+,}, {pct})"
         if group.explained_by is not None:
             return f"{text}: {group.explained_by.text} explains most of it."
         return f"{text}; {group.unexplained or 'not split'}."

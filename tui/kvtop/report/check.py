@@ -60,7 +60,8 @@ def performance_data(snapshot: Snapshot, t: Thresholds) -> str:
         pct = pct.rstrip("%").lstrip("<>").replace(",", "")
         data.append(f"kv_usage={pct}%;{t.kv_usage_warning_pct:g};{t.kv_usage_critical_pct:g};0;100")
     if kv.evictable_pct is not None and kv.current:  # cached prefixes, freed on demand
-        data.append(f"kv_evictable={kv.evictable_pct:.2f}%;;;0;100")
+        evictable = fmt.pct(kv.evictable_pct, 2).rstrip("%").lstrip("<>").replace(",", "")
+        data.append(f"kv_evictable={evictable}%;;;0;100")
     if kv.used_tokens is not None:
         data.append(f"kv_tokens_used={kv.used_tokens};;;0;{kv.max_tokens or ''}")
     if kv.max_tokens is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvtop import fmt
 from kvtop.model.kv_usage import KvUsage
 from kvtop.model.status.levels import Alert, Level, Thresholds
 from kvtop.model.status.server_status import duration_text
@@ -86,7 +87,7 @@ class IdleTokens:
 def _text(hold: IdleHold, held_for: float, t: Thresholds) -> str:
     share = ""
     if hold.max_tokens:
-        share = f" ({100 * hold.held_tokens / hold.max_tokens:.1f}% of the pool)"
+        share = f" ({fmt.pct(100 * hold.held_tokens / hold.max_tokens, 1)} of the pool)"
     if hold.evictable_tokens is None:
         cached = "radix-cached tokens, evictable, are not counted"
     elif hold.evictable_tokens == 0:
