@@ -346,3 +346,14 @@ def test_rays_actor_column(head: str) -> None:
     assert (event.prefix.tp, event.avail_gib) == (0, 78.12)
     startup = _fold([head + line for line in _TRACEBACK]).current
     assert startup.failure is not None and startup.failure.cause == _CAUSE
+
+
+def test_a_lost_bracket_before_a_bare_time_needs_a_rank_tag() -> None:
+    """Without its date the time alone is too common in messages: only a rank tag after it
+    makes it a prefix."""
+    event = parse_line(
+        "22:24:31 TP1] Scheduler hit an exception: Traceback (most recent call last):"
+    )
+    assert isinstance(event, ev.Failure)
+    assert (event.prefix.rank, event.prefix.undated) == ("TP1", True)
+    assert parse_line("12:00:00] Memory pool end. avail mem=1.00 GB") is None

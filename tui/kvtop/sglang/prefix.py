@@ -39,8 +39,10 @@ _BODY = (
     r"(?P<tags>(?: " + _TAG + r")*)\] ?"
 )
 PREFIX_RE = re.compile(r"\[(?P<time>" + _DATED + r"|" + _UNDATED + r")" + _BODY)
-# The leading bracket lost: only with a full date, so `12:00:00] ...` in a message stays text.
+# The leading bracket lost: with a full date, or a bare time followed by a rank tag, so
+# `12:00:00] ...` in a message stays text.
 _BARE_RE = re.compile(r"(?P<time>" + _DATED + r")" + _BODY)
+_BARE_TIME_RE = re.compile(r"(?P<time>" + _UNDATED + r")" + _BODY.replace(")*)\\]", ")+)\\]"))
 # The end of a tqdm bar (`[00:02<00:02, 23.49it/s]`, `[00:00<?, ?it/s]`) with a `[` right after.
 _BAR_END_RE = re.compile(r"\[(?:\d{1,4}:)?\d\d:\d\d<[^\[\]]{0,80}\](?=\[)")
 _TAG_RE = re.compile(r"(ATTN_CP|MOE_DP|DP|PP|TP|EP)(\d+)")
@@ -75,7 +77,7 @@ def parse_timestamp(time_text: str, ms: str | None) -> datetime | None:
 def find_prefix(line: str) -> re.Match[str] | None:
     """SGLang's prefix where one may begin in LINE (the module's docstring says where), the
     innermost when prefixes follow each other; None when the line has none."""
-    match = PREFIX_RE.match(line) or _BARE_RE.match(line)
+    match = PREFIX_RE.match(line) or _BARE_RE.match(line) or _BARE_TIME_RE.match(line)
     if match is None:
         if line.find("][", 0, _GLUE_SCAN_CHARS) < 0:
             return None  # nothing glued: the common line without a prefix costs only this

@@ -205,9 +205,9 @@ def _local(realtime: datetime) -> datetime:
 
 
 def _undated(text: str) -> bool:
-    """The line may carry a time without a date (`[22:24:31]`, `[12-11 17:47:40]`): cheap, and
-    a false yes only costs a fold boundary."""
-    return len(text) > 9 and text[0] == "[" and text[3] in ":-"
+    """The line may carry a time without a date (`[22:24:31]`, `[12-11 17:47:40]`, `22:24:31
+    TP1]` with its bracket lost): cheap, and a false yes only costs a fold boundary."""
+    return len(text) > 9 and ((text[0] == "[" and text[3] in ":-") or text[2] == ":")
 
 
 def _written_by(log_file: str) -> tuple[datetime | None, str]:
