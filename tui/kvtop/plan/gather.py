@@ -46,7 +46,15 @@ def read_model(path: str, weights_gib: float | None = None) -> ModelInfo:
         except ValueError:
             estimate = None  # the plan says the size is unknown and how to give it
         source = "estimated from config.json"
-    return ModelInfo(parsed.dims, parsed.shape, weights, parsed.config.path, estimate, source)
+    return ModelInfo(
+        parsed.dims,
+        parsed.shape,
+        weights,
+        parsed.config.path,
+        estimate,
+        source,
+        config_view=parsed.config,
+    )
 
 
 def read_model_files(path: str) -> tuple[ParsedModel, int | None]:

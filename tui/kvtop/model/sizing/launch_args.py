@@ -175,6 +175,7 @@ _VALUED: dict[str, tuple[Callable[[str], object], tuple[str, ...]]] = {
     "cpu_offload_gb": (_gib_offloaded, ("--cpu-offload-gb",)),
     "mamba_ssm_dtype": (_choice("float32", "bfloat16", "float16"), ("--mamba-ssm-dtype",)),
     "moe_a2a_backend": (_text, ("--moe-a2a-backend",)),
+    "moe_dense_tp_size": (_int_at_least(1), ("--moe-dense-tp-size",)),
     "disaggregation_mode": (_choice("null", "prefill", "decode"), ("--disaggregation-mode",)),
 }
 _FLAGS: dict[str, tuple[str, ...]] = {
@@ -182,6 +183,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "disable_cuda_graph": ("--disable-cuda-graph",),
     "disable_radix_cache": ("--disable-radix-cache",),
     "disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory",),
+    "enable_dp_lm_head": ("--enable-dp-lm-head",),
 }
 _BY_FLAG: dict[str, str] = {
     spelling: dest for dest, (_, spellings) in _VALUED.items() for spelling in spellings

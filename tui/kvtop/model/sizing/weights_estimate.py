@@ -730,3 +730,164 @@ def _flatten(words: Iterable[str]) -> list[str]:
 def estimate_from_config(config: Mapping[str, Any]) -> WeightsEstimate:
     """`estimate_weights` for a config.json already parsed into a dict."""
     return estimate_weights(DictConfigView(config))
+
+
+# --------------------------------------------------------------------------- per rank
+
+
+@dataclass(frozen=True, slots=True)
+class RankLayout:
+    """How SGLang spreads the weights over the GPUs of one launch.
+
+    `attn_tp` is the attention's TP (TP / DP with --enable-dp-attention). The routed experts
+    are split over all TP ranks whatever --ep-size (EP × the experts' own TP = TP); what DP
+    attention changes is the attention, the embeddings and (with --enable-dp-lm-head) the
+    head: split over the attention's TP only, so whole on every rank when DP = TP."""
+
+    tp: int = 1
+    pp: int = 1
+    attn_tp: int = 1
+    dp_lm_head: bool = False  # --enable-dp-lm-head: lm_head over the attention's TP
+    dense_tp: int | None = None  # --moe-dense-tp-size: the dense MLP layers' TP
+    shared_experts_whole: bool = False  # DeepEP / Mooncake all-to-all: shared experts whole
+
+
+@dataclass(frozen=True, slots=True)
+class RankShare:
+    """The most loaded rank's bytes of the estimate (`bytes`) out of the loaded whole
+    (`total_bytes`), and each part's divisor in words."""
+
+    bytes: int
+    total_bytes: int
+    split: tuple[tuple[str, str], ...]  # (part, "over 4" / "whole on every rank" / ...)
+
+    @property
+    def fraction(self) -> float:
+        return self.bytes / self.total_bytes if self.total_bytes else 0.0
+
+    def words(self) -> str:
+        return "; ".join(f"{part} {how}" for part, how in self.split)
+
+
+_REPLICATED_ATTENTION = ("q_a_proj", "kv_a_proj_with_mqa", "wk", "weights_proj")
+
+
+def _layer_of(module: str) -> int | None:
+    match = re.match(r"model\.layers\.(\d+)\.", module)
+    return int(match.group(1)) if match else None
+
+
+def _stage_of(layer: int, layers: int, pp: int) -> int:
+    """SGLang's get_pp_indices: layers split evenly, the last `remainder` stages one more."""
+    base, remainder = divmod(layers, pp)
+    stage, start = 0, 0
+    while stage < pp - 1:
+        size = base + (1 if stage >= pp - remainder else 0)
+        if layer < start + size:
+            return stage
+        start += size
+        stage += 1
+    return pp - 1
+
+
+def _matrix_divisor(m: _Matrix, s: _Shape, layout: RankLayout) -> int:
+    tail = m.module.rsplit(".", 1)[-1]
+    if m.part == EMBEDDINGS:
+        return layout.attn_tp
+    if m.part == LM_HEAD:
+        return layout.attn_tp if layout.dp_lm_head else layout.tp
+    if m.part == ATTENTION:
+        if tail in _REPLICATED_ATTENTION:
+            return 1  # MLA's down-projections and the DSA indexer: ReplicatedLinear
+        if tail in ("k_proj", "v_proj"):
+            # Fewer KV heads than attention ranks: each rank keeps one whole head.
+            return max(1, min(layout.attn_tp, s.kv_heads))
+        return layout.attn_tp
+    if m.part == MLP:
+        return layout.dense_tp or layout.tp
+    if m.part == EXPERTS:
+        if tail in ("gate", "router", "shared_expert_gate"):
+            return 1
+        if ".shared_expert" in m.module:
+            return 1 if layout.shared_experts_whole else layout.tp
+        return layout.tp
+    if m.part == VISION:
+        return layout.tp
+    return 1
+
+
+def _vector_divisor(v: _Vector, s: _Shape, layout: RankLayout) -> int:
+    if v.part == ATTENTION:
+        return layout.attn_tp
+    if v.part == EXPERTS and s.model_type == "gpt_oss":
+        return layout.tp
+    return 1
+
+
+def rank_share(config: ConfigView, layout: RankLayout) -> RankShare:
+    """The share of the loaded weights the most loaded rank holds under `layout`, from the
+    model's structure: each matrix over the ranks SGLang splits it across (see RankLayout),
+    norms and routers whole on every rank, the layers over the pipeline stages (the embeddings
+    on the first, lm_head and the final norm on the last). Quantized parts at their stored
+    bytes and the parts a quantization leaves in bf16 at theirs, so a checkpoint's unquantized
+    share is weighted as it loads. Raises ValueError where estimate_weights does."""
+    missing: list[str] = []
+    notes: list[str] = []
+    c = _Collector()
+    dtype = _runtime_dtype(config, missing, notes)
+    shape, layers = _language_model(config, c, missing, notes)
+    _vision(config, shape.hidden, c, missing)
+    gaps = [m for m in missing if "left out" in m]
+    if gaps:
+        # A part the config does not size would skew every other part's share.
+        raise ValueError(f"the weights' split per rank needs the whole structure: {gaps[0]}")
+    quant = _quantization(config, missing)
+    elem = _dtype_bytes(dtype)
+    pp = max(1, min(layout.pp, layers))
+    stages = [0.0] * pp
+    total = 0.0
+    split: dict[str, set[int]] = {}
+
+    def place(module: str, part: str, size: float, divisor: int) -> None:
+        nonlocal total
+        total += size
+        split.setdefault(part, set()).add(divisor)
+        layer = _layer_of(module)
+        if layer is not None:
+            stage = _stage_of(layer, layers, pp)
+        elif part in (EMBEDDINGS, VISION):
+            stage = 0
+        else:
+            stage = pp - 1  # lm_head and the final norm
+        stages[stage] += size / divisor
+
+    for m in c.matrices:
+        if m.part == MTP:
+            continue
+        scheme = _held(quant, m)
+        size = scheme.bytes_of(m) if scheme else m.parameters * elem
+        place(m.module, m.part, size, _matrix_divisor(m, shape, layout))
+    # Vectors carry no module name: the per-layer ones spread evenly over the stages.
+    for v in c.vectors:
+        if v.part == MTP:
+            continue
+        size = v.parameters * elem
+        d = _vector_divisor(v, shape, layout)
+        total += size
+        split.setdefault(v.part, set()).add(d)
+        for stage in range(pp):
+            stages[stage] += size / d / pp
+    if not total:
+        raise ValueError("the config describes no weights kvtop can count")
+    words = []
+    for part in PART_ORDER:
+        if part not in split:
+            continue
+        divisors = sorted(split[part])
+        if divisors == [1]:
+            words.append((part, "whole on every rank"))
+        else:
+            words.append((part, "over " + " or ".join(str(d) for d in divisors)))
+    if pp > 1:
+        words.append(("layers", f"over {pp} pipeline stages (the fullest counted)"))
+    return RankShare(round(max(stages)), round(total), tuple(words))
