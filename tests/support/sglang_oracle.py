@@ -300,3 +300,106 @@ def pp_min_tokens(per_stage: list[int]) -> int:
 
 def ceil_div(a: int, b: int) -> int:
     return math.ceil(a / b)
+
+
+# --------------------------------------------------------------------------- DeepSeek sparse attention
+
+DSA_QUANT_BLOCK_SIZE = 128  # DSATokenToKVPool.quant_block_size
+DSA_ROPE_STORAGE_ITEMSIZE = 2  # DSATokenToKVPool.rope_storage_dtype = torch.bfloat16
+DSA_INDEX_BUFFER_ITEMSIZE = 1  # DSATokenToKVPool.index_k_with_scale_buffer_dtype = torch.uint8
+
+
+def default_dsa_kv_cache_dtype(
+    version: tuple[int, ...], kv_cache_dtype: str, major: int, has_attention_sinks: bool = False
+) -> str:
+    """_set_default_dsa_kv_cache_dtype (server_args.py, 0.5.14; 0.5.8 and 0.5.10 alike) and the
+    DSA kv-cache-dtype pass of arg_groups/overrides.py (0.5.19; 0.5.23 adds the sinks)."""
+    if kv_cache_dtype == "auto":
+        if v3(version) >= (0, 5, 23):
+            kv_cache_dtype = "fp8_e4m3" if major >= 10 and not has_attention_sinks else "bfloat16"
+        elif major >= 10:
+            kv_cache_dtype = "fp8_e4m3"
+        else:
+            kv_cache_dtype = "bfloat16"
+    if kv_cache_dtype == "bf16":
+        kv_cache_dtype = "bfloat16"
+    return kv_cache_dtype
+
+
+def default_dsa_backends(version: tuple[int, ...], kv_cache_dtype: str, major: int) -> str:
+    """_set_default_dsa_backends (server_args.py 0.5.14; 0.5.10's _set_default_nsa_backends):
+    the decode backend with none given, on CUDA. 0.5.8 sets flashmla_kv for fp8 on any GPU."""
+    if v3(version) < (0, 5, 10):
+        return "flashmla_kv" if kv_cache_dtype == "fp8_e4m3" else "fa3"
+    if kv_cache_dtype == "fp8_e4m3":
+        return "trtllm" if major >= 10 else "flashmla_kv"
+    return "trtllm" if major >= 10 else "fa3"
+
+
+def calculate_mla_kv_cache_dim(
+    version: tuple[int, ...],
+    kv_lora_rank: int,
+    qk_rope_head_dim: int,
+    kv_cache_dtype: str,
+    dsa_decode_backend: str,
+) -> int:
+    """calculate_mla_kv_cache_dim (model_runner_kv_cache_mixin.py 0.5.10/0.5.14,
+    kv_cache_configurator.py 0.5.19/0.5.23); in 0.5.8 NSATokenToKVPool.__init__'s
+    override_dim, used whenever the cache is fp8. CUDA only (ROCm's tilelang is not here)."""
+    kv_cache_dim = kv_lora_rank + qk_rope_head_dim
+    if v3(version) >= (0, 5, 10) and dsa_decode_backend == "trtllm":
+        return kv_cache_dim
+    if kv_cache_dtype == "fp8_e4m3":
+        return (
+            kv_lora_rank
+            + kv_lora_rank // DSA_QUANT_BLOCK_SIZE * 4
+            + qk_rope_head_dim * DSA_ROPE_STORAGE_ITEMSIZE
+        )
+    return kv_cache_dim
+
+
+def dsa_indexer_cell_size(index_head_dim: int, num_layers: int) -> int:
+    """The indexer term of get_cell_size_per_token (0.5.8–0.5.14) /
+    _compute_dsa_indexer_cell_size (pool_configurator.py 0.5.19)."""
+    indexer_size_per_token = index_head_dim + index_head_dim // DSA_QUANT_BLOCK_SIZE * 4
+    return indexer_size_per_token * num_layers * DSA_INDEX_BUFFER_ITEMSIZE
+
+
+def dsa_profile_cell_size(
+    version: tuple[int, ...],
+    kv_lora_rank: int,
+    qk_rope_head_dim: int,
+    index_head_dim: int,
+    num_layers: int,
+    kv_cache_dtype: str,
+    dsa_decode_backend: str,
+) -> int:
+    """What rest memory is divided by: get_cell_size_per_token's MLA branch (0.5.8–0.5.14:
+    (kv_lora_rank + qk_rope_head_dim) × kv_size) / MLAPoolConfigurator (0.5.19, 0.5.23:
+    calculate_mla_kv_cache_dim × kv_size), plus the indexer."""
+    kv_size = 1 if kv_cache_dtype == "fp8_e4m3" else 2
+    if v3(version) >= (0, 5, 19):
+        dim = calculate_mla_kv_cache_dim(
+            version, kv_lora_rank, qk_rope_head_dim, kv_cache_dtype, dsa_decode_backend
+        )
+    else:
+        dim = kv_lora_rank + qk_rope_head_dim
+    return dim * num_layers * kv_size + dsa_indexer_cell_size(index_head_dim, num_layers)
+
+
+def dsa_pool_bytes_per_token(
+    version: tuple[int, ...],
+    kv_lora_rank: int,
+    qk_rope_head_dim: int,
+    index_head_dim: int,
+    num_layers: int,
+    kv_cache_dtype: str,
+    dsa_decode_backend: str,
+) -> int:
+    """DSATokenToKVPool.get_kv_size_bytes per token: kv_buffer rows of kv_cache_dim × itemsize
+    (uint8 rows for fp8) on every layer, plus the index_k_with_scale_buffer."""
+    kv_size = 1 if kv_cache_dtype == "fp8_e4m3" else 2
+    dim = calculate_mla_kv_cache_dim(
+        version, kv_lora_rank, qk_rope_head_dim, kv_cache_dtype, dsa_decode_backend
+    )
+    return dim * num_layers * kv_size + dsa_indexer_cell_size(index_head_dim, num_layers)

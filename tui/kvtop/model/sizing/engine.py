@@ -30,13 +30,7 @@ from kvtop.model.sizing.plan import (
     RankMemory,
     RequestRules,
 )
-from kvtop.model.sizing.weights_estimate import (
-    ConfigView,
-    RankLayout,
-    RankShare,
-    WeightsEstimate,
-    rank_share,
-)
+from kvtop.model.sizing.weights_estimate import WeightsEstimate
 
 GIB = formula.GIB
 LATEST_KNOWN_VERSION = (0, 5, 23)
@@ -114,9 +108,6 @@ class ModelInfo:
     # dimensions and dtype / quantization (weights_estimate.py), said so in the plan.
     estimate: WeightsEstimate | None = None
     weights_source: str = "model.safetensors.index.json"
-    # The decoded config.json: which parts SGLang splits over which ranks (rank_share). None:
-    # the weights are taken as the whole over TP × PP.
-    config_view: ConfigView | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,14 +175,54 @@ def _swa_pooled(model: ModelInfo, args: LaunchArgs, version: tuple[int, ...]) ->
     return None
 
 
+def _dsa_default_kv_dtype(
+    model: ModelInfo, args: LaunchArgs, version: tuple[int, ...], gpu_name: str | None
+) -> tuple[str | None, tuple[str, str, str] | None]:
+    """The KV dtype SGLang picks for a DSA model launched without --kv-cache-dtype, and the
+    step that says so (nothing for other models or a dtype given)."""
+    dims, shape = model.dims, model.shape
+    if dims.attention != "MLA" or not shape.dsa_index_head_dim:
+        return args.str_of("kv_cache_dtype"), None
+    given = args.str_of("kv_cache_dtype")
+    if given not in (None, "auto") or not sglang_rules.holds("dsa_default_kv_fp8", version):
+        return given, None
+    which = sglang_rules.rule("dsa_default_kv_fp8", version)
+    major = sglang_rules.compute_major_from_name(gpu_name)
+    fp8 = sglang_rules.dsa_default_kv_fp8(version, major, shape.learnable_sink)
+    if fp8 is None:
+        words = (
+            "no --kv-cache-dtype: SGLang picks fp8_e4m3 on Blackwell, bfloat16 below; the GPU "
+            "is not known here, so bfloat16"
+        )
+        return given, ("KV cache dtype (DSA default)", words, "bfloat16?")
+    picked = "fp8_e4m3" if fp8 else "bfloat16"
+    words = f"no --kv-cache-dtype, compute capability {'≥ 10' if major and major >= 10 else '< 10'}"
+    words += f" ({gpu_name}): SGLang {which.range_text()} picks {picked}"
+    return picked, ("KV cache dtype (DSA default)", words, picked)
+
+
+def _dsa_plain_layout(gpu_name: str | None, kv_dtype: str | None) -> bool:
+    """Whether SGLang's default DSA backends keep the plain 576-byte fp8 latent: trtllm on
+    Blackwell (_set_default_dsa_backends from 0.5.10), tilelang on ROCm."""
+    if gpu_name is None or not kv_dtype or "fp8" not in kv_dtype:
+        return False
+    upper = gpu_name.upper()
+    if "AMD" in upper or "INSTINCT" in upper or upper.startswith("MI"):
+        return True
+    major = sglang_rules.compute_major_from_name(gpu_name)
+    return major is not None and major >= 10
+
+
 def _config_cells(
-    model: ModelInfo, args: LaunchArgs, version: tuple[int, ...]
+    model: ModelInfo, args: LaunchArgs, version: tuple[int, ...], gpu_name: str | None = None
 ) -> tuple[PoolCells, str]:
     dims, shape = model.dims, model.shape
-    kv_dtype = args.str_of("kv_cache_dtype")
+    kv_dtype, dsa_dtype_step = _dsa_default_kv_dtype(model, args, version, gpu_name)
     runtime = args.str_of("dtype")
     model_dtype = None if runtime in (None, "auto") else runtime
     steps: list[tuple[str, str, str]] = []
+    if dsa_dtype_step is not None:
+        steps.append(dsa_dtype_step)
     swa_off = _swa_pooled(model, args, version)
     if swa_off is not None:
         steps.append(("sliding window", f"{swa_off}: every layer keeps the whole context", "—"))
@@ -218,23 +249,36 @@ def _config_cells(
     steps.append(("cell size (full attention)", explanation, f"{full:,.0f} B/token"))
     elem = _elem_bytes(kv_dtype, dims, args)
     v = (*version, 0, 0)[:3]
+    dsa_stored: float | None = None
     if dims.attention == "MLA" and shape.dsa_index_head_dim:
-        # DeepSeek-V3.2's indexer: 128 B of keys + 4 B of scale per layer, uint8.
+        # DeepSeek-V3.2 / GLM-5: the latent as the DSA pool stores it, plus the indexer's keys
+        # (index_head_dim fp8 bytes and their 4-byte scales, uint8) on every layer.
         layers = stage(dims.num_layers)
-        per_layer = (dims.kv_lora_rank or 0) + (dims.qk_rope_head_dim or 0)
-        if elem == 1 and v >= (0, 5, 19):
-            latent = (
-                (dims.kv_lora_rank or 0)
-                + (dims.kv_lora_rank or 0) // 128 * 4
-                + (dims.qk_rope_head_dim or 0) * 2
-            )
-        else:
-            latent = int(per_layer * elem)
-        full = float((latent + 132) * layers)
+        latent = sglang_rules.dsa_latent_bytes(
+            dims.kv_lora_rank or 0,
+            dims.qk_rope_head_dim or 0,
+            elem,
+            version,
+            _dsa_plain_layout(gpu_name, kv_dtype),
+        )
+        indexer = sglang_rules.dsa_indexer_bytes(shape.dsa_index_head_dim)
+        full = float((latent.profiled + indexer) * layers)
+        dsa_stored = float((latent.stored + indexer) * layers)
         steps.append(
-            ("DSA indexer", f"({latent} + 132 indexer) B × {layers} layers", f"{full:,.0f} B/token")
+            (
+                "DSA latent + indexer",
+                f"({latent.words} + {indexer} indexer) × {layers} layers",
+                f"{full:,.0f} B/token",
+            )
         )
     budget: float = full
+    if dsa_stored is not None and dsa_stored != full:
+        # Before 0.5.19 the token count is sized with 576 × 1 B per layer while the pool
+        # allocates the stored fp8 layout: the pool comes out larger than the budget.
+        full = dsa_stored
+        steps.append(
+            ("DSA pool as allocated", "the stored latent + indexer", f"{full:,.0f} B/token")
+        )
     swa_bytes = swa_ratio = None
     split = "budget"
     profile: float | None = None
@@ -403,8 +447,7 @@ def _estimated_ranks(
     ranks_n = args.tp * args.pp
     overhead = CONTEXT_OVERHEAD_GIB[ranks_n > 1]
     pre = gpus.total_mib / 1024 - overhead
-    share = weights_share(model, args)
-    weights = loaded * (share.fraction if share else 1 / ranks_n) / GIB
+    weights = loaded / ranks_n / GIB
     # --cpu-offload-gb keeps up to that many GiB of each rank's weights in host RAM
     # (utils/offloader.py: cpu_offload_gb × 1024³ bytes).
     offload = args.float_of("cpu_offload_gb") or 0.0
@@ -420,30 +463,6 @@ def _estimated_ranks(
     return tuple(RankMemory(name, pre, weights, pre - weights, source) for name in names)
 
 
-def rank_layout(args: LaunchArgs) -> RankLayout:
-    """The launch's split of the weights: TP, PP, the attention's TP under DP attention."""
-    a2a = (args.str_of("moe_a2a_backend") or "none").lower()
-    return RankLayout(
-        tp=args.tp,
-        pp=args.pp,
-        attn_tp=args.attn_tp,
-        dp_lm_head=args.flag("enable_dp_lm_head") and args.flag("enable_dp_attention"),
-        dense_tp=args.int_of("moe_dense_tp_size"),
-        shared_experts_whole=a2a in ("deepep", "mooncake", "ascend_fuseep"),
-    )
-
-
-def weights_share(model: ModelInfo | None, args: LaunchArgs) -> RankShare | None:
-    """The most loaded rank's share of the weights from the model's structure, or None where
-    the config does not describe it (the whole over TP × PP then)."""
-    if model is None or model.config_view is None:
-        return None
-    try:
-        return rank_share(model.config_view, rank_layout(args))
-    except ValueError:
-        return None
-
-
 def _weights_loaded(model: ModelInfo | None) -> int | None:
     """The bytes SGLang loads for the target: the checkpoint's index (or --weights-gib), else
     the estimate from config.json (MTP layers left out: they load only as a draft)."""
@@ -452,15 +471,6 @@ def _weights_loaded(model: ModelInfo | None) -> int | None:
     if model.weights_bytes is not None:
         return model.weights_bytes
     return model.estimate.bytes if model.estimate is not None else None
-
-
-def _weights_words(model: ModelInfo | None, args: LaunchArgs) -> str:
-    share = weights_share(model, args)
-    if share is None or args.tp * args.pp == 1:
-        return "the checkpoint's bytes over TP × PP"
-    return (
-        f"the checkpoint's bytes × {share.fraction:.4f} on the most loaded rank ({share.words()})"
-    )
 
 
 def _log_ranks(calib: Calibration, args: LaunchArgs) -> tuple[tuple[RankMemory, ...], float]:
@@ -501,7 +511,7 @@ def build(
     mla = model.dims.attention == "MLA" if model else bool(calib and calib.mla)
     # ---- bytes per token
     if model is not None:
-        cells, cell_words = _config_cells(model, args, version)
+        cells, cell_words = _config_cells(model, args, version, gpus.name if gpus else None)
         notes.extend(f"model config: {m}" for m in model.shape.missing)
     elif calib is not None:
         cells, cell_words = _log_cells(calib, args, version)
@@ -515,7 +525,7 @@ def build(
         notes.append(
             f"pre-load free memory is estimated: the GPU's {gpus.total_mib / 1024:.2f} GiB less "  # type: ignore[union-attr]
             f"{CONTEXT_OVERHEAD_GIB[len(ranks) > 1]:g} GiB for the CUDA context and NCCL; the "
-            f"weights are {_weights_words(model, args)}. --from-log LOG of a boot on these "
+            "weights are the checkpoint's bytes over TP × PP. --from-log LOG of a boot on these "
             "GPUs replaces both with measured figures."
         )
         if model is not None and model.weights_bytes is None and model.estimate is not None:

@@ -74,6 +74,8 @@ class ModelShape:
     # defaults apply).
     vision_layers: int | None = None
     vision_hidden_size: int | None = None
+    # config.json's learnable_sink: SGLang 0.5.23 keeps such a DSA model's KV cache bfloat16.
+    learnable_sink: bool = False
 
     @property
     def hybrid(self) -> str | None:
@@ -200,6 +202,7 @@ def shape_from_config(config: ConfigView) -> ModelShape:
         architecture=_architecture(config),
         vision_layers=vision_view.bounded_int("num_hidden_layers") if vision_view else None,
         vision_hidden_size=vision_view.bounded_int("hidden_size") if vision_view else None,
+        learnable_sink=get("learnable_sink") is True,
     )
 
 

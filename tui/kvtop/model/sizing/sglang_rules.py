@@ -166,6 +166,38 @@ RULES: tuple[Rule, ...] = (
         "kv_cache_configurator.mm_runtime_reservation_gb (0.5.19, 0.5.23; absent in 0.5.14)",
         "SGLANG_VLM_CACHE_SIZE_MB (100 MiB by default) is taken out of the KV budget",
     ),
+    # ---- DeepSeek sparse attention (DeepSeek-V3.2, GLM-5: an `index_head_dim` in config.json)
+    Rule(
+        "dsa_default_kv_fp8",
+        (0, 5, 8),
+        None,
+        "ServerArgs._handle_model_specific_adjustments (0.5.8) / "
+        "_set_default_nsa_kv_cache_dtype (0.5.10) / _set_default_dsa_kv_cache_dtype (0.5.14) / "
+        "overrides.py's DSA kv-cache-dtype pass (0.5.19, 0.5.23)",
+        "without --kv-cache-dtype a DSA model's KV cache is fp8_e4m3 on a GPU of compute "
+        "capability 10 or more (Blackwell), bfloat16 below (Hopper, ROCm); from 0.5.23 "
+        "bfloat16 for a model with learnable attention sinks",
+    ),
+    Rule(
+        "dsa_fp8_latent_scaled",
+        (0, 5, 8),
+        None,
+        "DSATokenToKVPool / NSATokenToKVPool override_kv_cache_dim (0.5.8) / "
+        "calculate_mla_kv_cache_dim (0.5.10–0.5.23)",
+        "an fp8 DSA cache stores per layer the 512-dim latent in fp8, one 4-byte scale per 128 "
+        "of it and the 64-dim rope part in bf16: 656 bytes; from 0.5.10 the trtllm DSA backend "
+        "(Blackwell's default with fp8) and ROCm's tilelang/aiter keep the plain 576",
+    ),
+    Rule(
+        "dsa_profile_scaled_latent",
+        (0, 5, 19),
+        None,
+        "MLAPoolConfigurator cell size via calculate_mla_kv_cache_dim (pool_configurator.py, "
+        "0.5.19, 0.5.23); 0.5.8–0.5.14's get_cell_size_per_token profiles 576 × element size",
+        "the token count is sized with the stored latent's bytes (656 with fp8) plus the "
+        "indexer's 132; before 0.5.19 with 576 × the element size plus 132, while the pool "
+        "allocates the stored bytes",
+    ),
     # ---- the default fraction (default_mfs.py holds the arithmetic of each)
     Rule(
         "default_fraction",
@@ -307,3 +339,85 @@ def max_running_requests(
             min(per_worker, tokens // 2), f"min({per_worker:,} set, per DP worker, {tokens:,} // 2)"
         )
     return RequestLimit(min(estimated, tokens // 2), f"min({clamp}, {tokens:,} // 2)")
+
+
+# The DSA indexer's keys per layer: index_head_dim (128) fp8 bytes + one 4-byte scale per
+# 128 (DSATokenToKVPool.quant_block_size), stored as uint8 (get_cell_size_per_token, 0.5.8).
+DSA_QUANT_BLOCK = 128
+DSA_ROPE_STORAGE_BYTES = 2  # DSATokenToKVPool.rope_storage_dtype: bfloat16
+
+
+def dsa_indexer_bytes(index_head_dim: int) -> int:
+    """The DSA indexer's bytes per token per layer (132 for DeepSeek-V3.2's 128 dims)."""
+    return index_head_dim + index_head_dim // DSA_QUANT_BLOCK * 4
+
+
+def dsa_default_kv_fp8(
+    version: tuple[int, ...] | None, compute_major: int | None, learnable_sink: bool = False
+) -> bool | None:
+    """Whether SGLang picks an fp8 KV cache for a DSA model launched without --kv-cache-dtype
+    (None: the GPU's compute capability is unknown, so kvtop cannot say)."""
+    if not holds("dsa_default_kv_fp8", version) or compute_major is None:
+        return None if compute_major is None else False
+    if learnable_sink and version3(version) >= (0, 5, 23):
+        return False
+    return compute_major >= 10
+
+
+@dataclass(frozen=True, slots=True)
+class DsaLatent:
+    """A DSA layer's latent bytes per token: what the pool allocates and what the token count
+    was sized with (they differ with fp8 before 0.5.19)."""
+
+    stored: float
+    profiled: float
+    words: str
+
+
+def dsa_latent_bytes(
+    kv_lora_rank: int,
+    qk_rope_head_dim: int,
+    elem: float,
+    version: tuple[int, ...] | None,
+    plain_layout: bool,
+) -> DsaLatent:
+    """calculate_mla_kv_cache_dim × element size, and the profile's own figure by version.
+    `plain_layout`: a trtllm DSA backend (or ROCm's tilelang/aiter) keeps 576 × 1 with fp8."""
+    plain = (kv_lora_rank + qk_rope_head_dim) * elem
+    trtllm_matters = version3(version) >= (0, 5, 10)
+    scaled = holds("dsa_fp8_latent_scaled", version)
+    if elem != 1 or not scaled or (plain_layout and trtllm_matters):
+        words = f"({kv_lora_rank} + {qk_rope_head_dim}) × {elem:g} B"
+        if elem == 1 and plain_layout and trtllm_matters:
+            words += " (trtllm/tilelang DSA backend: no per-tile scales)"
+        return DsaLatent(plain, plain, words)
+    scales = kv_lora_rank // DSA_QUANT_BLOCK * 4
+    stored = kv_lora_rank + scales + qk_rope_head_dim * DSA_ROPE_STORAGE_BYTES
+    words = (
+        f"{kv_lora_rank} fp8 + {kv_lora_rank // DSA_QUANT_BLOCK} × 4 B scales + "
+        f"{qk_rope_head_dim} × 2 B bf16 rope = {stored} B"
+    )
+    if holds("dsa_profile_scaled_latent", version):
+        return DsaLatent(float(stored), float(stored), words)
+    words += f"; sized with {plain:g} B (SGLang before 0.5.19 profiles 576 × 1 B)"
+    return DsaLatent(float(stored), plain, words)
+
+
+# GPUs by name whose compute capability is 10 or more (Blackwell: B100/B200/B300, GB200/GB300,
+# GB10, RTX 50xx and RTX PRO Blackwell); any other named NVIDIA GPU is taken as below 10.
+_BLACKWELL_WORDS = ("B100", "B200", "B300", "GB200", "GB300", "GB10", "BLACKWELL", "RTX 50")
+
+
+def compute_major_from_name(name: str | None) -> int | None:
+    """The GPU's compute capability major as far as its name tells (None: no name, or not an
+    NVIDIA GPU kvtop can place)."""
+    if not name:
+        return None
+    upper = name.upper()
+    if any(word in upper for word in _BLACKWELL_WORDS):
+        return 10
+    if any(word in upper for word in ("H100", "H200", "H800", "H20", "GH200")):
+        return 9
+    if any(word in upper for word in ("A100", "A800", "A10", "A30", "A40", "L40", "L4", "RTX")):
+        return 8
+    return None
