@@ -30,7 +30,13 @@ from kvtop.model.sizing.plan import (
     RankMemory,
     RequestRules,
 )
-from kvtop.model.sizing.weights_estimate import WeightsEstimate
+from kvtop.model.sizing.weights_estimate import (
+    ConfigView,
+    RankLayout,
+    RankShare,
+    WeightsEstimate,
+    rank_share,
+)
 
 GIB = formula.GIB
 LATEST_KNOWN_VERSION = (0, 5, 23)
@@ -108,6 +114,9 @@ class ModelInfo:
     # dimensions and dtype / quantization (weights_estimate.py), said so in the plan.
     estimate: WeightsEstimate | None = None
     weights_source: str = "model.safetensors.index.json"
+    # The decoded config.json: which parts SGLang splits over which ranks (rank_share). None:
+    # the weights are taken as the whole over TP × PP.
+    config_view: ConfigView | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,7 +456,8 @@ def _estimated_ranks(
     ranks_n = args.tp * args.pp
     overhead = CONTEXT_OVERHEAD_GIB[ranks_n > 1]
     pre = gpus.total_mib / 1024 - overhead
-    weights = loaded / ranks_n / GIB
+    share = weights_share(model, args)
+    weights = loaded * (share.fraction if share else 1 / ranks_n) / GIB
     # --cpu-offload-gb keeps up to that many GiB of each rank's weights in host RAM
     # (utils/offloader.py: cpu_offload_gb × 1024³ bytes).
     offload = args.float_of("cpu_offload_gb") or 0.0
@@ -463,6 +473,30 @@ def _estimated_ranks(
     return tuple(RankMemory(name, pre, weights, pre - weights, source) for name in names)
 
 
+def rank_layout(args: LaunchArgs) -> RankLayout:
+    """The launch's split of the weights: TP, PP, the attention's TP under DP attention."""
+    a2a = (args.str_of("moe_a2a_backend") or "none").lower()
+    return RankLayout(
+        tp=args.tp,
+        pp=args.pp,
+        attn_tp=args.attn_tp,
+        dp_lm_head=args.flag("enable_dp_lm_head") and args.flag("enable_dp_attention"),
+        dense_tp=args.int_of("moe_dense_tp_size"),
+        shared_experts_whole=a2a in ("deepep", "mooncake", "ascend_fuseep"),
+    )
+
+
+def weights_share(model: ModelInfo | None, args: LaunchArgs) -> RankShare | None:
+    """The most loaded rank's share of the weights from the model's structure, or None where
+    the config does not describe it (the whole over TP × PP then)."""
+    if model is None or model.config_view is None:
+        return None
+    try:
+        return rank_share(model.config_view, rank_layout(args))
+    except ValueError:
+        return None
+
+
 def _weights_loaded(model: ModelInfo | None) -> int | None:
     """The bytes SGLang loads for the target: the checkpoint's index (or --weights-gib), else
     the estimate from config.json (MTP layers left out: they load only as a draft)."""
@@ -471,6 +505,15 @@ def _weights_loaded(model: ModelInfo | None) -> int | None:
     if model.weights_bytes is not None:
         return model.weights_bytes
     return model.estimate.bytes if model.estimate is not None else None
+
+
+def _weights_words(model: ModelInfo | None, args: LaunchArgs) -> str:
+    share = weights_share(model, args)
+    if share is None or args.tp * args.pp == 1:
+        return "the checkpoint's bytes over TP × PP"
+    return (
+        f"the checkpoint's bytes × {share.fraction:.4f} on the most loaded rank ({share.words()})"
+    )
 
 
 def _log_ranks(calib: Calibration, args: LaunchArgs) -> tuple[tuple[RankMemory, ...], float]:
@@ -525,7 +568,7 @@ def build(
         notes.append(
             f"pre-load free memory is estimated: the GPU's {gpus.total_mib / 1024:.2f} GiB less "  # type: ignore[union-attr]
             f"{CONTEXT_OVERHEAD_GIB[len(ranks) > 1]:g} GiB for the CUDA context and NCCL; the "
-            "weights are the checkpoint's bytes over TP × PP. --from-log LOG of a boot on these "
+            f"weights are {_weights_words(model, args)}. --from-log LOG of a boot on these "
             "GPUs replaces both with measured figures."
         )
         if model is not None and model.weights_bytes is None and model.estimate is not None:
