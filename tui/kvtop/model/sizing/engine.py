@@ -458,10 +458,8 @@ def _estimated_ranks(
     pre = gpus.total_mib / 1024 - overhead
     share = weights_share(model, args)
     weights = loaded * (share.fraction if share else 1 / ranks_n) / GIB
-    # --cpu-offload-gb keeps up to that many GiB of each rank's weights in host RAM
-    # (utils/offloader.py: cpu_offload_gb × 1024³ bytes).
     offload = args.float_of("cpu_offload_gb") or 0.0
-    weights = max(0.0, weights - offload)
+    weights = weights_after_offload(model, weights, offload, args.tp)
     names = [
         f"PP{p} TP{t}" if args.pp > 1 else f"TP{t}" for p in range(args.pp) for t in range(args.tp)
     ]
@@ -495,6 +493,24 @@ def weights_share(model: ModelInfo | None, args: LaunchArgs) -> RankShare | None
         return rank_share(model.config_view, rank_layout(args))
     except ValueError:
         return None
+
+
+# The bytes per parameter of the embedding and lm_head a checkpoint keeps unquantized (bf16).
+EMBEDDING_BYTES = 2
+
+
+def weights_after_offload(
+    model: ModelInfo, weights_gib: float, offload_gib: float, tp: int
+) -> float:
+    """A rank's weights on the GPU with --cpu-offload-gb: OffloaderV1 (utils/offloader.py) moves
+    the decoder layers' parameters to host RAM until cpu_offload_gb × 1024³ bytes, so at most
+    that much leaves; the embedding and lm_head (split over TP) are built outside make_layers
+    and stay on the GPU, so the weights never fall below them."""
+    if offload_gib <= 0:
+        return weights_gib
+    params = model.shape.embedding_params
+    resident = params * EMBEDDING_BYTES / max(1, tp) / GIB if params else 0.0
+    return max(min(resident, weights_gib), weights_gib - offload_gib)
 
 
 def _weights_loaded(model: ModelInfo | None) -> int | None:

@@ -76,6 +76,10 @@ class ModelShape:
     vision_hidden_size: int | None = None
     # config.json's learnable_sink: SGLang 0.5.23 keeps such a DSA model's KV cache bfloat16.
     learnable_sink: bool = False
+    # The embedding and lm_head parameters (vocab × hidden, once if tied): --cpu-offload-gb
+    # never moves them to host RAM (SGLang offloads only the decoder layers). None: the config
+    # lacks vocab_size or hidden_size.
+    embedding_params: int | None = None
 
     @property
     def hybrid(self) -> str | None:
@@ -203,7 +207,15 @@ def shape_from_config(config: ConfigView) -> ModelShape:
         vision_layers=vision_view.bounded_int("num_hidden_layers") if vision_view else None,
         vision_hidden_size=vision_view.bounded_int("hidden_size") if vision_view else None,
         learnable_sink=get("learnable_sink") is True,
+        embedding_params=_embedding_params(config),
     )
+
+
+def _embedding_params(config: ConfigView) -> int | None:
+    vocab, hidden = config.bounded_int("vocab_size"), config.bounded_int("hidden_size")
+    if not vocab or not hidden:
+        return None
+    return vocab * hidden * (1 if config.get("tie_word_embeddings") is True else 2)
 
 
 # A model's own SWA/full pool ratio is around 1; past this it is no ratio SGLang would use.
