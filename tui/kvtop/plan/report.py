@@ -75,7 +75,12 @@ def plan_json(ctx: PlanContext) -> dict[str, object]:
         },
         "calibration": None
         if ctx.calibrated_from is None
-        else {"from": ctx.calibrated_from, "rank": ctx.calibration_rank},
+        else {
+            "from": ctx.calibrated_from,
+            "rank": ctx.calibration_rank,
+            "calibrated": list(ctx.built.calibrated),
+            "estimated": list(ctx.built.estimated),
+        },
         "gpus": None
         if ctx.gpus is None
         else {
@@ -266,6 +271,8 @@ def _header(ctx: PlanContext) -> list[RenderableType]:
         )
     if ctx.calibrated_from:
         what.append(f"calibrated by {ctx.calibrated_from}")
+        if ctx.built.estimated:
+            what.append(f"estimated: {', '.join(ctx.built.estimated)}")
     if ctx.gpus is not None:
         what.append(
             f"{ctx.gpus.count} × {ctx.gpus.name or 'GPU'} {ctx.gpus.total_mib / 1024:,.2f} GiB "

@@ -48,6 +48,20 @@ class Calibration:
     model_path: str | None
     capped: bool  # the logged pool hit --max-total-tokens
     mla: bool  # one latent per token ("KV size"), the same on every TP rank
+    # What the log measured and what the plan estimates in its place (an excerpt without the
+    # `Load weight` lines: the free memory before the weights is estimated).
+    calibrated: tuple[str, ...] = ()
+    estimated: tuple[str, ...] = ()
+
+
+# Names of the figures a calibration takes from the log or estimates (JSON `calibration`).
+FREE_BEFORE_WEIGHTS = "free memory before the weights"
+WEIGHTS = "weights per rank"
+FREE_AFTER_WEIGHTS = "free memory after the weights"
+KV_CELL = "bytes per token (KV line)"
+FREE_AFTER_POOL = "free memory after the KV pool"
+CUDA_GRAPHS = "CUDA graphs"
+FREE_AFTER_STARTUP = "free memory after startup"
 
 
 def _rank_memory(rank: RankStartup) -> RankMemory | None:
@@ -63,13 +77,47 @@ def _rank_memory(rank: RankStartup) -> RankMemory | None:
     return RankMemory(rank.rank or "GPU", pre, rank.target.weights_gib, post, source)
 
 
+def _excerpt_rank_memory(rank: RankStartup) -> RankMemory | None:
+    """A rank whose log starts after the weights: the free memory SGLang sized the pool from is
+    the pools plus what the next reading left free; the weights and the free memory before them
+    are unknown (pre-load is set to post-load here, the engine estimates it)."""
+    target = rank.target
+    if not target.kv_tokens or not target.kv_gib:
+        return None
+    pools = target.kv_gib + (target.mamba_gib or 0.0) + (target.mamba_intermediate_gib or 0.0)
+    after_pool = target.avail_after_pool_gib
+    if after_pool is None and target.graph_gib is not None:
+        # No `Memory pool end` line: the graph capture's own before-reading is the next one.
+        after_pool = next(
+            (p.avail_gib for p in rank.phases if p.avail_gib is not None and "graph" in p.name),
+            None,
+        )
+    if after_pool is None:
+        last, _ = free_after_startup(rank)
+        if last is None:
+            return None
+        after_pool = last + (target.graph_gib or 0.0)
+    post = round(pools + after_pool, 2)
+    return RankMemory(rank.rank or "GPU", post, None, post, EXCERPT_SOURCE)
+
+
+# The source of a rank whose free memory before the weights the log does not give.
+EXCERPT_SOURCE = "log (after the weights: pools + free after them); pre-load estimated"
+
+
 def calibrate(startup: Startup, version_override: str | None = None) -> Calibration:
     """The figures of `startup` a plan needs; raises CalibrationError naming what is missing."""
     ranks = [m for m in (_rank_memory(r) for r in startup.sorted_ranks()) if m is not None]
+    excerpt = not ranks
+    if excerpt:
+        ranks = [
+            m for m in (_excerpt_rank_memory(r) for r in startup.sorted_ranks()) if m is not None
+        ]
     if not ranks:
         raise CalibrationError(
             "the log has no boot with free memory before and after the weights (`Load weight "
-            "begin/end ... avail mem=` lines): give the log of a boot that got past loading the "
+            "begin/end ... avail mem=` lines) nor a `KV Cache is allocated` line with a free "
+            "memory reading after it: give the log of a boot that got past loading the "
             "weights, or plan from --model with --gpu-memory"
         )
     reference = next(
@@ -125,6 +173,8 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
     )
     if reference.post_load_free_gib is not None and after_pool is not None and target.kv_gib:
         overhead = max(0.0, reference.post_load_free_gib - pools_gib - after_pool)
+    elif excerpt and after_pool is not None:
+        overhead = 0.0  # the excerpt's post-load free memory is the pools + what they left
     other = 0.0
     phased = (*(version or (0, 0, 0)), 0, 0)[:3] >= formula.FIRST_DRAFT_BUDGETED_VERSION
     late_draft_weights = 0.0 if phased else draft_weights
@@ -133,6 +183,21 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
             0.0, after_pool - late_draft_weights - draft_kv - (graph_gib or 0.0) - free_last
         )
     cap = args.max_total_tokens if args is not None else None
+    found = [
+        (FREE_BEFORE_WEIGHTS, not excerpt),
+        (WEIGHTS, not excerpt and reference.target.weights_gib is not None),
+        (FREE_AFTER_WEIGHTS, not excerpt),
+        (KV_CELL, full_bytes is not None),
+        (FREE_AFTER_POOL, after_pool is not None),
+        (CUDA_GRAPHS, graph_gib is not None),
+        (FREE_AFTER_STARTUP, free_last is not None),
+    ]
+    calibrated = tuple(name for name, seen in found if seen)
+    estimated = tuple(name for name, seen in found if not seen)
+    if excerpt:
+        # Reconstructed from the pools and the reading after them: calibrated, if not read.
+        estimated = tuple(n for n in estimated if n != FREE_AFTER_WEIGHTS)
+        calibrated += (FREE_AFTER_WEIGHTS,)
     return Calibration(
         ranks=tuple(ranks),
         mem_fraction_static=mfs,
@@ -163,4 +228,6 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
         model_path=args.model_path if args is not None else None,
         capped=bool(cap and tokens and tokens >= cap // page * page),
         mla=bool(target.kv_gib and target.k_gib is None and not target.hybrid),
+        calibrated=calibrated,
+        estimated=estimated,
     )

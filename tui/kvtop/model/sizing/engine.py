@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kvtop.model.sizing import formula, sglang_rules
-from kvtop.model.sizing.calibration import Calibration
+from kvtop.model.sizing.calibration import EXCERPT_SOURCE, Calibration
 from kvtop.model.sizing.default_mfs import (
     DefaultMfs,
     LaunchShape,
@@ -140,6 +140,9 @@ class Built:
     # The version as the report shows it: the log's range where a log narrows it no further
     # ("0.4.3–0.4.9"), else the version whose rules applied.
     version_text: str = ""
+    # What the calibration log measured and what the plan estimated in its place.
+    calibrated: tuple[str, ...] = ()
+    estimated: tuple[str, ...] = ()
 
 
 def _elem_bytes(kv_dtype: str | None, dims: ModelDims | None, args: LaunchArgs) -> float:
@@ -513,6 +516,50 @@ def weights_after_offload(
     return max(min(resident, weights_gib), weights_gib - offload_gib)
 
 
+def _excerpt_pre_load(
+    ranks: tuple[RankMemory, ...],
+    model: ModelInfo | None,
+    gpus: Gpus | None,
+    args: LaunchArgs,
+    notes: list[str],
+) -> tuple[RankMemory, ...]:
+    """A log that starts after the weights gives the free memory SGLang sized the pool from,
+    not the free memory before the weights: that is the GPU's total less the CUDA context, or
+    the post-load figure plus the checkpoint's share, or (neither known) the post-load figure."""
+    if not any(r.source == EXCERPT_SOURCE for r in ranks):
+        return ranks
+    overhead = CONTEXT_OVERHEAD_GIB[args.tp * args.pp > 1]
+    loaded = _weights_loaded(model)
+    out = []
+    for rank in ranks:
+        if rank.source != EXCERPT_SOURCE:
+            out.append(rank)
+            continue
+        post = rank.post_load_free_gib
+        if gpus is not None:
+            pre = max(post, gpus.total_mib / 1024 - overhead)
+            words = f"the GPU's {gpus.total_mib / 1024:.2f} GiB less {overhead:g} GiB"
+        elif loaded is not None:
+            pre = post + loaded / (args.tp * args.pp) / GIB
+            words = "free after the weights + the checkpoint's bytes over TP × PP"
+        else:
+            pre = post
+            words = ""
+        out.append(replace(rank, pre_load_free_gib=pre, weights_gib=pre - post or None))
+    if words:
+        notes.append(
+            "the log starts after the weights: free memory before them is estimated ("
+            f"{words}); a log with the `Load weight` lines measures it"
+        )
+    else:
+        notes.append(
+            "the log starts after the weights and neither the GPU's memory nor the weights "
+            "are known: a different --mem-fraction-static is planned as if the weights took "
+            "nothing (give --gpu-memory GIB or --model DIR)"
+        )
+    return tuple(out)
+
+
 def _weights_loaded(model: ModelInfo | None) -> int | None:
     """The bytes SGLang loads for the target: the checkpoint's index (or --weights-gib), else
     the estimate from config.json (MTP layers left out: they load only as a draft)."""
@@ -579,6 +626,7 @@ def build(
     # ---- free memory per rank
     if calib is not None:
         ranks, _shift = _log_ranks(calib, args)
+        ranks = _excerpt_pre_load(ranks, model, gpus, args, notes)
     else:
         ranks = _estimated_ranks(model, gpus, args)
         notes.append(
@@ -600,7 +648,7 @@ def build(
         source = "given"
     elif mfs is not None and calib is not None:
         source = "log"
-    elif (implied := _implied_mfs(calib, cells)) is not None:
+    elif (implied := _implied_mfs(calib, cells, ranks)) is not None:
         mfs, source = implied, "log"
         notes.append(
             f"mem_fraction_static is not in the log: {implied:.3f} is the value its pool implies"
@@ -633,7 +681,7 @@ def build(
                     f"pool ({calib.kv_pool_gib} GiB for {calib.tokens:,} tokens): the config may "
                     "not be this boot's model"
                 )
-        logged_mfs = calib.mem_fraction_static or _implied_mfs(calib, cells)
+        logged_mfs = calib.mem_fraction_static or _implied_mfs(calib, cells, ranks)
         if logged_mfs is not None:
             anchor = Anchor(
                 tokens=calib.tokens,
@@ -685,6 +733,8 @@ def build(
         cell_words,
         tuple(notes),
         shown or formula.format_version(version),
+        calibrated=calib.calibrated if calib is not None else (),
+        estimated=calib.estimated if calib is not None else (),
     )
 
 
@@ -706,12 +756,16 @@ def _matches_log(calib: Calibration, cells: PoolCells) -> bool:
     return abs(pool - calib.kv_pool_gib) <= 0.0051
 
 
-def _implied_mfs(calib: Calibration | None, cells: PoolCells) -> float | None:
-    """The 3-decimal mem_fraction_static a logged pool implies when the log does not say it."""
-    if calib is None or not calib.tokens or not calib.ranks:
+def _implied_mfs(
+    calib: Calibration | None, cells: PoolCells, ranks: tuple[RankMemory, ...] = ()
+) -> float | None:
+    """The 3-decimal mem_fraction_static a logged pool implies when the log does not say it
+    (`ranks`: the plan's own, where it estimated what the log lacks)."""
+    ranks = ranks or (calib.ranks if calib is not None else ())
+    if calib is None or not calib.tokens or not ranks:
         return None
-    pre = min(r.pre_load_free_gib for r in calib.ranks)
-    post = min(r.post_load_free_gib for r in calib.ranks)
+    pre = min(r.pre_load_free_gib for r in ranks)
+    post = min(r.post_load_free_gib for r in ranks)
     cell = calib.budget_bytes or cells.budget_bytes
     rest = (calib.tokens + calib.page_size / 2) * cell / GIB + calib.state_gib
     return round(1 - (post - rest) / pre, 3)
