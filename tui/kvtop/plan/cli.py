@@ -47,6 +47,7 @@ EXIT_BY_VERDICT = {
 # TP: build.CONTEXT_OVERHEAD_GIB) for weights and a KV pool, so a card under 4 GiB plans nothing;
 # 4096 GiB is far beyond any accelerator and keeps the arithmetic in range.
 MIN_GPU_GIB = 4
+FREE_NOW = "free"  # --gpu-memory free: NVML's free memory now
 MAX_GPU_GIB = 4096
 MAX_WEIGHTS_GIB = 100 * 1024  # 100 TiB: past any checkpoint, keeps the arithmetic exact
 MIN_WIDTH, MAX_WIDTH = 40, 1000
@@ -102,10 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--gpu-memory",
-        metavar="GIB",
-        type=float,
+        metavar="GIB|free",
         help="memory of one GPU in GiB when NVML shows none here (e.g. 80 for an H100 80GB; "
-        f"from {MIN_GPU_GIB} to {MAX_GPU_GIB})",
+        f"from {MIN_GPU_GIB} to {MAX_GPU_GIB}); free: the free memory NVML measures now on "
+        "the GPU with the least (what other processes hold is left out)",
+    )
+    parser.add_argument(
+        "--gpu-name",
+        metavar="NAME",
+        help="the GPU's name when NVML cannot tell it (e.g. MI300X, GB10, Ascend 910B): picks "
+        "what the platform takes before the weights (docs/plan.md)",
     )
     parser.add_argument(
         "--sglang-version",
@@ -135,6 +142,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="the text's width in columns (default: the terminal's, $COLUMNS, 80 on a pipe)",
     )
     return parser
+
+
+def _gpu_memory(value: str | None) -> tuple[float | None, str | None]:
+    """--gpu-memory's GiB (None: NVML's, or "free"), or the sentence saying what is wrong."""
+    if value is None or value == FREE_NOW:
+        return None, None
+    try:
+        gib = float(value)
+    except ValueError:
+        return None, (
+            f"--gpu-memory {value!r} is neither a number nor 'free': give one GPU's memory in "
+            f"GiB (e.g. 80), or free for the free memory NVML measures now"
+        )
+    if not (math.isfinite(gib) and MIN_GPU_GIB <= gib <= MAX_GPU_GIB):
+        return None, (
+            f"--gpu-memory {gib:g}: give one GPU's memory in GiB, from {MIN_GPU_GIB} to "
+            f"{MAX_GPU_GIB} (e.g. 80); SGLang needs more than the CUDA context's 1.2–2.4 GiB"
+        )
+    return gib, None
 
 
 def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -182,15 +208,10 @@ def _main_plan(argv: Sequence[str]) -> int:
         parser.print_usage(sys.stderr)
         _say(f"--sglang-version {opts.sglang_version!r} is not a version: give e.g. 0.5.23")
         return EXIT_USAGE
-    if opts.gpu_memory is not None and not (
-        math.isfinite(opts.gpu_memory) and MIN_GPU_GIB <= opts.gpu_memory <= MAX_GPU_GIB
-    ):
+    gpu_gib, problem = _gpu_memory(opts.gpu_memory)
+    if problem is not None:
         parser.print_usage(sys.stderr)
-        _say(
-            f"--gpu-memory {opts.gpu_memory:g}: give one GPU's memory in GiB, from "
-            f"{MIN_GPU_GIB} to {MAX_GPU_GIB} (e.g. 80); SGLang needs more than the "
-            "CUDA context's 1.2–2.4 GiB"
-        )
+        _say(problem)
         return EXIT_USAGE
     if opts.weights_gib is not None and not (
         math.isfinite(opts.weights_gib) and 0 < opts.weights_gib <= MAX_WEIGHTS_GIB
@@ -234,10 +255,18 @@ def _main_plan(argv: Sequence[str]) -> int:
     seen = {"tp_size": calib.tp_size} if calib is not None else None
     args = merge_launch_args(given, calib.server_args if calib else None, seen)
     gpus: Gpus | None
-    if opts.gpu_memory is not None:
-        gpus = Gpus(args.tp * args.pp, opts.gpu_memory * 1024, None, "--gpu-memory")
+    if gpu_gib is not None:
+        gpus = Gpus(args.tp * args.pp, gpu_gib * 1024, opts.gpu_name, "--gpu-memory")
     else:
-        gpus, _why = read_gpus()
+        gpus, why = read_gpus(measure_free=opts.gpu_memory == FREE_NOW)
+        if gpus is None and opts.gpu_memory == FREE_NOW:
+            _say(
+                f"--gpu-memory free measures the free memory with NVML, and NVML shows no GPU "
+                f"here ({why}): give --gpu-memory GIB, one GPU's memory"
+            )
+            return EXIT_UNREADABLE
+        if gpus is not None and opts.gpu_name and gpus.name is None:
+            gpus = replace(gpus, name=opts.gpu_name)
     problem = launch_shape_problem(args)
     if problem is not None:
         _say(problem)

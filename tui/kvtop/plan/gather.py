@@ -174,8 +174,9 @@ def calibration_of(startup: Startup, version: str | None) -> Calibration:
     return calibrate(startup, version)
 
 
-def read_gpus() -> tuple[Gpus | None, str | None]:
-    """The GPUs NVML sees (the smallest's total memory), or why none."""
+def read_gpus(measure_free: bool = False) -> tuple[Gpus | None, str | None]:
+    """The GPUs NVML sees (the smallest's total memory; with `measure_free` also the least free
+    memory now), or why none."""
     from kvtop.sources.nvml import NvmlSource
 
     reading = NvmlSource().poll()
@@ -185,6 +186,9 @@ def read_gpus() -> tuple[Gpus | None, str | None]:
     smallest = min(gpus, key=lambda g: g.total_gib)
     names = {g.name for g in gpus if g.name}
     name = names.pop() if len(names) == 1 else ("mixed GPUs" if names else None)
+    if measure_free:
+        free = min(g.free_gib for g in gpus) * 1024
+        return Gpus(len(gpus), smallest.total_gib * 1024, name, "NVML, free now", free), None
     return Gpus(len(gpus), smallest.total_gib * 1024, name, "NVML"), None
 
 

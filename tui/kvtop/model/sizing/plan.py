@@ -266,14 +266,31 @@ def max_running_requests(
 
 
 def verdict_kind(
-    tokens: int, free_after_startup_gib: float | None, safe_margin_gib: float = SAFE_HEADROOM_GIB
+    tokens: int,
+    free_after_startup_gib: float | None,
+    safe_margin_gib: float = SAFE_HEADROOM_GIB,
+    spread_gib: float = 0.0,
 ) -> str:
-    """The verdict for one mem_fraction_static (the plan's, and the formula screen's what-if)."""
+    """The verdict for one mem_fraction_static (the plan's, and the formula screen's what-if).
+
+    `spread_gib`: how far the pre-load free memory may be off (an estimate's start-up row; 0
+    when a log measured it). Free memory after startup moves with it, so only a headroom under
+    the margin by more than the spread is an OOM risk whichever way the estimate errs."""
     if tokens <= 0:
         return NOT_ENOUGH_MEMORY
-    if free_after_startup_gib is not None and free_after_startup_gib < safe_margin_gib:
+    if free_after_startup_gib is not None and free_after_startup_gib < safe_margin_gib - spread_gib:
         return OOM_RISK
     return FITS
+
+
+def within_spread(
+    free_after_startup_gib: float | None, safe_margin_gib: float, spread_gib: float
+) -> bool:
+    """Whether the start-up estimate's spread decides the verdict: the headroom lies within
+    the spread of the margin, on either side."""
+    if free_after_startup_gib is None or spread_gib <= 0:
+        return False
+    return abs(free_after_startup_gib - safe_margin_gib) < spread_gib
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +309,9 @@ class Planner:
     notes: tuple[str, ...] = ()
     unmodelled_flags: tuple[str, ...] = ()  # launch flags that may change memory, not modelled
     safe_margin_gib: float = SAFE_HEADROOM_GIB  # free after startup under this: OOM risk
+    # How far the estimated pre-load free memory may be off (the start-up row's spread; 0 when
+    # a log measured it): the verdict does not call a risk the estimate cannot tell.
+    startup_spread_gib: float = 0.0
 
     def _minimum(self) -> tuple[RankMemory, RankMemory]:
         pre = min(self.ranks, key=lambda r: r.pre_load_free_gib)
@@ -423,7 +443,9 @@ class Planner:
         )
 
     def _verdict(self, mfs: float, tokens: int, free: float | None) -> Verdict:
-        kind = verdict_kind(tokens, free, self.safe_margin_gib)
+        spread = self.startup_spread_gib
+        kind = verdict_kind(tokens, free, self.safe_margin_gib, spread)
+        unsure = kind != NOT_ENOUGH_MEMORY and within_spread(free, self.safe_margin_gib, spread)
         context = self.rules.context_len
         short = bool(context and 0 < tokens < context)
         if kind == FITS and short:
@@ -483,8 +505,16 @@ class Planner:
                 "run"
             )
             fixes.extend(self._context_fixes(tokens, context))
-        firm = not self.unmodelled_flags
-        if not firm:
+        if unsure and free is not None:
+            reasons.append(
+                f"{free:.2f} GiB stays free after startup by the estimate, within ±{spread:g} "
+                f"GiB of the {self.safe_margin_gib:g} GiB safe margin: the free memory before "
+                "the weights is estimated, and on this platform it varies that much between "
+                "boots, so the plan cannot tell whether a boot keeps the margin (--from-log LOG "
+                "of a boot here, or --gpu-memory free, measures it)"
+            )
+        firm = not self.unmodelled_flags and not unsure
+        if self.unmodelled_flags:
             reasons.append(
                 "not modelled: " + " ".join(self.unmodelled_flags) + " (the figures assume "
                 "SGLang's defaults for them; a boot's log, --from-log, measures their effect)"
