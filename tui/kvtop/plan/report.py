@@ -112,6 +112,7 @@ def plan_json(ctx: PlanContext) -> dict[str, object]:
         "page_size": r.page_size,
         "pre_load_free_gib": _round(r.pre_load_free_gib),
         "pre_load_rank": r.pre_load_rank,
+        "startup_memory": _startup_json(b),
         "post_load_free_gib": _round(r.post_load_free_gib),
         "post_load_rank": r.post_load_rank,
         "reserve_gib": _round(r.reserve_gib),
@@ -154,6 +155,30 @@ def plan_json(ctx: PlanContext) -> dict[str, object]:
         "anchored_on_log": r.anchored,
         "ignored_arguments": list(ctx.args.ignored),
         "notes": list(r.notes),
+    }
+
+
+def _startup_json(built: Built) -> dict[str, object] | None:
+    """The start-up memory row the estimate used, its spread and the boots it comes from
+    (None: a log measured the free memory before the weights)."""
+    row = built.startup
+    if row is None:
+        return None
+    return {
+        "platform": row.platform,
+        "words": row.words,
+        "gib": row.gib,
+        "spread_gib": row.spread_gib,
+        "evidence": [
+            {
+                "where": boot.where,
+                "gpu": boot.gpu,
+                "ranks": boot.ranks,
+                "total_gib": boot.total_gib,
+                "pre_load_free_gib": boot.pre_load_free_gib,
+            }
+            for boot in row.evidence
+        ],
     }
 
 
@@ -296,6 +321,16 @@ def _sizing(ctx: PlanContext) -> list[RenderableType]:
     r = ctx.result
     parts: list[RenderableType] = [Text("SGLang's sizing (minimum over ranks)", style="bold")]
     parts.append(_row("pre-load free", _gib(r.pre_load_free_gib), f"at {r.pre_load_rank}"))
+    startup = ctx.built.startup
+    if startup is not None:
+        parts.append(
+            _row(
+                "before the weights",
+                _gib(startup.gib),
+                f"± {startup.spread_gib:g} GiB: {startup.words} ({len(startup.evidence)} "
+                f"boot{'s' if len(startup.evidence) > 1 else ''} in docs/plan.md)",
+            )
+        )
     parts.append(_row("post-load free", _gib(r.post_load_free_gib), f"at {r.post_load_rank}"))
     parts.append(
         _row(
@@ -347,7 +382,8 @@ def _sizing(ctx: PlanContext) -> list[RenderableType]:
 
 def _verdict(ctx: PlanContext) -> list[RenderableType]:
     r, v = ctx.result, ctx.result.verdict
-    title = f"Verdict: {v.kind}" + ("" if v.firm else " (not firm: flags not modelled)")
+    why = "flags not modelled" if ctx.built.planner.unmodelled_flags else "start-up estimate"
+    title = f"Verdict: {v.kind}" + ("" if v.firm else f" (not firm: {why})")
     parts: list[RenderableType] = [Text(title, style="bold")]
     parts.extend(_line(f"  {reason}") for reason in v.reasons)
     if v.minimum_mem_fraction_static is not None:

@@ -30,6 +30,13 @@ from kvtop.model.sizing.plan import (
     RankMemory,
     RequestRules,
 )
+from kvtop.model.sizing.startup_memory import (
+    CUDA_ONE,
+    CUDA_TP_LARGE,
+    StartupRow,
+    measured_now,
+    row_for,
+)
 from kvtop.model.sizing.weights_estimate import (
     ConfigView,
     RankLayout,
@@ -40,9 +47,10 @@ from kvtop.model.sizing.weights_estimate import (
 
 GIB = formula.GIB
 LATEST_KNOWN_VERSION = (0, 5, 23)
-# Free memory SGLang measures before the weights is the card's total less the CUDA context and
-# NCCL's buffers: ~1.2 GiB on one GPU, ~2.4 GiB per rank with TP (the fixtures' boots).
-CONTEXT_OVERHEAD_GIB = {True: 2.4, False: 1.2}
+# Free memory SGLang measures before the weights is the card's total less what the platform
+# takes first (startup_memory.py: a row per platform and TP size, from real boots). The CUDA
+# rows keep the old fixed figures: 1.2 GiB on one GPU, 2.4 GiB per rank with TP 8.
+CONTEXT_OVERHEAD_GIB = {True: CUDA_TP_LARGE.gib, False: CUDA_ONE.gib}
 _SPEC_WITH_DRAFT_POOL = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 # Launch flags that change no GPU memory: a plan ignoring them is still a firm answer. Any other
 # flag the engine does not model makes the verdict say so.
@@ -125,6 +133,9 @@ class Gpus:
     total_mib: float  # the smallest GPU's total memory (nvidia-smi's memory.total)
     name: str | None
     source: str  # "NVML" or "--gpu-memory"
+    # The smallest GPU's free memory measured now (--gpu-memory free): the pre-load estimate
+    # starts from it instead of the total less the platform's start-up figure.
+    free_mib: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +151,8 @@ class Built:
     # The version as the report shows it: the log's range where a log narrows it no further
     # ("0.4.3–0.4.9"), else the version whose rules applied.
     version_text: str = ""
+    # The start-up memory row the pre-load estimate used (None: a log measured it).
+    startup: StartupRow | None = None
     # What the calibration log measured and what the plan estimated in its place.
     calibrated: tuple[str, ...] = ()
     estimated: tuple[str, ...] = ()
@@ -457,8 +470,8 @@ def _estimated_ranks(
             "model"
         )
     ranks_n = args.tp * args.pp
-    overhead = CONTEXT_OVERHEAD_GIB[ranks_n > 1]
-    pre = gpus.total_mib / 1024 - overhead
+    startup = startup_row(gpus, args)
+    pre = (gpus.free_mib if gpus.free_mib is not None else gpus.total_mib) / 1024 - startup.gib
     share = weights_share(model, args)
     weights = loaded * (share.fraction if share else 1 / ranks_n) / GIB
     offload = args.float_of("cpu_offload_gb") or 0.0
@@ -496,6 +509,21 @@ def weights_share(model: ModelInfo | None, args: LaunchArgs) -> RankShare | None
         return rank_share(model.config_view, rank_layout(args))
     except ValueError:
         return None
+
+
+def startup_row(gpus: Gpus, args: LaunchArgs) -> StartupRow:
+    """The start-up memory row for these GPUs and launch (measured now: nothing subtracted)."""
+    row = row_for(gpus.name, args.tp * args.pp, args.str_of("device"))
+    return measured_now(row) if gpus.free_mib is not None else row
+
+
+def _startup_words(gpus: Gpus, startup: StartupRow) -> str:
+    start = (
+        f"the {gpus.free_mib / 1024:.2f} GiB free now"
+        if gpus.free_mib is not None
+        else f"the GPU's {gpus.total_mib / 1024:.2f} GiB less {startup.gib:g} GiB"
+    )
+    return f"{start} ({startup.words}, ±{startup.spread_gib:g} GiB over the boots it comes from)"
 
 
 # The bytes per parameter of the embedding and lm_head a checkpoint keeps unquantized (bf16).
@@ -624,14 +652,16 @@ def build(
     else:
         raise PlanInputError("nothing to plan from: give --model DIR or --from-log LOG")
     # ---- free memory per rank
+    startup = None
     if calib is not None:
         ranks, _shift = _log_ranks(calib, args)
         ranks = _excerpt_pre_load(ranks, model, gpus, args, notes)
     else:
         ranks = _estimated_ranks(model, gpus, args)
+        assert gpus is not None  # _estimated_ranks refuses a plan without GPUs
+        startup = startup_row(gpus, args)
         notes.append(
-            f"pre-load free memory is estimated: the GPU's {gpus.total_mib / 1024:.2f} GiB less "  # type: ignore[union-attr]
-            f"{CONTEXT_OVERHEAD_GIB[len(ranks) > 1]:g} GiB for the CUDA context and NCCL; the "
+            f"pre-load free memory is estimated: {_startup_words(gpus, startup)}; the "
             f"weights are {_weights_words(model, args)}. --from-log LOG of a boot on these "
             "GPUs replaces both with measured figures."
         )
@@ -720,6 +750,7 @@ def build(
         disable_radix_cache=args.flag("disable_radix_cache"),
         notes=tuple(notes),
         unmodelled_flags=tuple(f for f in args.ignored if f not in NO_MEMORY_EFFECT),
+        startup_spread_gib=startup.spread_gib if startup is not None else 0.0,
     )
     assert mfs is not None
     shown = calib.version_text if calib is not None and version_source == "log" else ""
@@ -733,6 +764,7 @@ def build(
         cell_words,
         tuple(notes),
         shown or formula.format_version(version),
+        startup=startup,
         calibrated=calib.calibrated if calib is not None else (),
         estimated=calib.estimated if calib is not None else (),
     )
