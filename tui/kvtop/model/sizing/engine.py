@@ -556,7 +556,8 @@ def _excerpt_pre_load(
     the post-load figure plus the checkpoint's share, or (neither known) the post-load figure."""
     if not any(r.source == EXCERPT_SOURCE for r in ranks):
         return ranks
-    overhead = CONTEXT_OVERHEAD_GIB[args.tp * args.pp > 1]
+    row = row_for(gpus.name if gpus else None, args.tp * args.pp, args.str_of("device"))
+    overhead = row.gib
     loaded = _weights_loaded(model)
     out = []
     for rank in ranks:
@@ -566,7 +567,7 @@ def _excerpt_pre_load(
         post = rank.post_load_free_gib
         if gpus is not None:
             pre = max(post, gpus.total_mib / 1024 - overhead)
-            words = f"the GPU's {gpus.total_mib / 1024:.2f} GiB less {overhead:g} GiB"
+            words = f"the GPU's {gpus.total_mib / 1024:.2f} GiB less {overhead:g} GiB ({row.words})"
         elif loaded is not None:
             pre = post + loaded / (args.tp * args.pp) / GIB
             words = "free after the weights + the checkpoint's bytes over TP × PP"
