@@ -3,14 +3,12 @@ or of a unit's journal."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from kvtop.model.analysis import Analysis, analyse
-from kvtop.sglang.raw_lines import RawLines
 from kvtop.sglang.start_state import Startup
 from kvtop.sglang.startup import StartupTracker
-from kvtop.sources.log_reader import LogReader
+from kvtop.sources.log_reader import read_once
 from kvtop.sources.log_text import LogUnreadable
 
 
@@ -25,18 +23,10 @@ class Boot:
 
 
 def _read(log_file: str | None, unit: str | None, journal_dir: str | None) -> StartupTracker:
-    tracker = StartupTracker()
-    reader = LogReader(tracker, RawLines(), log_file=log_file, unit=unit, journal_dir=journal_dir)
     try:
-        if log_file:
-            reader.read_file()
-        else:
-            asyncio.run(reader.read_journal())
+        return read_once(log_file, unit, journal_dir)
     except LogUnreadable as exc:
         raise DiffInputError(str(exc)) from None
-    if unit and reader.health.detail and not tracker.current.ranks:
-        raise DiffInputError(f"journal of {unit}: {reader.health.detail}")
-    return tracker
 
 
 def _sized(startup: Startup) -> bool:

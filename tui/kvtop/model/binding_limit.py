@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from kvtop import fmt
-from kvtop.model.kv_usage import KvUsage
+from kvtop.model.kv_usage import KvUsage, context_len
 from kvtop.model.snapshot import Snapshot
 from kvtop.sglang.server_args import ServerArgs
 
@@ -146,19 +146,6 @@ def _prefill(snapshot: Snapshot) -> tuple[int | None, int | None]:
     return budget, chunk
 
 
-def _context_len(snapshot: Snapshot) -> int | None:
-    startup = snapshot.analysis.startup
-    metrics, summary, args = snapshot.trusted_metrics, startup.summary, startup.server_args
-    for context in (
-        metrics.context_len if metrics else None,
-        summary.context_len if summary else None,
-        args.context_length if args else None,
-    ):
-        if context is not None:
-            return context
-    return None
-
-
 def _free_pct(usage: KvUsage) -> float | None:
     used, evictable = usage.usage_pct, usage.evictable_pct
     if used is None or evictable is None:
@@ -217,7 +204,7 @@ def binding_limit(snapshot: Snapshot, usage: KvUsage) -> BindingLimit | None:
     if not usage.current or running is None or queued is None:
         return None
     cap = running_cap(snapshot, usage)
-    prefill, context = _prefill(snapshot), _context_len(snapshot)
+    prefill, context = _prefill(snapshot), context_len(snapshot)
     numbers = _numbers(usage, cap, prefill, context)
     at_cap = cap.value is not None and running >= cap.value
     if at_cap:

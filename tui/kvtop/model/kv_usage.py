@@ -185,7 +185,7 @@ def _max_tokens(snapshot: Snapshot) -> int | None:
     return analysis.ranks[0].target.kv_tokens if analysis.ranks else None
 
 
-def _context_len(snapshot: Snapshot) -> int | None:
+def context_len(snapshot: Snapshot) -> int | None:
     """The model's context length: from metrics, else the summary line, else server_args."""
     startup = snapshot.analysis.startup
     metrics, summary, args = snapshot.trusted_metrics, startup.summary, startup.server_args
@@ -264,7 +264,7 @@ def kv_usage(
     free = None if max_tokens is None or used is None else max(0, max_tokens - used)
     if not current:
         free = None  # the last known usage says nothing about what is free now
-    lengths = ((_context_len(snapshot), "context_len"), (user_length_tokens, "your length"))
+    lengths = ((context_len(snapshot), "context_len"), (user_length_tokens, "your length"))
     return KvUsage(
         max_tokens=max_tokens,
         used_tokens=used,

@@ -4,7 +4,6 @@ journal), the GPUs through NVML, the installed sglang's version. Each problem is
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
 import stat
 from pathlib import Path
@@ -14,10 +13,8 @@ from kvtop.model.sizing.engine import Gpus, ModelInfo
 from kvtop.model.sizing.model_config import MAX_CONFIG_BYTES, ModelConfigError
 from kvtop.model.sizing.model_shape import ParsedModel, parse_model, weights_bytes_from_index
 from kvtop.model.sizing.weights_estimate import estimate_weights
-from kvtop.sglang.raw_lines import RawLines
 from kvtop.sglang.start_state import Startup
-from kvtop.sglang.startup import StartupTracker
-from kvtop.sources.log_reader import LogReader
+from kvtop.sources.log_reader import read_once
 from kvtop.sources.log_text import LogUnreadable
 from kvtop.sources.model_config_file import CONFIG_NAME
 
@@ -146,17 +143,10 @@ def _read_capped(path: Path, limit: int, what: str) -> str:
 
 def read_boot(log_file: str | None, unit: str | None) -> Startup:
     """The latest boot of the log file or unit, parsed (the one with sizing lines)."""
-    tracker = StartupTracker()
-    reader = LogReader(tracker, RawLines(), log_file=log_file, unit=unit)
     try:
-        if log_file:
-            reader.read_file()
-        else:
-            asyncio.run(reader.read_journal())
+        tracker = read_once(log_file, unit)
     except LogUnreadable as exc:
         raise GatherError(str(exc)) from None
-    if unit and reader.health.detail and not tracker.current.ranks:
-        raise GatherError(f"journal of {unit}: {reader.health.detail}")
     current = tracker.current
     previous = tracker.previous
     # A restart that has not sized its pool yet: the boot before it is the one to learn from.

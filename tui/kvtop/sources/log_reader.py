@@ -4,6 +4,7 @@ into the startup tracker and the raw-lines ring; the log's state and age for the
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from datetime import datetime
@@ -227,3 +228,21 @@ def _journal_prefix(realtime: datetime | None) -> LinePrefix:
         return LinePrefix(time_text=None, timestamp=None, rank="")
     local = _local(realtime)
     return LinePrefix(time_text=f"{local:%Y-%m-%d %H:%M:%S}", timestamp=local, rank="")
+
+
+def read_once(
+    log_file: str | None, unit: str | None, journal_dir: str | None = None
+) -> StartupTracker:
+    """A one-shot command's read (`kvtop plan`, `kvtop diff`): the whole log file, or the unit's
+    journal (its latest run, earlier runs as restarts), folded into a new tracker. Raises
+    LogUnreadable with a sentence: a file that cannot be read, or a journal that could not be
+    read and gave no startup line."""
+    tracker = StartupTracker()
+    reader = LogReader(tracker, RawLines(), log_file=log_file, unit=unit, journal_dir=journal_dir)
+    if log_file:
+        reader.read_file()
+    else:
+        asyncio.run(reader.read_journal())
+    if unit and reader.health.detail and not tracker.current.ranks:
+        raise LogUnreadable(f"journal of {unit}: {reader.health.detail}")
+    return tracker
