@@ -2,8 +2,9 @@
 measures at `Load weight begin` (the CUDA or HIP context, NCCL's / HCCL's buffers, what the
 driver or, on unified memory, the OS holds).
 
-Each row is read from real boots' logs against the GPU's total, cites them, and carries a
-spread: how far the evidence strays from the row's figure, so a plan before launch can say how
+Each row is read from real boots' logs against the GPU's total, names them (the project's
+fixtures by path; public boots by what they ran on, with where each was found in docs/plan.md's
+table), and carries a spread: how far the evidence strays from the row's figure, so a plan before launch can say how
 sure its free memory is. A row with one boot behind it takes MIN_SPREAD_GIB, never 0: one boot
 shows no spread, it does not show there is none. Pure data and lookup: nothing is read here.
 """
@@ -49,7 +50,7 @@ class StartupRow:
         )
 
 
-_SGLANG_CI = "an SGLang CI log in a public repository (the search index names no repository)"
+_SGLANG_CI = "an SGLang CI log kept in a public repository"
 
 CUDA_ONE = StartupRow(
     "cuda",
@@ -86,7 +87,7 @@ CUDA_TP_SMALL = StartupRow(
     (
         Boot(_SGLANG_CI + ", TP 2", "80 GB card, inferred H100 (79.65 GiB)", 2, 79.65, 78.77),
         Boot(
-            "sgl-project/sglang issue 40558 (sm_120, TP 4)",
+            "a public sm_120 boot with TP 4",
             "96 GB Blackwell, inferred RTX PRO 6000 (95.59 GiB)",
             4,
             95.59,
@@ -124,7 +125,7 @@ CUDA_TP_LARGE = StartupRow(
             93.17,
         ),
         Boot(
-            "sgl-project/sglang pull request 11716 (the least rank)",
+            "a public 141 GB Hopper boot with TP 8 (the least rank)",
             "141 GB Hopper, inferred H200 (140.40 GiB)",
             8,
             140.40,
@@ -146,7 +147,7 @@ ROCM_ONE = StartupRow(
     MIN_SPREAD_GIB,
     (
         Boot(
-            "sgl-project/sglang pull request 18263 (weights end: 230.20 avail + 56.98 usage)",
+            "a public MI355X boot (weights end: 230.20 avail + 56.98 usage)",
             "288 GB Instinct, inferred MI355X (288 GiB)",
             1,
             288.0,
@@ -169,7 +170,7 @@ ROCM_TP = StartupRow(
             188.32,
         ),
         Boot(
-            "sgl-project/sglang issue 6001 (weights end: 103.71 avail + 81.66 usage)",
+            "a public Mi308 TP 8 boot (weights end: 103.71 avail + 81.66 usage)",
             "AMD Mi308 (192 GiB)",
             8,
             192.0,
@@ -184,7 +185,7 @@ UNIFIED = StartupRow(
     MIN_SPREAD_GIB,
     (
         Boot(
-            "MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks issue 47 (CUDA free at boot, many "
+            "a public two-node DGX Spark deployment (CUDA free at boot, many "
             "boots: 101.3 to 102.2)",
             "DGX Spark GB10 (121.69 GiB as CUDA sees it)",
             2,
