@@ -70,6 +70,20 @@ def _version_at_least(version: str, wanted: tuple[int, ...]) -> bool:
     return parts >= wanted
 
 
+def publisher_labels(dep: Deployment, dp: int, tp: int) -> dict[str, str]:
+    """The labels one publishing scheduler puts on its series (dp_rank only with DP)."""
+    labels = {
+        "model_name": MODEL,
+        "engine_type": "unified",
+        "tp_rank": str(tp),
+        "pp_rank": "0",
+        "moe_ep_rank": str(tp),
+    }
+    if dep.dp_size > 1:
+        labels["dp_rank"] = str(dp)
+    return labels
+
+
 def _retraction_families(
     reg: CollectorRegistry, labelnames: tuple[str, ...], dep: Deployment
 ) -> None:
@@ -100,15 +114,7 @@ def _retraction_families(
         ),
     }
     for dp, tp in dep.publishers():
-        labels = {
-            "model_name": MODEL,
-            "engine_type": "unified",
-            "tp_rank": str(tp),
-            "pp_rank": "0",
-            "moe_ep_rank": str(tp),
-        }
-        if dep.dp_size > 1:
-            labels["dp_rank"] = str(dp)
+        labels = publisher_labels(dep, dp, tp)
         latest.labels(**labels).set(dep.retracted_latest)
         if dep.retracted > 0:
             counters["requests"].labels(**labels).inc(dep.retracted)
@@ -169,15 +175,7 @@ def build_exposition(dep: Deployment) -> str:
 
     for dp, tp in dep.publishers():
         used = dep.num_used_tokens[dp % len(dep.num_used_tokens)]
-        labels = {
-            "model_name": MODEL,
-            "engine_type": "unified",
-            "tp_rank": str(tp),
-            "pp_rank": "0",
-            "moe_ep_rank": str(tp),
-        }
-        if dep.dp_size > 1:
-            labels["dp_rank"] = str(dp)
+        labels = publisher_labels(dep, dp, tp)
         total = dep.max_total_num_tokens
         gauges["num_running_reqs"].labels(**labels).set(dep.running)
         gauges["num_used_tokens"].labels(**labels).set(used)

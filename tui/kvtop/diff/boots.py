@@ -3,6 +3,7 @@ or of a unit's journal."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from kvtop.model.analysis import Analysis, analyse
@@ -34,12 +35,10 @@ def _sized(startup: Startup) -> bool:
 
 
 def _boot(tracker: StartupTracker, startup: Startup, where: str) -> Boot:
-    """One boot analysed on its own (the tracker's notes about the log stay with it)."""
-    alone = StartupTracker()
+    """One boot analysed on its own: the tracker as read (its notes about the log stay) with
+    STARTUP as the start it reports on."""
+    alone = copy.copy(tracker)
     alone.current = startup
-    alone.lines_seen = tracker.lines_seen
-    alone.dates, alone.not_understood = tracker.dates, tracker.not_understood
-    alone.first_not_understood = tracker.first_not_understood
     return Boot(where, analyse(alone, where))
 
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from kvtop import help_format
 from kvtop.options import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE
 from kvtop.report.plain_output import takes_unicode, write_json
+from kvtop.report.width import MAX_WIDTH, MIN_WIDTH
 
-MIN_WIDTH, MAX_WIDTH = 40, 1000
 _EXAMPLES = (
     ("kvtop diff before.log after.log", "the latest boot of each log"),
     ("kvtop diff sglang.log", "the log's latest boot against the one before it"),

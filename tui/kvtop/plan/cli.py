@@ -32,6 +32,7 @@ from kvtop.plan.gather import (
 )
 from kvtop.plan.report import PlanContext, plan_json, plan_text
 from kvtop.report.plain_output import takes_unicode, write_json
+from kvtop.report.width import MAX_WIDTH, MIN_WIDTH
 
 # SGLang starts, but one request of the full context does not fit in its pool.
 EXIT_POOL_UNDER_CONTEXT = 3
@@ -50,7 +51,6 @@ MIN_GPU_GIB = 4
 FREE_NOW = "free"  # --gpu-memory free: NVML's free memory now
 MAX_GPU_GIB = 4096
 MAX_WEIGHTS_GIB = 100 * 1024  # 100 TiB: past any checkpoint, keeps the arithmetic exact
-MIN_WIDTH, MAX_WIDTH = 40, 1000
 
 _EXAMPLES = (
     ("kvtop plan --from-log sglang.log -- --mem-fraction-static 0.90", "this server at 0.90"),
