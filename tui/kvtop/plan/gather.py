@@ -11,12 +11,18 @@ from pathlib import Path
 from kvtop.model.sizing.calibration import Calibration, calibrate
 from kvtop.model.sizing.engine import Gpus, ModelInfo
 from kvtop.model.sizing.model_config import MAX_CONFIG_BYTES, ModelConfigError
-from kvtop.model.sizing.model_shape import ParsedModel, parse_model, weights_bytes_from_index
+from kvtop.model.sizing.model_shape import (
+    ParsedModel,
+    parse_model,
+    weight_map_of,
+    weights_bytes_from_index,
+)
 from kvtop.model.sizing.weights_estimate import estimate_weights
 from kvtop.sglang.start_state import Startup
 from kvtop.sources.log_reader import read_once
 from kvtop.sources.log_text import LogUnreadable
 from kvtop.sources.model_config_file import CONFIG_NAME
+from kvtop.sources.safetensors_headers import tensor_bytes
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_WEIGHTS = "model.safetensors"
@@ -32,7 +38,7 @@ def read_model(path: str, weights_gib: float | None = None) -> ModelInfo:
     """A model directory (config.json + model.safetensors.index.json) or a config.json. The
     weights' bytes: `weights_gib` when given, else the index's, else estimated from the config
     (a bare config.json is what one has before downloading the model)."""
-    parsed, weights = read_model_files(path)
+    parsed, weights, tensors = read_model_files(path)
     source = "model.safetensors.index.json"
     if weights_gib is not None:
         weights, source = int(weights_gib * (1 << 30)), "--weights-gib"
@@ -51,12 +57,14 @@ def read_model(path: str, weights_gib: float | None = None) -> ModelInfo:
         estimate,
         source,
         config_view=parsed.config,
+        tensor_bytes=tensors,
     )
 
 
-def read_model_files(path: str) -> tuple[ParsedModel, int | None]:
-    """The model's config.json parsed once, and its checkpoint's bytes (None when no index or
-    single safetensors file is there)."""
+def read_model_files(path: str) -> tuple[ParsedModel, int | None, dict[str, int] | None]:
+    """The model's config.json parsed once, its checkpoint's bytes (None when no index or
+    single safetensors file is there) and, where the shards are downloaded, each tensor's
+    stored bytes from their headers (None otherwise)."""
     where = Path(path).expanduser()
     kind = _kind_of(where)
     if kind == "directory":
@@ -91,15 +99,20 @@ def read_model_files(path: str) -> tuple[ParsedModel, int | None]:
     weights = None
     index = config.parent / INDEX_NAME
     single = config.parent / SINGLE_WEIGHTS
+    weight_map = None
     try:
         if _kind_of(index) == "file":
             text = _read_capped(index, MAX_INDEX_BYTES, "a safetensors index")
             weights = weights_bytes_from_index(text, str(index))
+            weight_map = weight_map_of(text)
         elif _kind_of(single) == "file":
             weights = single.stat().st_size
     except (ModelConfigError, OSError) as exc:
         raise GatherError(f"{exc}: the weights' size cannot be read") from None
-    return parsed, weights
+    tensors = None
+    if weights is not None:
+        tensors = tensor_bytes(config.parent, weight_map)
+    return parsed, weights, tensors
 
 
 def _kind_of(path: Path) -> str | None:

@@ -6,6 +6,7 @@ the replay of a logged boot all size through it. Pure: no file is read here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from kvtop.model.sizing import formula, sglang_rules
@@ -37,6 +38,7 @@ from kvtop.model.sizing.startup_memory import (
     measured_now,
     row_for,
 )
+from kvtop.model.sizing.tensor_share import TENSORS_BASIS, share_from_tensors
 from kvtop.model.sizing.weights_estimate import (
     ConfigView,
     RankLayout,
@@ -125,6 +127,9 @@ class ModelInfo:
     # The decoded config.json: which parts SGLang splits over which ranks (rank_share). None:
     # the weights are taken as the whole over TP × PP.
     config_view: ConfigView | None = None
+    # Each tensor's stored bytes where the shards are downloaded (their safetensors headers):
+    # the split per rank from the checkpoint itself rather than the config's dimensions.
+    tensor_bytes: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -473,7 +478,10 @@ def _estimated_ranks(
     startup = startup_row(gpus, args)
     pre = (gpus.free_mib if gpus.free_mib is not None else gpus.total_mib) / 1024 - startup.gib
     share = weights_share(model, args)
-    weights = loaded * (share.fraction if share else 1 / ranks_n) / GIB
+    if share is not None and share.basis == TENSORS_BASIS:
+        weights = share.bytes / GIB  # the tensors' own bytes: the draft's MTP layers left out
+    else:
+        weights = loaded * (share.fraction if share else 1 / ranks_n) / GIB
     offload = args.float_of("cpu_offload_gb") or 0.0
     weights = weights_after_offload(model, weights, offload, args.tp)
     names = [
@@ -505,8 +513,14 @@ def weights_share(model: ModelInfo | None, args: LaunchArgs) -> RankShare | None
     the config does not describe it (the whole over TP × PP then)."""
     if model is None or model.config_view is None:
         return None
+    layout = rank_layout(args)
+    if model.tensor_bytes:
+        try:
+            return share_from_tensors(model.tensor_bytes, model.config_view, layout)
+        except ValueError:
+            pass  # the config's estimate of the split below
     try:
-        return rank_share(model.config_view, rank_layout(args))
+        return rank_share(model.config_view, layout)
     except ValueError:
         return None
 
@@ -604,7 +618,8 @@ def _weights_words(model: ModelInfo | None, args: LaunchArgs) -> str:
     if share is None or args.tp * args.pp == 1:
         return "the checkpoint's bytes over TP × PP"
     return (
-        f"the checkpoint's bytes × {share.fraction:.4f} on the most loaded rank ({share.words()})"
+        f"the checkpoint's bytes × {share.fraction:.4f} on the most loaded rank "
+        f"({share.words()}; from {share.basis})"
     )
 
 

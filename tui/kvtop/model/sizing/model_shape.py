@@ -267,6 +267,16 @@ def weights_bytes_from_index(text: str, index_path: str) -> int:
     return size
 
 
+def weight_map_of(text: str) -> dict[str, object] | None:
+    """The index's `weight_map` (tensor name → shard file), None where it has none."""
+    try:
+        data = json.loads(text)
+    except (RecursionError, ValueError):
+        return None
+    found = data.get("weight_map") if isinstance(data, dict) else None
+    return found if isinstance(found, dict) and found else None
+
+
 @dataclass(frozen=True, slots=True)
 class ParsedModel:
     """A config.json read once: the KV cell's dimensions, the layers' layout and limits, and

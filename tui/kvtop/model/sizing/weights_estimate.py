@@ -760,6 +760,9 @@ class RankShare:
     bytes: int
     total_bytes: int
     split: tuple[tuple[str, str], ...]  # (part, "over 4" / "whole on every rank" / ...)
+    # What the parts' sizes come from: the config's dimensions, or the checkpoint's own
+    # tensors (the safetensors headers: exact bytes per tensor, quantized or not).
+    basis: str = "config.json's dimensions"
 
     @property
     def fraction(self) -> float:
@@ -791,27 +794,33 @@ def _stage_of(layer: int, layers: int, pp: int) -> int:
 
 
 def _matrix_divisor(m: _Matrix, s: _Shape, layout: RankLayout) -> int:
-    tail = m.module.rsplit(".", 1)[-1]
-    if m.part == EMBEDDINGS:
+    return divisor_of(m.part, m.module, s.kv_heads, layout)
+
+
+def divisor_of(part: str, module: str, kv_heads: int, layout: RankLayout) -> int:
+    """Over how many ranks SGLang splits one matrix (`module`, e.g.
+    `model.layers.3.self_attn.k_proj`) of `part` under `layout`: 1 is whole on every rank."""
+    tail = module.rsplit(".", 1)[-1]
+    if part == EMBEDDINGS:
         return layout.attn_tp
-    if m.part == LM_HEAD:
+    if part == LM_HEAD:
         return layout.attn_tp if layout.dp_lm_head else layout.tp
-    if m.part == ATTENTION:
+    if part == ATTENTION:
         if tail in _REPLICATED_ATTENTION:
             return 1  # MLA's down-projections and the DSA indexer: ReplicatedLinear
         if tail in ("k_proj", "v_proj"):
             # Fewer KV heads than attention ranks: each rank keeps one whole head.
-            return max(1, min(layout.attn_tp, s.kv_heads))
+            return max(1, min(layout.attn_tp, kv_heads))
         return layout.attn_tp
-    if m.part == MLP:
+    if part == MLP:
         return layout.dense_tp or layout.tp
-    if m.part == EXPERTS:
+    if part == EXPERTS:
         if tail in ("gate", "router", "shared_expert_gate"):
             return 1
-        if ".shared_expert" in m.module:
+        if ".shared_expert" in module:
             return 1 if layout.shared_experts_whole else layout.tp
         return layout.tp
-    if m.part == VISION:
+    if part == VISION:
         return layout.tp
     return 1
 
@@ -879,6 +888,11 @@ def rank_share(config: ConfigView, layout: RankLayout) -> RankShare:
             stages[stage] += size / d / pp
     if not total:
         raise ValueError("the config describes no weights kvtop can count")
+    return RankShare(round(max(stages)), round(total), split_words(split, pp))
+
+
+def split_words(split: Mapping[str, set[int]], pp: int) -> tuple[tuple[str, str], ...]:
+    """Each part's divisors in words, in PART_ORDER, and the pipeline stages."""
     words = []
     for part in PART_ORDER:
         if part not in split:
@@ -890,4 +904,8 @@ def rank_share(config: ConfigView, layout: RankLayout) -> RankShare:
             words.append((part, "over " + " or ".join(str(d) for d in divisors)))
     if pp > 1:
         words.append(("layers", f"over {pp} pipeline stages (the fullest counted)"))
-    return RankShare(round(max(stages)), round(total), tuple(words))
+    return tuple(words)
+
+
+def stage_of(layer: int, layers: int, pp: int) -> int:
+    return _stage_of(layer, layers, pp)
