@@ -169,8 +169,12 @@ def test_the_plan_takes_the_tensors(tmp_path: Path) -> None:
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         main_plan(
-            ["--model", str(where), "--gpu-memory", "80", "--width", "200"]
-            + ["--sglang-version", "0.5.14", "--", "--tp-size", "4", "--dp-size", "4"]
-            + ["--enable-dp-attention"]
+            [
+                *("--model", str(where), "--gpu-memory", "80", "--width", "200"),
+                *("--sglang-version", "0.5.14", "--", "--tp-size", "4", "--dp-size", "4"),
+                "--enable-dp-attention",
+            ]
         )
-    assert "from the checkpoint's tensors (safetensors headers)" in " ".join(text.getvalue().split())
+    assert "from the checkpoint's tensors (safetensors headers)" in " ".join(
+        text.getvalue().split()
+    )
