@@ -1,0 +1,500 @@
+"""GPU readings from AMD GPUs through AMD's own Python binding (the `amdsmi` package).
+
+`AmdsmiSource.poll()` reads every GPU amdsmi enumerates and hands back the same plain samples
+the NVML source builds (NvmlReading, GpuSample, GpuProcess), so the model and the views need not
+know the vendor. Like the NVML source it never raises for a library error: a failed call is
+named in amdsmi's own words ("AMDSMI_STATUS_IO - I/O Error") in the sample's field errors, a
+GPU that amdsmi no longer finds is lost, and a library that will not start is a sentence.
+
+`amdsmi` is imported on the first poll only: the binding loads libamd_smi.so and binds every
+function of it at import time, and an NVIDIA host never needs it. No Textual, no SGLang
+knowledge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, TypeVar
+
+from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
+from kvtop.sglang.bounds import MAX_GIB
+from kvtop.sources.nvml_checks import (
+    PERCENT_MAX,
+    POWER_MAX_MW,
+    TEMPERATURE_MAX_C,
+    Refusals,
+)
+
+GIB = float(2**30)
+KEEP_GOING = "kvtop keeps going with logs and metrics."
+
+_T = TypeVar("_T")
+
+# amdsmi status codes used below (amdsmi_wrapper.AMDSMI_STATUS_*, stable across releases).
+_NOT_SUPPORTED = 2
+_NOT_YET_IMPLEMENTED = 3
+_NO_PERM = 10
+_NOT_FOUND = 31
+_DRIVER_NOT_LOADED = 34
+# What a call may answer with nothing wrong with the GPU: the card or driver lacks the feature,
+# or this user may not read it. Any other status (an I/O error, a DRM error, a timeout) makes
+# the GPU unreadable.
+_BENIGN = (_NOT_SUPPORTED, _NOT_YET_IMPLEMENTED, _NO_PERM)
+# The one per-GPU status that means the GPU itself is gone: its handle no longer finds it.
+_LOST = _NOT_FOUND
+
+# amdsmi's "no value" in the dictionaries it returns (0xFFFF and the like become "N/A").
+_NOT_AVAILABLE = "N/A"
+
+
+class _GpuLost(Exception):
+    pass
+
+
+class _Unstartable(Exception):
+    """amdsmi cannot be imported or started; the message is the sentence for the operator."""
+
+
+def _code(exc: BaseException) -> int | None:
+    code = getattr(exc, "err_code", None)
+    return code if isinstance(code, int) else None
+
+
+def _words(exc: BaseException) -> str:
+    """amdsmi's own words for the error: 'AMDSMI_STATUS_IO - I/O Error'."""
+    info = getattr(exc, "get_error_info", None)
+    if callable(info):
+        with contextlib.suppress(Exception):
+            return str(info())
+    return str(exc) or type(exc).__name__
+
+
+def _named_error(exc: BaseException) -> str:
+    """The error's words, with its status code when it is not merely "not supported"."""
+    code = _code(exc)
+    text = _words(exc)
+    return text if code in _BENIGN or code is None else f"{text}, code {code}"
+
+
+def _serious(exc: BaseException) -> bool:
+    return _code(exc) not in _BENIGN
+
+
+class _Errors(list[tuple[str, str]]):
+    """One GPU's failed calls, (name, error); `serious` when one was more than "not supported"."""
+
+    serious = False
+    first_serious: tuple[str, str] | None = None
+
+    def add(self, name: str, exc: BaseException) -> None:
+        self.append((name, _named_error(exc)))
+        if _serious(exc) and self.first_serious is None:
+            self.first_serious = (name, _named_error(exc))
+        self.serious = self.serious or _serious(exc)
+
+
+@dataclass(frozen=True, slots=True)
+class _Static:
+    name: str
+    uuid: str
+    pci_bus_id: str
+    errors: tuple[tuple[str, str], ...]
+    serious: bool = False
+
+
+def _number(value: Any) -> int | None:
+    """A number from amdsmi's dictionaries; "N/A" (and anything not a number) is None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def _span(indices: Iterable[int]) -> str:
+    return ", ".join(str(i) for i in indices)
+
+
+def _import_amdsmi() -> ModuleType:
+    """The amdsmi module, or _Unstartable saying why not.
+
+    The binding prints "Could not load libamd_smi.so" on stdout before failing when the
+    library is missing: that line would land in the middle of the screen, so stdout is held
+    for the import and the failure is told as a sentence instead.
+    """
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(held):
+            return importlib.import_module("amdsmi")
+    except ImportError:
+        raise _Unstartable(
+            "amdsmi is not installed: pip install 'kvtop-sglang[amd]' (or amdsmi from ROCm); "
+            + KEEP_GOING
+        ) from None
+    except AttributeError as exc:  # the binding names a function the library lacks
+        raise _Unstartable(
+            f"libamd_smi.so is older than the amdsmi binding ({exc}): install the amdsmi "
+            f"release that matches ROCm's; {KEEP_GOING}"
+        ) from None
+    except Exception:  # KeyError/OSError: the binding found no libamd_smi.so to load
+        raise _Unstartable(
+            "AMD SMI library not found (libamd_smi.so): install amd-smi-lib from ROCm, or set "
+            f"ROCM_PATH to the ROCm directory; {KEEP_GOING}"
+        ) from None
+
+
+def _unavailable_sentence(exc: BaseException) -> str:
+    code = _code(exc)
+    words = _words(exc)
+    if code == _DRIVER_NOT_LOADED:
+        return (
+            f"amdgpu driver not loaded (amdsmi: {words}): load it (check with amd-smi); kvtop "
+            f"retries each poll and {KEEP_GOING[6:]}"
+        )
+    if code == _NO_PERM:
+        return (
+            f"no permission to use amdsmi ({words}): run kvtop as a user in the video and "
+            f"render groups (who can open /dev/kfd and /dev/dri/*); {KEEP_GOING}"
+        )
+    return f"amdsmi failed ({words}): check amd-smi; kvtop retries each poll and {KEEP_GOING[6:]}"
+
+
+def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
+    """The notice for this reading: GPUs lost or unreadable, fewer GPUs than before, impossible
+    numbers; in amdsmi's terms (amd-smi is the tool an operator checks with)."""
+    sentences: list[str] = []
+    lost = [s.index for s in samples if s.status == GpuStatus.LOST]
+    if lost:
+        rest = (
+            "no GPU reading is left"
+            if len(lost) == len(samples)
+            else "the other GPUs keep updating"
+        )
+        sentences.append(
+            f"GPU {_span(lost)}: lost (amdsmi no longer finds it); check amd-smi and dmesg "
+            f"for amdgpu errors; {rest}."
+        )
+    failed = [s for s in samples if s.status == GpuStatus.ERROR and s.cause is not None]
+    if failed:
+        why = "; ".join(
+            f"GPU {s.index} {s.cause[0]}: {s.cause[1]}" if len(failed) > 1 else ": ".join(s.cause)
+            for s in failed[:3]
+            if s.cause
+        )
+        rest = (
+            "no GPU reading is left"
+            if len(failed) == len(samples)
+            else "the other GPUs keep updating"
+        )
+        sentences.append(
+            f"GPU {_span(s.index for s in failed)}: unreadable through amdsmi ({why}); no "
+            f"numbers are shown for {'them' if len(failed) > 1 else 'it'} and {rest}. Check "
+            "amd-smi and dmesg."
+        )
+    if count < most:
+        now = "no GPU" if count == 0 else f"{count} GPU{'s' if count != 1 else ''}"
+        sentences.append(
+            f"amdsmi sees {now} now, {most} before: GPUs fell off the bus or the driver was "
+            "reset. Check amd-smi and dmesg."
+        )
+    refused = [s for s in samples if s.rejected]
+    if refused:
+        parts = "; ".join(
+            f"GPU {s.index}: " + ", ".join(f"{r.field} {r.value} ({r.reason})" for r in s.rejected)
+            for s in refused[:3]
+        )
+        sentences.append(
+            f"amdsmi gave impossible numbers, refused and shown blank: {parts}. A driver bug or "
+            "a failing GPU: check amd-smi and dmesg."
+        )
+    return " ".join(sentences) or None
+
+
+class AmdsmiSource:
+    """Reads every AMD GPU through amdsmi; the same poll()/last/close() surface as NvmlSource.
+    One instance per app, polled from one thread at a time."""
+
+    def __init__(
+        self,
+        process_interval_s: float = 2.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.process_interval_s = process_interval_s
+        self._clock = clock
+        self._amdsmi: ModuleType | None = None
+        self._initialized = False
+        self._driver_version: str | None = None
+        self._static: dict[int, _Static] = {}
+        self._procs: dict[int, tuple[GpuProcess, ...]] = {}
+        self._procs_at: float | None = None
+        self._most_gpus = 0
+        self._last: NvmlReading | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def last(self) -> NvmlReading | None:
+        return self._last
+
+    def poll(self) -> NvmlReading:
+        """One reading of every GPU (blocking). Never raises for amdsmi errors."""
+        with self._lock:
+            try:
+                reading = self._poll()
+            except _Unstartable as why:
+                reading = self._unavailable(str(why))
+            except Exception as exc:  # a binding bug must not end the app
+                reading = self._unavailable(
+                    f"amdsmi failed unexpectedly ({exc!r}); kvtop retries each poll and "
+                    f"{KEEP_GOING[6:]}"
+                )
+            self._last = reading
+            return reading
+
+    def close(self) -> None:
+        """Shut amdsmi down (a later poll starts it again)."""
+        with self._lock:
+            self._forget_init()
+
+    # ---- the library ---------------------------------------------------------------------
+
+    def _unavailable(self, problem: str) -> NvmlReading:
+        return NvmlReading(
+            gpus=(), available=False, problem=problem, driver_version=self._driver_version
+        )
+
+    def _forget_init(self) -> None:
+        if self._initialized and self._amdsmi is not None:
+            with contextlib.suppress(Exception):
+                self._amdsmi.amdsmi_shut_down()
+        self._initialized = False
+        self._static.clear()
+        self._procs.clear()
+        self._procs_at = None
+
+    def _start(self) -> ModuleType:
+        if self._amdsmi is None:
+            self._amdsmi = _import_amdsmi()
+        amdsmi = self._amdsmi
+        if not self._initialized:
+            try:
+                amdsmi.amdsmi_init(amdsmi.AmdSmiInitFlags.INIT_AMD_GPUS)
+            except amdsmi.AmdSmiException as exc:
+                raise _Unstartable(_unavailable_sentence(exc)) from None
+            self._initialized = True
+        return amdsmi
+
+    def _poll(self) -> NvmlReading:
+        amdsmi = self._start()
+        try:
+            handles = amdsmi.amdsmi_get_processor_handles()
+        except amdsmi.AmdSmiException as exc:
+            self._forget_init()  # the driver went away under us: start over next poll
+            return self._unavailable(_unavailable_sentence(exc))
+        if self._driver_version is None and handles:
+            with contextlib.suppress(amdsmi.AmdSmiException):
+                version = amdsmi.amdsmi_get_gpu_driver_info(handles[0])["driver_version"]
+                self._driver_version = None if version == _NOT_AVAILABLE else str(version)
+        count = len(handles)
+        now = self._clock()
+        refresh_procs = self._procs_at is None or now - self._procs_at >= self.process_interval_s
+        for cache in (self._static, self._procs):
+            for gone in [i for i in cache if i >= count]:
+                del cache[gone]
+        samples = [self._sample(i, h, refresh_procs) for i, h in enumerate(handles)]
+        if refresh_procs:
+            self._procs_at = now
+        self._most_gpus = max(self._most_gpus, count)
+        return NvmlReading(
+            gpus=tuple(samples),
+            available=True,
+            problem=_problem(samples, count, self._most_gpus),
+            driver_version=self._driver_version,
+        )
+
+    # ---- one GPU -------------------------------------------------------------------------
+
+    def _sample(self, index: int, handle: Any, refresh_procs: bool) -> GpuSample:
+        try:
+            return self._read_gpu(index, handle, refresh_procs)
+        except _GpuLost as lost:
+            static = self._static.pop(index, None)
+            self._procs.pop(index, None)
+            return GpuSample(
+                index=index,
+                name=static.name if static else "",
+                uuid=static.uuid if static else "",
+                pci_bus_id=static.pci_bus_id if static else "",
+                total_gib=0.0,
+                used_gib=0.0,
+                free_gib=0.0,
+                reserved_gib=None,
+                utilization_pct=None,
+                memory_utilization_pct=None,
+                temperature_c=None,
+                power_w=None,
+                power_limit_w=None,
+                status=GpuStatus.LOST,
+                field_errors=(("gpu", str(lost)),),
+            )
+
+    def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        assert self._amdsmi is not None
+        try:
+            return fn(*args)
+        except self._amdsmi.AmdSmiLibraryException as exc:
+            if _code(exc) == _LOST:
+                raise _GpuLost(_named_error(exc)) from None
+            raise
+
+    def _field(self, errors: _Errors, name: str, fn: Callable[..., _T], *args: Any) -> _T | None:
+        assert self._amdsmi is not None
+        try:
+            return self._call(fn, *args)
+        except self._amdsmi.AmdSmiException as exc:
+            errors.add(name, exc)
+            return None
+
+    def _static_facts(self, index: int, handle: Any) -> _Static:
+        cached = self._static.get(index)
+        if cached is not None:
+            return cached
+        amdsmi = self._amdsmi
+        assert amdsmi is not None
+        errors = _Errors()
+        asic = self._field(errors, "name", amdsmi.amdsmi_get_gpu_asic_info, handle)
+        uuid = self._field(errors, "uuid", amdsmi.amdsmi_get_gpu_device_uuid, handle)
+        bdf = self._field(errors, "pci_bus_id", amdsmi.amdsmi_get_gpu_device_bdf, handle)
+        name = asic.get("market_name") if asic else None
+        static = _Static(
+            name=str(name) if name and name != _NOT_AVAILABLE else f"GPU {index}",
+            uuid=str(uuid or ""),
+            pci_bus_id=str(bdf or ""),
+            errors=tuple(errors),
+            serious=errors.serious,
+        )
+        if not errors:  # retry the facts that failed on the next poll
+            self._static[index] = static
+        return static
+
+    def _memory(self, handle: Any) -> tuple[int, int, int, None]:
+        """VRAM total, used and free in bytes (amdsmi has no "reserved")."""
+        amdsmi = self._amdsmi
+        assert amdsmi is not None
+        vram = amdsmi.AmdSmiMemoryType.VRAM
+        total = int(self._call(amdsmi.amdsmi_get_gpu_memory_total, handle, vram))
+        used = int(self._call(amdsmi.amdsmi_get_gpu_memory_usage, handle, vram))
+        return total, used, max(total - used, 0), None
+
+    def _temperature(self, errors: _Errors, handle: Any) -> int | None:
+        """The hotspot (junction) temperature, else the edge one. MI300-series boards have no
+        edge sensor (amdsmi answers "not supported"), and hotspot is the one the firmware
+        throttles on; older boards without a hotspot reading fall back to edge."""
+        amdsmi = self._amdsmi
+        assert amdsmi is not None
+        current = amdsmi.AmdSmiTemperatureMetric.CURRENT
+        failures: list[BaseException] = []
+        for sensor in (amdsmi.AmdSmiTemperatureType.HOTSPOT, amdsmi.AmdSmiTemperatureType.EDGE):
+            try:
+                return int(self._call(amdsmi.amdsmi_get_temp_metric, handle, sensor, current))
+            except amdsmi.AmdSmiException as exc:
+                failures.append(exc)
+                if _code(exc) != _NOT_SUPPORTED:
+                    break
+        errors.add("temperature", failures[0] if _serious(failures[0]) else failures[-1])
+        return None
+
+    def _power(self, errors: _Errors, handle: Any) -> tuple[int | None, int | None]:
+        """Socket power and the power cap, both in milliwatts. amdsmi gives the power in whole
+        watts (socket_power, else the current or average one an older board fills) and the
+        cap in microwatts."""
+        amdsmi = self._amdsmi
+        assert amdsmi is not None
+        power_mw = None
+        info = self._field(errors, "power", amdsmi.amdsmi_get_power_info, handle)
+        if info is not None:
+            for key in ("socket_power", "current_socket_power", "average_socket_power"):
+                watts = _number(info.get(key))
+                if watts is not None:
+                    power_mw = watts * 1000
+                    break
+        cap = self._field(errors, "power_limit", amdsmi.amdsmi_get_power_cap_info, handle)
+        cap_uw = _number(cap.get("power_cap")) if cap is not None else None
+        return power_mw, None if cap_uw is None else cap_uw // 1000
+
+    def _processes(self, handle: Any, refusals: Refusals) -> tuple[GpuProcess, ...]:
+        """Each process's VRAM (memory_usage.vram_mem, bytes); GTT, system memory the GPU maps,
+        is not the GPU's memory and is left out."""
+        assert self._amdsmi is not None
+        found = []
+        for proc in self._call(self._amdsmi.amdsmi_get_gpu_process_list, handle):
+            pid = int(proc["pid"])
+            raw = _number(proc.get("memory_usage", {}).get("vram_mem"))
+            vram = refusals.number(f"process {pid} memory", raw, MAX_GIB * GIB)
+            found.append(GpuProcess(pid=pid, used_gib=None if vram is None else vram / GIB))
+        return tuple(found)
+
+    def _read_gpu(self, index: int, handle: Any, refresh_procs: bool) -> GpuSample:
+        amdsmi = self._amdsmi
+        assert amdsmi is not None
+        static = self._static_facts(index, handle)
+        errors = _Errors(static.errors)
+        errors.serious = static.serious
+        errors.first_serious = next((e for e in static.errors if ", code " in e[1]), None)
+        refusals = Refusals()
+        try:
+            memory = refusals.memory(*self._memory(handle))
+        except amdsmi.AmdSmiException as exc:
+            errors.add("memory", exc)
+            errors.serious = True  # whatever the code: no memory, no picture of the GPU
+            errors.first_serious = errors.first_serious or ("memory", _named_error(exc))
+            memory = None
+        activity = self._field(errors, "utilization", amdsmi.amdsmi_get_gpu_activity, handle)
+        gfx = _number(activity.get("gfx_activity")) if activity else None
+        umc = _number(activity.get("umc_activity")) if activity else None
+        temp = self._temperature(errors, handle)
+        power_mw, cap_mw = self._power(errors, handle)
+        if refresh_procs or index not in self._procs:
+            try:
+                self._procs[index] = self._processes(handle, refusals)
+            except amdsmi.AmdSmiException as exc:
+                errors.add("processes", exc)
+                self._procs[index] = ()
+        status = GpuStatus.OK if memory is not None and not errors.serious else GpuStatus.ERROR
+        total, used, free, _ = memory if memory is not None else (0, 0, 0, None)
+        cause = errors.first_serious
+        refused_memory = [r for r in refusals.found if r.field.startswith("memory")]
+        if memory is None and refused_memory:
+            first = refused_memory[0]
+            cause = ("memory", f"{first.field} {first.value} ({first.reason})")
+        power = refusals.number("power", power_mw, POWER_MAX_MW)
+        cap = refusals.number("power_limit", cap_mw, POWER_MAX_MW)
+        return GpuSample(
+            index=index,
+            name=static.name,
+            uuid=static.uuid,
+            pci_bus_id=static.pci_bus_id,
+            total_gib=total / GIB,
+            used_gib=used / GIB,
+            free_gib=free / GIB,
+            reserved_gib=None,
+            utilization_pct=_int(refusals.number("utilization", gfx, PERCENT_MAX)),
+            memory_utilization_pct=_int(refusals.number("memory_utilization", umc, PERCENT_MAX)),
+            temperature_c=_int(refusals.number("temperature", temp, TEMPERATURE_MAX_C)),
+            power_w=None if power is None else power / 1000.0,
+            power_limit_w=None if cap is None else cap / 1000.0,
+            processes=self._procs[index],
+            status=status,
+            field_errors=tuple(errors),
+            rejected=tuple(refusals.found),
+            cause=cause if status != GpuStatus.OK else None,
+        )
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
