@@ -252,6 +252,10 @@ def _main_plan(argv: Sequence[str]) -> int:
     except (GatherError, CalibrationError) as exc:
         _say(str(exc))
         return EXIT_UNREADABLE
+    given_tp = given.values.get("tp_size")
+    if calib is not None and not calib.tp_size_logged and isinstance(given_tp, int) and given_tp:
+        # The log does not say its TP (no server_args): the one given is taken as the boot's.
+        calib = replace(calib, tp_size=given_tp)
     seen = {"tp_size": calib.tp_size} if calib is not None else None
     args = merge_launch_args(given, calib.server_args if calib else None, seen)
     gpus: Gpus | None

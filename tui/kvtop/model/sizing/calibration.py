@@ -52,6 +52,9 @@ class Calibration:
     # `Load weight` lines: the free memory before the weights is estimated).
     calibrated: tuple[str, ...] = ()
     estimated: tuple[str, ...] = ()
+    # False when the log has no server_args: tp_size is only the ranks its lines show (an
+    # excerpt may quote one rank of eight), so a --tp-size given is taken as the boot's.
+    tp_size_logged: bool = True
 
 
 # Names of the figures a calibration takes from the log or estimates (JSON `calibration`).
@@ -230,4 +233,5 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
         mla=bool(target.kv_gib and target.k_gib is None and not target.hybrid),
         calibrated=calibrated,
         estimated=estimated,
+        tp_size_logged=bool(args is not None and args.tp_size),
     )

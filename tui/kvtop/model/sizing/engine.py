@@ -292,12 +292,18 @@ def _config_cells(
             _dsa_plain_layout(gpu_name, kv_dtype),
         )
         indexer = sglang_rules.dsa_indexer_bytes(shape.dsa_index_head_dim)
-        full = float((latent.profiled + indexer) * layers)
+        sized_indexer = indexer if sglang_rules.holds("dsa_profile_indexer", version) else 0
+        full = float((latent.profiled + sized_indexer) * layers)
         dsa_stored = float((latent.stored + indexer) * layers)
+        sized_words = (
+            f"{indexer} indexer"
+            if sized_indexer
+            else f"0 indexer: SGLang 0.5.3 sizes without its {indexer} B"
+        )
         steps.append(
             (
                 "DSA latent + indexer",
-                f"({latent.words} + {indexer} indexer) × {layers} layers",
+                f"({latent.words} + {sized_words}) × {layers} layers",
                 f"{full:,.0f} B/token",
             )
         )
@@ -540,6 +546,9 @@ def _startup_words(gpus: Gpus, startup: StartupRow) -> str:
     return f"{start} ({startup.words}, ±{startup.spread_gib:g} GiB over the boots it comes from)"
 
 
+# SGLang 0.5.3–0.5.7 forces this fraction on a DSA model (DeepSeek-V3.2) off NPU.
+DSA_FORCED_MEM_FRACTION = 0.8
+
 # The bytes per parameter of the embedding and lm_head a checkpoint keeps unquantized (bf16).
 EMBEDDING_BYTES = 2
 
@@ -690,7 +699,9 @@ def build(
     # ---- mem_fraction_static
     default = None
     mfs = args.float_of("mem_fraction_static")
-    if "mem_fraction_static" in args.given and mfs is not None:
+    if (forced := _forced_mfs(model, calib, args, version, notes)) is not None:
+        mfs, source = forced, "SGLang's DSA override"
+    elif "mem_fraction_static" in args.given and mfs is not None:
         source = "given"
     elif mfs is not None and calib is not None:
         source = "log"
@@ -716,17 +727,9 @@ def build(
         anchor_cell = calib.budget_bytes or cells.budget_bytes
         anchor_state = calib.state_gib
         if model is not None and _same_pool_launch(calib, args):
-            # The config's exact cell, if it is the logged pool's (its GiB rounds the same).
-            if _matches_log(calib, cells):
-                anchor_cell = cells.budget_bytes
-                if cells.mamba_state_bytes and calib.mamba_slots:
-                    anchor_state = calib.mamba_slots * cells.mamba_state_bytes / GIB
-            else:
-                notes.append(
-                    f"the config's {cells.budget_bytes:,.0f} B/token does not give the logged "
-                    f"pool ({calib.kv_pool_gib} GiB for {calib.tokens:,} tokens): the config may "
-                    "not be this boot's model"
-                )
+            cells, cell_words, anchor_cell, anchor_state = _anchor_cells(
+                calib, args, version, cells, cell_words, notes
+            )
         logged_mfs = calib.mem_fraction_static or _implied_mfs(calib, cells, ranks)
         if logged_mfs is not None:
             anchor = Anchor(
@@ -784,6 +787,67 @@ def build(
         calibrated=calib.calibrated if calib is not None else (),
         estimated=calib.estimated if calib is not None else (),
     )
+
+
+def _anchor_cells(
+    calib: Calibration,
+    args: LaunchArgs,
+    version: tuple[int, ...],
+    cells: PoolCells,
+    cell_words: str,
+    notes: list[str],
+) -> tuple[PoolCells, str, float, float]:
+    """For a launch like the logged one: the cells to plan with and the anchor's cell and
+    state. The config's exact cell when it gives the logged pool (its GiB rounds the same);
+    else, for a plain pool, the log's own (the boot measured it)."""
+    anchor_cell = calib.budget_bytes or cells.budget_bytes
+    anchor_state = calib.state_gib
+    if _matches_log(calib, cells):
+        anchor_cell = cells.budget_bytes
+        if cells.mamba_state_bytes and calib.mamba_slots:
+            anchor_state = calib.mamba_slots * cells.mamba_state_bytes / GIB
+    elif calib.swa_ratio is None and not calib.state_gib and calib.full_bytes:
+        # A layout kvtop does not model, or another model's config: the logged pool is what
+        # this launch gets.
+        config_cell = cells.budget_bytes
+        cells, cell_words = _log_cells(calib, args, version)
+        anchor_cell = cells.budget_bytes
+        notes.append(
+            f"the config's {config_cell:,.0f} B/token does not give the logged pool "
+            f"({calib.kv_pool_gib} GiB for {calib.tokens:,} tokens): the log's "
+            f"{cells.budget_bytes:,.0f} B/token is used (the config may not be this "
+            "boot's model, or SGLang stored the cache in a layout kvtop does not model)"
+        )
+    else:
+        notes.append(
+            f"the config's {cells.budget_bytes:,.0f} B/token does not give the logged "
+            f"pool ({calib.kv_pool_gib} GiB for {calib.tokens:,} tokens): the config may "
+            "not be this boot's model"
+        )
+    return cells, cell_words, anchor_cell, anchor_state
+
+
+def _forced_mfs(
+    model: ModelInfo | None,
+    calib: Calibration | None,
+    args: LaunchArgs,
+    version: tuple[int, ...],
+    notes: list[str],
+) -> float | None:
+    """The fraction SGLang sets whatever was given: 0.8 for a DSA model off NPU in 0.5.3 to
+    0.5.7 (a log's boot says its own)."""
+    if model is None or calib is not None or not model.shape.dsa_index_head_dim:
+        return None
+    if model.dims.attention != "MLA" or (args.str_of("device") or "").lower() == "npu":
+        return None
+    if not sglang_rules.holds("dsa_forced_mem_fraction", version):
+        return None
+    forced = sglang_rules.rule("dsa_forced_mem_fraction", version)
+    notes.append(
+        f"SGLang {forced.range_text()} sets mem_fraction_static to 0.8 for a DSA model "
+        "whatever was given (off NPU)"
+    )
+    return DSA_FORCED_MEM_FRACTION
 
 
 def _same_pool_launch(calib: Calibration, args: LaunchArgs) -> bool:

@@ -169,9 +169,9 @@ RULES: tuple[Rule, ...] = (
     # ---- DeepSeek sparse attention (DeepSeek-V3.2, GLM-5: an `index_head_dim` in config.json)
     Rule(
         "dsa_default_kv_fp8",
-        (0, 5, 8),
+        (0, 5, 3),
         None,
-        "ServerArgs._handle_model_specific_adjustments (0.5.8) / "
+        "ServerArgs._handle_model_specific_adjustments (0.5.3, 0.5.8) / "
         "_set_default_nsa_kv_cache_dtype (0.5.10) / _set_default_dsa_kv_cache_dtype (0.5.14) / "
         "overrides.py's DSA kv-cache-dtype pass (0.5.19, 0.5.23)",
         "without --kv-cache-dtype a DSA model's KV cache is fp8_e4m3 on a GPU of compute "
@@ -179,10 +179,27 @@ RULES: tuple[Rule, ...] = (
         "bfloat16 for a model with learnable attention sinks",
     ),
     Rule(
-        "dsa_fp8_latent_scaled",
-        (0, 5, 8),
+        "dsa_profile_indexer",
+        (0, 5, 4),
         None,
-        "DSATokenToKVPool / NSATokenToKVPool override_kv_cache_dim (0.5.8) / "
+        "ModelRunner.profile_max_num_token: the indexer's keys counted from the change that "
+        "followed 0.5.3 (a public 8 × B200 boot before and after it: 1,462,784 → 975,424 tokens)",
+        "the token count is sized with the indexer's bytes per layer; in 0.5.3 with the latent "
+        "alone, so the pool (which allocates the indexer too) outgrows the budget",
+    ),
+    Rule(
+        "dsa_forced_mem_fraction",
+        (0, 5, 3),
+        (0, 5, 8),
+        "ServerArgs._handle_model_specific_adjustments (0.5.3; gone in 0.5.8)",
+        "a DSA model off NPU runs with mem_fraction_static 0.8, DP attention on every TP rank "
+        "and page size 64 whatever was given",
+    ),
+    Rule(
+        "dsa_fp8_latent_scaled",
+        (0, 5, 3),
+        None,
+        "NSATokenToKVPool's kv_cache_dim 656 (0.5.3), override_kv_cache_dim (0.5.8) / "
         "calculate_mla_kv_cache_dim (0.5.10–0.5.23)",
         "an fp8 DSA cache stores per layer the 512-dim latent in fp8, one 4-byte scale per 128 "
         "of it and the 64-dim rope part in bf16: 656 bytes; from 0.5.10 the trtllm DSA backend "
