@@ -25,7 +25,7 @@ BEFORE_LAUNCH_BOUND_PCT = {
     "qwen3-30b-a3b-dp4-tp4-ep4": 1.0,
     # No checkpoint size published: the weights are estimated from a config without the
     # vision tower, and the quantizer's unquantized layers are not known.
-    "qwen3.5-27b-awq-r9700-tp2-fp8kv": 25.0,
+    "qwen3.5-27b-awq-r9700-tp2-fp8kv": 57.5,
     # The weights estimated (no public checkpoint size); 0.5.3's forced fraction.
     "deepseek-v3.2-exp-8xb200-dp8-v053": 7.0,
     # A development branch whose fraction is not 0.5.3's forced 0.8 nor known.

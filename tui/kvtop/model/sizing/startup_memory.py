@@ -155,9 +155,25 @@ ROCM_ONE = StartupRow(
         ),
     ),
 )
+ROCM_TP_SMALL = StartupRow(
+    "rocm-tp2-4",
+    "ROCm/HIP with TP 2 to 4 (RCCL's buffers)",
+    0.51,
+    MIN_SPREAD_GIB,
+    (
+        Boot(
+            "tests/fixtures/real-boots/qwen3.5-27b-awq-r9700-tp2-fp8kv/boot.log "
+            "(Load weight begin: 31.49 avail)",
+            "AMD Radeon AI PRO R9700, the card's nominal 32 GiB (ROCm's own total not printed)",
+            2,
+            32.0,
+            31.49,
+        ),
+    ),
+)
 ROCM_TP = StartupRow(
     "rocm-tp",
-    "ROCm/HIP with TP (RCCL's buffers)",
+    "ROCm/HIP with TP 8 or more (RCCL's buffers)",
     5.15,
     1.5,
     (
@@ -210,7 +226,16 @@ ASCEND = StartupRow(
         ),
     ),
 )
-ROWS = (CUDA_ONE, CUDA_TP_SMALL, CUDA_TP_LARGE, ROCM_ONE, ROCM_TP, UNIFIED, ASCEND)
+ROWS = (
+    CUDA_ONE,
+    CUDA_TP_SMALL,
+    CUDA_TP_LARGE,
+    ROCM_ONE,
+    ROCM_TP_SMALL,
+    ROCM_TP,
+    UNIFIED,
+    ASCEND,
+)
 
 
 def platform_of(gpu_name: str | None, device: str | None = None) -> str:
@@ -242,7 +267,9 @@ def row_for(gpu_name: str | None, ranks: int, device: str | None = None) -> Star
     if platform == "ascend":
         return ASCEND
     if platform == "rocm":
-        return ROCM_TP if ranks > 1 else ROCM_ONE
+        if ranks <= 1:
+            return ROCM_ONE
+        return ROCM_TP_SMALL if ranks <= 4 else ROCM_TP
     if ranks <= 1:
         return CUDA_ONE
     return CUDA_TP_SMALL if ranks <= 4 else CUDA_TP_LARGE
