@@ -32,6 +32,15 @@ def utc_zone() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def rocm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake AMD SMI (tests/support/fake_amdsmi) built once for the session: the folder to
+    give as ROCM_PATH, where the amdsmi binding finds lib/libamd_smi.so."""
+    from tests.support.fake_amdsmi import build_fake_amdsmi
+
+    return build_fake_amdsmi(tmp_path_factory.mktemp("fake-amdsmi"))
+
+
+@pytest.fixture(scope="session")
 def lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder of the fake libnvidia-ml.so.1 (tests/support/fake_nvml), built once for the
     session: child processes find it through LD_LIBRARY_PATH. Only read, never written, by the

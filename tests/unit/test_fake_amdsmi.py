@@ -22,7 +22,6 @@ from tests.support.fake_amdsmi import (
     GIB,
     MI300X_VRAM_BYTES,
     STATE_ENV,
-    build_fake_amdsmi,
     eight_mi300x,
     write_state,
 )
@@ -33,11 +32,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 REPO = Path(__file__).resolve().parents[2]  # the children import tests.support from here
-
-
-@pytest.fixture(scope="session")
-def rocm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fake_amdsmi(tmp_path_factory.mktemp("fake-amdsmi"))
 
 
 def run_child(code: str, rocm: Path | None, state: Path | None) -> Any:

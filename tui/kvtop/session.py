@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -23,11 +23,11 @@ from kvtop.sglang.metrics import MetricsSample, ServerInfo
 from kvtop.sglang.raw_lines import RawLines
 from kvtop.sglang.startup import StartupTracker
 from kvtop.sglang.story import fold_lines
+from kvtop.sources.gpu_sources import GpuSource, HostGpus
 from kvtop.sources.local_host import LocalHost, ProcessFacts
 from kvtop.sources.log_reader import LogReader
 from kvtop.sources.metrics import MetricsSource
 from kvtop.sources.model_config_file import read_model_config
-from kvtop.sources.nvml import NvmlSource
 from kvtop.sources.pacing import Lane, Pacer
 from kvtop.sources.server_readings import ServerReadings, age_s
 
@@ -82,10 +82,9 @@ class Options:
     request_len: int | None = None
     # Where values turn warning / critical (tui/kvtop/model/status/levels.py; the config file sets them).
     thresholds: Thresholds = DEFAULT_THRESHOLDS
-    # The server's CUDA_VISIBLE_DEVICES, for placing ranks by order (kvtop's own by default).
-    cuda_visible_devices: str | None = field(
-        default_factory=lambda: os.environ.get("CUDA_VISIBLE_DEVICES")
-    )
+    # The server's visible devices, for placing ranks by order (kvtop's own by default):
+    # CUDA_VISIBLE_DEVICES, else ROCm's HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES.
+    cuda_visible_devices: str | None = field(default_factory=lambda: visible_devices(os.environ))
 
     @property
     def source_name(self) -> str:
@@ -121,6 +120,20 @@ def server_url(
     return DEFAULT_URL, FROM_DEFAULT
 
 
+# The variables that narrow the devices a GPU process sees, CUDA's first, then ROCm's (HIP
+# numbers within ROCR's, so HIP's is the one a rank's device number counts in).
+VISIBLE_DEVICES_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+def visible_devices(environ: Mapping[str, str]) -> str | None:
+    """The first of VISIBLE_DEVICES_VARS set (and not empty) in `environ`."""
+    for name in VISIBLE_DEVICES_VARS:
+        value = environ.get(name)
+        if value and value.strip():
+            return value
+    return None
+
+
 @dataclass
 class Session:
     """Owns the sources and the startup tracker; `collect_once()` or `snapshots()` for a live view."""
@@ -129,7 +142,8 @@ class Session:
     tracker: StartupTracker = field(default_factory=StartupTracker)
     # The latest log lines as written (bounded): the events pane's raw log view.
     raw_lines: RawLines = field(default_factory=RawLines)
-    nvml: NvmlSource | None = None
+    # The host's GPUs: NVML's and AMD SMI's together (sources/gpu_sources.py).
+    nvml: GpuSource | None = None
     # The log: a file, stdin or the journal, folded into the tracker and the raw lines.
     log: LogReader = field(init=False)
     # The server's /metrics and /server_info, and the state of each read.
@@ -173,7 +187,7 @@ class Session:
         if self.demo is not None:
             self.host = self.demo
         elif self.options.nvml:
-            self.nvml = NvmlSource(process_interval_s=self.options.process_interval_s)
+            self.nvml = HostGpus(process_interval_s=self.options.process_interval_s)
 
     # -- demo -----------------------------------------------------------------------------------
     def demo_tick(self) -> None:
@@ -426,7 +440,7 @@ class Session:
 
     async def _nvml_loop(self, lane: Lane) -> None:
         # One poll per tick; a poll that hangs returns a stale reading after its own timeout
-        # (NvmlSource.call_timeout_s) and the next tick polls again.
+        # (each library's call_timeout_s) and the next tick polls again.
         while True:
             await lane.next()
             await self._poll_nvml()

@@ -72,7 +72,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     ),
     ff.GPU_INFO: (
         "info",
-        "Each GPU NVML names: its model name and PCI bus id (1 per GPU, lost GPUs included).",
+        "Each GPU NVML or AMD SMI names: its model name, PCI bus id and vendor (1 per GPU, "
+        "lost GPUs included).",
     ),
     ff.GPU_TOTAL: ("gauge", "The GPU's memory in bytes, as NVML reports it."),
     ff.GPU_MEMORY: (
@@ -171,7 +172,11 @@ def gpu_families(snapshot: Snapshot) -> list[Metric]:
         up.add_metric(ids, 0 if gpu.lost else 1)
         if gpu.sample.name or gpu.sample.pci_bus_id:  # a GPU never read has neither
             # The card's words pass the filter for text from outside, as kvtop_info's do.
-            named = [make_visible(gpu.sample.name), make_visible(gpu.sample.pci_bus_id)]
+            named = [
+                make_visible(gpu.sample.name),
+                make_visible(gpu.sample.pci_bus_id),
+                str(gpu.sample.vendor),
+            ]
             info.add_metric([*ids, *named], {})
         if gpu.lost or gpu.memory.total_gib is None:
             continue

@@ -52,10 +52,11 @@ GPU_TEMPERATURE = "kvtop_gpu_temperature_celsius"
 GPU_POWER = "kvtop_gpu_power_draw_watts"
 GPU_POWER_LIMIT = "kvtop_gpu_power_limit_watts"
 GPU_UTILIZATION = "kvtop_gpu_utilization_ratio"
-# kvtop_gpu_info{gpu,uuid,name,pci_bus_id}: 1 per GPU NVML names (the card's model, as DCGM's
-# modelName label has it), so the fleet can name a host's GPUs without DCGM.
+# kvtop_gpu_info{gpu,uuid,name,pci_bus_id,vendor}: 1 per GPU NVML or AMD SMI names (the card's
+# model, as DCGM's modelName label has it; vendor "nvidia" or "amd"), so the fleet can name a
+# host's GPUs without DCGM.
 GPU_INFO = "kvtop_gpu_info"
-GPU_INFO_LABELS = ("name", "pci_bus_id")
+GPU_INFO_LABELS = ("name", "pci_bus_id", "vendor")
 KV_POOL_TOKENS = "kvtop_kv_pool_tokens"
 KV_POOL_PREDICTED_TOKENS = "kvtop_kv_pool_predicted_tokens"
 KV_HEADROOM = "kvtop_kv_headroom_bytes"

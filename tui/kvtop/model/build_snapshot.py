@@ -232,7 +232,7 @@ def _by_order_note(
         if not pids_visible
         else "no GPU process carries an SGLang scheduler title"
     )
-    within = f" within CUDA_VISIBLE_DEVICES={cuda_visible_devices}" if visible else ""
+    within = f" within the visible devices ({cuda_visible_devices})" if visible else ""
     return f"ranks mapped to GPUs by order from device {base}{within}: {reason}."
 
 

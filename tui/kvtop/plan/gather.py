@@ -178,21 +178,26 @@ def calibration_of(startup: Startup, version: str | None) -> Calibration:
 
 
 def read_gpus(measure_free: bool = False) -> tuple[Gpus | None, str | None]:
-    """The GPUs NVML sees (the smallest's total memory; with `measure_free` also the least free
-    memory now), or why none."""
-    from kvtop.sources.nvml import NvmlSource
+    """The GPUs NVML or AMD SMI sees (the smallest's total memory; with `measure_free` also the
+    least free memory now), or why none."""
+    from kvtop.sources.gpu_sources import HostGpus
 
-    reading = NvmlSource().poll()
+    host = HostGpus()
+    try:
+        reading = host.poll()
+    finally:
+        host.close()
     gpus = [g for g in reading.gpus if g.total_gib]
     if not reading.available or not gpus:
-        return None, reading.problem or "NVML shows no GPU"
+        return None, reading.problem or "NVML and AMD SMI show no GPU"
+    source = "AMD SMI" if all(g.vendor == "amd" for g in gpus) else "NVML"
     smallest = min(gpus, key=lambda g: g.total_gib)
     names = {g.name for g in gpus if g.name}
     name = names.pop() if len(names) == 1 else ("mixed GPUs" if names else None)
     if measure_free:
         free = min(g.free_gib for g in gpus) * 1024
-        return Gpus(len(gpus), smallest.total_gib * 1024, name, "NVML, free now", free), None
-    return Gpus(len(gpus), smallest.total_gib * 1024, name, "NVML"), None
+        return Gpus(len(gpus), smallest.total_gib * 1024, name, f"{source}, free now", free), None
+    return Gpus(len(gpus), smallest.total_gib * 1024, name, source), None
 
 
 def installed_sglang() -> str | None:

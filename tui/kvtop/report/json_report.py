@@ -383,6 +383,7 @@ def _gpu_json(view: GpuView) -> dict[str, object]:
         "name": sample.name,
         "uuid": sample.uuid,
         "pci_bus_id": sample.pci_bus_id,
+        "vendor": sample.vendor,
         "status": sample.status,
         "total_gib": _r(sample.total_gib) if known else None,
         "used_gib": _r(sample.used_gib) if known else None,

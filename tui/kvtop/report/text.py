@@ -19,7 +19,7 @@ from kvtop.model.kv_usage import (
     source_text,
     usage_pct,
 )
-from kvtop.model.memory.gpu_reading import GpuStatus
+from kvtop.model.memory.gpu_reading import GpuStatus, gpu_library
 from kvtop.model.memory.rank_memory import BREAKDOWN_HOW
 from kvtop.model.processes.columns import cells as process_cells
 from kvtop.model.processes.summary import host_line, processes_summary
@@ -600,9 +600,10 @@ def _gpu_table(snapshot: Snapshot) -> Group:
         if hybrid:
             cells.insert(7, fmt.number(_sum_gib(m.mamba_gib, m.other_caches_gib)))
         table.add_row(*cells)
+    lib = gpu_library(g.sample for g in snapshot.gpus)
     title = (
-        f"GPUs (GiB; NVML joined with the log, ranks by {snapshot.rank_mapping}; draft = draft "
-        "weights + draft KV; runtime = NVML used − the items; free = NVML free now)"
+        f"GPUs (GiB; {lib} joined with the log, ranks by {snapshot.rank_mapping}; draft = draft "
+        f"weights + draft KV; runtime = {lib} used − the items; free = {lib} free now)"
     )
     return _titled(title, table)
 

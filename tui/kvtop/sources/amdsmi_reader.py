@@ -15,16 +15,25 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import io
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, TypeVar
 
-from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
+from kvtop.model.memory.gpu_reading import (
+    GpuProcess,
+    GpuSample,
+    GpuStatus,
+    GpuVendor,
+    NvmlReading,
+)
 from kvtop.sglang.bounds import MAX_GIB
+from kvtop.sources.call_worker import DeadlinePoll
 from kvtop.sources.nvml_checks import (
     PERCENT_MAX,
     POWER_MAX_MW,
@@ -60,6 +69,10 @@ class _GpuLost(Exception):
 
 class _Unstartable(Exception):
     """amdsmi cannot be imported or started; the message is the sentence for the operator."""
+
+
+class _Missing(_Unstartable):
+    """amdsmi or its libamd_smi.so is not on this host: no AMD stack to retry."""
 
 
 def _code(exc: BaseException) -> int | None:
@@ -120,6 +133,29 @@ def _span(indices: Iterable[int]) -> str:
     return ", ".join(str(i) for i in indices)
 
 
+# Where the binding looks for libamd_smi.so (amdsmi_wrapper.find_smi_library), and the
+# linker's usual directories for its bare-name attempt.
+_SYSTEM_LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/local/lib")
+
+
+def _library_present() -> bool:
+    """Whether a libamd_smi.so is where the binding would load it from. Checked before the
+    import: the binding's import is the cost of a large module, paid on every NVIDIA host that
+    has amdsmi installed but no ROCm otherwise."""
+    dirs: list[str] = []
+    for name in ("ROCM_HOME", "ROCM_PATH"):
+        root = os.environ.get(name)
+        if root:
+            dirs.append(os.path.join(root, "lib"))
+    dirs.append("/opt/rocm/lib")
+    spec = importlib.util.find_spec("amdsmi")
+    if spec is not None and spec.submodule_search_locations:
+        dirs.extend(spec.submodule_search_locations)
+    dirs.extend(d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d)
+    dirs.extend(_SYSTEM_LIB_DIRS)
+    return any(os.path.exists(os.path.join(d, "libamd_smi.so")) for d in dirs)
+
+
 def _import_amdsmi() -> ModuleType:
     """The amdsmi module, or _Unstartable saying why not.
 
@@ -127,12 +163,22 @@ def _import_amdsmi() -> ModuleType:
     library is missing: that line would land in the middle of the screen, so stdout is held
     for the import and the failure is told as a sentence instead.
     """
+    if importlib.util.find_spec("amdsmi") is None:
+        raise _Missing(
+            "amdsmi is not installed: pip install 'kvtop-sglang[amd]' (or amdsmi from ROCm); "
+            + KEEP_GOING
+        )
+    if not _library_present():
+        raise _Missing(
+            "AMD SMI library not found (libamd_smi.so): install amd-smi-lib from ROCm, or set "
+            f"ROCM_PATH to the ROCm directory; {KEEP_GOING}"
+        )
     held = io.StringIO()
     try:
         with contextlib.redirect_stdout(held):
             return importlib.import_module("amdsmi")
     except ImportError:
-        raise _Unstartable(
+        raise _Missing(
             "amdsmi is not installed: pip install 'kvtop-sglang[amd]' (or amdsmi from ROCm); "
             + KEEP_GOING
         ) from None
@@ -142,7 +188,7 @@ def _import_amdsmi() -> ModuleType:
             f"release that matches ROCm's; {KEEP_GOING}"
         ) from None
     except Exception:  # KeyError/OSError: the binding found no libamd_smi.so to load
-        raise _Unstartable(
+        raise _Missing(
             "AMD SMI library not found (libamd_smi.so): install amd-smi-lib from ROCm, or set "
             f"ROCM_PATH to the ROCm directory; {KEEP_GOING}"
         ) from None
@@ -222,10 +268,13 @@ class AmdsmiSource:
     def __init__(
         self,
         process_interval_s: float = 2.0,
+        call_timeout_s: float = 2.0,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.process_interval_s = process_interval_s
+        self.call_timeout_s = call_timeout_s
+        self._deadline = DeadlinePoll("kvtop-amdsmi", call_timeout_s)
         self._clock = clock
         self._amdsmi: ModuleType | None = None
         self._initialized = False
@@ -247,7 +296,7 @@ class AmdsmiSource:
             try:
                 reading = self._poll()
             except _Unstartable as why:
-                reading = self._unavailable(str(why))
+                reading = self._unavailable(str(why), isinstance(why, _Missing))
             except Exception as exc:  # a binding bug must not end the app
                 reading = self._unavailable(
                     f"amdsmi failed unexpectedly ({exc!r}); kvtop retries each poll and "
@@ -256,16 +305,46 @@ class AmdsmiSource:
             self._last = reading
             return reading
 
+    async def poll_async(self) -> NvmlReading:
+        """poll() in amdsmi's own worker thread; the previous reading, stale, if it takes
+        longer than call_timeout_s (a hung driver call)."""
+        self._deadline.timeout_s = self.call_timeout_s
+        return await self._deadline.run(self.poll, self._stale)
+
+    def _stale(self) -> NvmlReading:
+        problem = (
+            f"amdsmi did not answer within {self.call_timeout_s:g} s (a hung driver call); "
+            "readings are stale. Check amd-smi and dmesg; kvtop keeps the last readings and "
+            "asks again."
+        )
+        if self._last is None:
+            return NvmlReading(
+                gpus=(),
+                available=False,
+                problem=problem,
+                driver_version=self._driver_version,
+                stale=True,
+            )
+        return replace(self._last, stale=True, problem=problem)
+
     def close(self) -> None:
-        """Shut amdsmi down (a later poll starts it again)."""
-        with self._lock:
-            self._forget_init()
+        """Release the worker thread and shut amdsmi down (a later poll starts it again)."""
+        self._deadline.stop()
+        if self._lock.acquire(blocking=False):
+            try:
+                self._forget_init()
+            finally:
+                self._lock.release()
 
     # ---- the library ---------------------------------------------------------------------
 
-    def _unavailable(self, problem: str) -> NvmlReading:
+    def _unavailable(self, problem: str, missing_library: bool = False) -> NvmlReading:
         return NvmlReading(
-            gpus=(), available=False, problem=problem, driver_version=self._driver_version
+            gpus=(),
+            available=False,
+            problem=problem,
+            driver_version=self._driver_version,
+            missing_library=missing_library,
         )
 
     def _forget_init(self) -> None:
@@ -326,6 +405,7 @@ class AmdsmiSource:
             static = self._static.pop(index, None)
             self._procs.pop(index, None)
             return GpuSample(
+                vendor=GpuVendor.AMD,
                 index=index,
                 name=static.name if static else "",
                 uuid=static.uuid if static else "",
@@ -475,6 +555,7 @@ class AmdsmiSource:
         power = refusals.number("power", power_mw, POWER_MAX_MW)
         cap = refusals.number("power_limit", cap_mw, POWER_MAX_MW)
         return GpuSample(
+            vendor=GpuVendor.AMD,
             index=index,
             name=static.name,
             uuid=static.uuid,

@@ -7,10 +7,7 @@ answer in time. No Textual, no SGLang knowledge.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +17,7 @@ from typing import Any, TypeVar
 from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
 from kvtop.model.status.notes import gpu_span
 from kvtop.sglang.bounds import MAX_GIB
+from kvtop.sources.call_worker import DeadlinePoll
 from kvtop.sources.nvml_checks import (
     PERCENT_MAX,
     POWER_MAX_MW,
@@ -225,42 +223,6 @@ def _process(info: Any, refusals: Refusals) -> GpuProcess:
     return GpuProcess(pid=int(info.pid), used_gib=None if used is None else used / GIB)
 
 
-class _Worker:
-    """One daemon thread running NVML calls in order.
-
-    A daemon thread, unlike ThreadPoolExecutor's, does not hold up interpreter exit while a
-    driver call hangs.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[
-            tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None
-        ] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="kvtop-nvml", daemon=True)
-        self._thread.start()
-
-    def submit(self, fn: Callable[[], _T]) -> concurrent.futures.Future[_T]:
-        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
-        self._jobs.put((fn, future))
-        return future
-
-    def stop(self) -> None:
-        self._jobs.put(None)
-
-    def _run(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            fn, future = job
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn())
-            except BaseException as exc:
-                future.set_exception(exc)
-
-
 class NvmlSource:
     """Reads every GPU through NVML; one instance per app, polled from one thread at a time."""
 
@@ -284,8 +246,7 @@ class NvmlSource:
         self._procs: dict[int, tuple[GpuProcess, ...]] = {}
         self._procs_at: float | None = None
         self._last: NvmlReading | None = None
-        self._worker: _Worker | None = None
-        self._pending: concurrent.futures.Future[NvmlReading] | None = None
+        self._deadline = DeadlinePoll("kvtop-nvml", call_timeout_s)
         self._lock = threading.Lock()
 
     # ---- blocking poll -------------------------------------------------------------------
@@ -307,9 +268,13 @@ class NvmlSource:
             self._last = reading
             return reading
 
-    def _unavailable(self, problem: str) -> NvmlReading:
+    def _unavailable(self, problem: str, missing_library: bool = False) -> NvmlReading:
         return NvmlReading(
-            gpus=(), available=False, problem=problem, driver_version=self._driver_version
+            gpus=(),
+            available=False,
+            problem=problem,
+            driver_version=self._driver_version,
+            missing_library=missing_library,
         )
 
     def _forget_init(self) -> None:
@@ -324,13 +289,15 @@ class NvmlSource:
     def _poll(self) -> NvmlReading:
         if pynvml is None:
             return self._unavailable(
-                f"nvidia-ml-py is not installed: pip install nvidia-ml-py; {KEEP_GOING}"
+                f"nvidia-ml-py is not installed: pip install nvidia-ml-py; {KEEP_GOING}", True
             )
         if not self._initialized:
             try:
                 pynvml.nvmlInit()
             except pynvml.NVMLError as exc:
-                return self._unavailable(_unavailable_sentence(exc))
+                return self._unavailable(
+                    _unavailable_sentence(exc), _code(exc) == _LIBRARY_NOT_FOUND
+                )
             self._initialized = True
             try:
                 self._driver_version = _text(pynvml.nvmlSystemGetDriverVersion())
@@ -549,17 +516,8 @@ class NvmlSource:
 
     async def poll_async(self) -> NvmlReading:
         """poll() in the one NVML worker thread; stale previous reading if it takes too long."""
-        if self._pending is not None and not self._pending.done():
-            return self._stale()  # the hung call still holds the worker: do not queue another
-        if self._worker is None:
-            self._worker = _Worker()
-        self._pending = self._worker.submit(self.poll)
-        waiter = asyncio.wrap_future(self._pending)
-        done, _ = await asyncio.wait({waiter}, timeout=self.call_timeout_s)
-        if waiter in done:
-            self._pending = None
-            return waiter.result()
-        return self._stale()
+        self._deadline.timeout_s = self.call_timeout_s
+        return await self._deadline.run(self.poll, self._stale)
 
     def _stale(self) -> NvmlReading:
         problem = (
@@ -579,9 +537,7 @@ class NvmlSource:
 
     def close(self) -> None:
         """Release the worker thread (without waiting for a hung call) and NVML."""
-        if self._worker is not None:
-            self._worker.stop()
-            self._worker = None
+        self._deadline.stop()
         if self._lock.acquire(blocking=False):
             try:
                 self._forget_init()

@@ -206,7 +206,9 @@ class GpuDetailScreen(ShowsState, Screen[None]):
         text = Text(overflow="fold")
         rank = ", ".join(detail.gpu.ranks) or "no rank"
         text.append(f"GPU {s.index} · {rank} · ", "bold")
-        text.append(f"{s.name} · {s.uuid} · bus {s.pci_bus_id} · driver {driver or '—'}")
+        text.append(
+            f"{s.name} ({s.vendor.words}) · {s.uuid} · bus {s.pci_bus_id} · driver {driver or '—'}"
+        )
         power = "—" if s.power_w is None else f"{s.power_w:.0f} W"
         limit = "" if s.power_limit_w is None else f" of {s.power_limit_w:.0f} W"
         text.append(
@@ -231,7 +233,8 @@ class GpuDetailScreen(ShowsState, Screen[None]):
     def _processes(detail: GpuDetail) -> Group | Text:
         procs = detail.gpu.processes
         if not procs:
-            return Text("processes: none reported by NVML (or not visible from here)")
+            library = detail.gpu.sample.vendor.library
+            return Text(f"processes: none reported by {library} (or not visible from here)")
         table = _table(
             ("pid", "right"),
             ("user", "left"),

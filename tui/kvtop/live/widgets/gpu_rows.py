@@ -186,11 +186,12 @@ class GpuRow(MemoryWidget):
         width = bar_width(self.size.width)
         if view.lost:
             critical = self._level_style(Level.CRITICAL)
-            why = "fell off the bus (NVML); check dmesg for Xid errors"
+            lib, hint = sample.vendor.library, sample.vendor.kernel_log_hint
+            why = f"fell off the bus ({lib}); {hint}"
             if sample.status != GpuStatus.LOST:
                 call, error = next(iter(sample.field_errors), ("memory", ""))
                 said = f" ({error})" if error else ""
-                why = f"{call} unreadable through NVML{said}; check dmesg for Xid errors"
+                why = f"{call} unreadable through {lib}{said}; {hint}"
             reason = f"{Level.CRITICAL.glyph} lost: {why}"
             text.append(reason[:width].ljust(width), critical)
             text.append(f" {'—':>11} {'—':>6} {'—':>4} {'—':>4} {'—':>5} ")
@@ -253,7 +254,9 @@ class MemoryLegend(MemoryWidget):
         memory = view.memory
         if not memory.known:
             text.append(f"  GPU {view.sample.index}: ", self.label_style())
-            text.append("lost: NVML gives no numbers for it, so none are shown")
+            text.append(
+                f"lost: {view.sample.vendor.library} gives no numbers for it, so none are shown"
+            )
             return text
         segments = bar_segments(view)
         # Whole items, wrapped between items (never `│` on one line and its words on the next).

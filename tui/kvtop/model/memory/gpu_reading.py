@@ -1,4 +1,5 @@
-"""What one NVML reading is, as plain data: the GPUs' samples and whether NVML answered.
+"""What one GPU reading is, as plain data: the GPUs' samples and whether the library answered
+(NVML, or AMD SMI: `vendor` says whose).
 
 The NVML source (tui/kvtop/sources/nvml.py) fills these in; the model and the views read them. They
 live in the model so that the model imports nothing from the sources.
@@ -7,6 +8,7 @@ live in the model so that the model imports nothing from the sources.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kvtop.model.str_enum import StrEnum
@@ -20,6 +22,36 @@ class GpuStatus(StrEnum):
     # Unreadable: a call for this GPU failed (its handle, its memory, any call with an error
     # other than "not supported"), or its memory is impossible (used above total).
     ERROR = "error"
+
+
+class GpuVendor(StrEnum):
+    """Whose library read a GPU: the word the JSON report's `vendor` writes."""
+
+    NVIDIA = "nvidia"  # NVML
+    AMD = "amd"  # AMD SMI (amdsmi)
+
+    @property
+    def library(self) -> str:
+        """The library that reads this vendor's GPUs, as the screens name it."""
+        return "NVML" if self is GpuVendor.NVIDIA else "AMD SMI"
+
+    @property
+    def words(self) -> str:
+        """The vendor and the library that read the GPU, as the GPU's detail view says."""
+        return f"{'NVIDIA' if self is GpuVendor.NVIDIA else 'AMD'}, read by {self.library}"
+
+    @property
+    def kernel_log_hint(self) -> str:
+        """Where a lost GPU's reason is logged, in the vendor's words."""
+        if self is GpuVendor.NVIDIA:
+            return "check dmesg for Xid errors"
+        return "check dmesg for amdgpu errors"
+
+
+def gpu_library(samples: Iterable[GpuSample]) -> str:
+    """The library (or libraries) the readings came from: "NVML" when none says otherwise."""
+    vendors = sorted({s.vendor for s in samples}, key=list(GpuVendor).index)
+    return " and ".join(v.library for v in vendors) or GpuVendor.NVIDIA.library
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +95,12 @@ class GpuSample:
     # else the first call that failed for more than a missing feature. A call merely "not
     # supported" or "not found" on this driver is in field_errors and never the cause.
     cause: tuple[str, str] | None = None
+    vendor: GpuVendor = GpuVendor.NVIDIA
 
     def __post_init__(self) -> None:
         # A status given as its word ("lost") becomes the GpuStatus.
         object.__setattr__(self, "status", GpuStatus(self.status))
+        object.__setattr__(self, "vendor", GpuVendor(self.vendor))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +111,9 @@ class NvmlReading:
     driver_version: str | None
     stale: bool = False
     taken_at: float = field(default_factory=time.time)
+    # The vendor's library is not on this host at all (not installed, or no libnvidia-ml /
+    # libamd_smi to load): nothing to retry, and on a host of the other vendor nothing wrong.
+    missing_library: bool = False
 
 
 # NVML's clocks event reasons (nvmlClocksEventReason*, called throttle reasons before NVML
