@@ -6,6 +6,8 @@ port, answering HTTP/1.1 keep-alive GETs of /metrics with that port's body; Prom
 - DCGM: the constructed 8-GPU exposition in dcgm-exporter's real format
   (tests/fixtures/prometheus/dcgm-exporter-8gpu.prom) with the host name, the UUIDs and the
   memory figures changed per host;
+- AMD's device metrics exporter: the constructed 8 x MI300X exposition in its real format
+  (tests/fixtures/prometheus/amd-device-metrics-exporter-8gpu.prom), host name and UUIDs per host;
 - SGLang: tests/support/sglang_http.build_exposition (prometheus_client, SGLang's real names
   and labels: model_name, engine_type, tp_rank, pp_rank, moe_ep_rank, dp_rank) for the model
   asked;
@@ -171,6 +173,42 @@ def dcgm_body(host: str, *, used_mib: Mapping[int, int] | None = None, label="Ho
         elif gpu in used_mib and name == ff.DCGM_FB_FREE:
             value = str(DCGM_TOTAL_MIB - DCGM_RESERVED_MIB - used_mib[gpu])
         out.append(f'{name}{{gpu="{gpu}",UUID="{_uuid_for(host, gpu)}"{rest}}} {value}')
+    return ("\n".join(out) + "\n").encode()
+
+
+# --- AMD's device metrics exporter ----------------------------------------------------------
+
+AMD_FIXTURE = FIXTURES / "prometheus" / "amd-device-metrics-exporter-8gpu.prom"
+AMD_TOTAL_MIB = 196608  # the fixture's MI300X cards: gpu_total_vram (MB as amdsmi counts them)
+_AMD_UUID = re.compile(r'gpu_uuid="([^"]*)"')
+_AMD_GPU_ID = re.compile(r'gpu_id="(\d+)"')
+
+
+def amd_body(
+    host: str, *, uuids: tuple[str, ...] | None = None, default_labels: bool = False
+) -> bytes:
+    """The AMD fixture for `host` (its `hostname` label); the GPUs' `gpu_uuid` replaced by
+    `uuids` when given (kvtop's, to be joined by); with `default_labels` the exporter's default
+    label set (no gpu_uuid, card_series, card_vendor, driver or VBIOS version)."""
+    out = []
+    for line in AMD_FIXTURE.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("gpu_"):
+            out.append(line)
+            continue
+        line = line.replace('hostname="mi300x-node-01"', f'hostname="{host}"')
+        found = _AMD_GPU_ID.search(line)
+        if found and uuids is not None:
+            line = _AMD_UUID.sub(f'gpu_uuid="{uuids[int(found.group(1))]}"', line)
+        if default_labels:
+            for name in (
+                "gpu_uuid",
+                "card_series",
+                "card_vendor",
+                "driver_version",
+                "vbios_version",
+            ):
+                line = re.sub(rf',{name}="[^"]*"', "", line)
+        out.append(line)
     return ("\n".join(out) + "\n").encode()
 
 

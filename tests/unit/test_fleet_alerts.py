@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvtop.fleet.alerts import deployment_alerts, fleet_alerts, host_alerts
-from kvtop.fleet.model import DCGM, KVTOP, SGLANG, FleetKv, TargetState
+from kvtop.fleet.model import AMD, DCGM, KVTOP, SGLANG, FleetKv, TargetState
 from kvtop.model.status.levels import Level, Thresholds
 from tests.support.fleet_examples import (
     kimi_deployment,
@@ -212,3 +212,13 @@ def test_headroom_from_the_log_when_no_gpu_is_read() -> None:
     (alert,) = [a for a in host_alerts(host) if a.kind == "headroom"]
     assert alert.level == Level.WARNING
     assert "TP0 (the log's reference rank): 2.50 GiB free after startup" in alert.text
+
+
+def test_amds_exporter_down_is_named_in_the_operators_words() -> None:
+    targets = (TargetState(AMD, "mi300-01:5000", False, error="connection refused"),)
+    (alert,) = host_alerts(kimi_host(0, targets=targets))
+    assert (alert.level, alert.kind) == (Level.WARNING, "source_down")
+    assert alert.text == (
+        "gpu-node-01: AMD device metrics exporter at mi300-01:5000 is down "
+        "(Prometheus: connection refused)"
+    )

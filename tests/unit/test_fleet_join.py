@@ -401,3 +401,65 @@ def test_dcgm_comes_first_where_the_host_has_both() -> None:
     assert (first.utilization_pct, first.temperature_c, first.power_w) == (87, 64, 412.5)
     assert first.power_limit_w == 600.0
     assert (second.utilization_pct, second.temperature_c, second.power_w) == (25.0, 52, 310.0)
+
+
+def amd(name: str, gpu: int, value: float, **labels: str):
+    """A row of AMD's device metrics exporter with its default labels."""
+    base = {"__name__": name, "gpu_id": str(gpu), "card_model": "102-D65209-00"}
+    return ({**base, "gpu_partition_id": "0", "serial_number": "PCB0468", **labels}, value)
+
+
+def test_the_amd_exporters_hostname_label_names_the_host() -> None:
+    labels = {"hostname": "mi-1", "instance": "10.0.0.9:5000"}
+    assert host_of(labels, amd_exporter=True) == "mi-1"
+    assert host_of({"Hostname": "mi-1", "instance": "10.0.0.9:5000"}, amd_exporter=True) == (
+        "10.0.0.9"  # DCGM's spelling is not AMD's
+    )
+
+
+def test_a_host_with_only_amds_exporter_on_mi2xx_boards() -> None:
+    """An MI250X host: edge temperature and average package power (its only ones), no
+    gpu_free_vram (free is then total − used), a NaN reading no reading."""
+    h = {"hostname": "mi250-1", "instance": "10.0.0.9:5000"}
+    r = readings(
+        up=(up("amd-device-metrics-exporter", "10.0.0.9:5000", host="mi250-1"),),
+        amd=(
+            amd("gpu_used_vram", 0, 50000, **h),
+            amd("gpu_total_vram", 0, 65536, **h),
+            amd("gpu_gfx_activity", 0, 35, **h),
+            amd("gpu_edge_temperature", 0, 48, **h),
+            amd("gpu_average_package_power", 0, 301, **h),
+            amd("gpu_power_usage", 0, math.nan, **h),
+        ),
+    )
+    (host,) = join(r).hosts
+    assert host.host == "mi250-1" and host.exporters == ("amd",)
+    (gpu,) = host.gpus
+    assert (gpu.index, gpu.uuid, gpu.name, gpu.readings_from) == (0, None, "102-D65209-00", "amd")
+    assert (gpu.total_bytes, gpu.used_bytes) == (64 * GIB, 50000 * MIB)
+    assert gpu.free_bytes == (65536 - 50000) * MIB
+    assert (gpu.utilization_pct, gpu.temperature_c, gpu.power_w) == (35, 48, 301)
+
+
+def test_amds_exporter_without_a_uuid_joins_kvtops_gpu_by_index() -> None:
+    h = {"host": "mi-2"}
+    r = readings(
+        kvtop=(
+            kv(ff.GPU_TOTAL, 192 * GIB, gpu="1", uuid="3dff74a1-0000-1000-80d3-0c4c1df1df58", **h),
+            kv(ff.GPU_TEMPERATURE, 50, gpu="1", uuid="3dff74a1-0000-1000-80d3-0c4c1df1df58", **h),
+        ),
+        amd=(
+            amd("gpu_used_vram", 1, 1000, **h),
+            amd("gpu_free_vram", 1, 195608, **h),
+            amd("gpu_junction_temperature", 1, 66, **h),
+        ),
+    )
+    (host,) = join(r).hosts
+    (gpu,) = host.gpus
+    assert gpu.uuid == "3dff74a1-0000-1000-80d3-0c4c1df1df58" and gpu.readings_from == "amd"
+    assert (gpu.total_bytes, gpu.used_bytes, gpu.free_bytes) == (
+        192 * GIB,
+        1000 * MIB,
+        195608 * MIB,
+    )
+    assert gpu.temperature_c == 66  # AMD's exporter before kvtop's own reading, as DCGM

@@ -27,7 +27,7 @@ HOST = {
 }  # fmt: skip
 GPU = {
     "index", "uuid", "name", "status", "total_gib", "used_gib", "free_gib", "reserve_gib", "headroom_gib",
-    "utilization_pct", "temperature_c", "power_w", "power_limit_w", "ranks", "breakdown",
+    "utilization_pct", "temperature_c", "power_w", "power_limit_w", "ranks", "readings_from", "breakdown",
 }  # fmt: skip
 KV = {
     "token_usage", "used_tokens", "pool_tokens", "predicted_tokens", "running_reqs",

@@ -23,6 +23,7 @@ NO_TEXTUAL = ("textual",)
 # The fleet's pure part: Prometheus' answers joined into the fleet, its alerts and numbers.
 FLEET_PURE = (
     "kvtop.fleet.model",
+    "kvtop.fleet.amd_families",
     "kvtop.fleet.alerts",
     "kvtop.fleet.join",
     "kvtop.fleet.rows",

@@ -22,7 +22,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvtop.fleet.model import DCGM, KVTOP, NODE, SGLANG, Deployment, Fleet, FleetHost, TargetState
+from kvtop.fleet.model import (
+    AMD,
+    DCGM,
+    KVTOP,
+    NODE,
+    SGLANG,
+    Deployment,
+    Fleet,
+    FleetHost,
+    TargetState,
+)
 from kvtop.fleet.summary import kv_usage_pct, missing_node_ranks, worst_headroom
 from kvtop.model.status import levels as alerts
 from kvtop.model.status.alert_rule import pct_1
@@ -41,6 +51,7 @@ _EXPORTER_WORDS = {
     KVTOP: "kvtop exporter",
     SGLANG: "SGLang server (/metrics)",
     DCGM: "DCGM exporter",
+    AMD: "AMD device metrics exporter",
     NODE: "node exporter",
 }
 _CRITICAL_TARGETS = (SGLANG,)  # the server itself not answering

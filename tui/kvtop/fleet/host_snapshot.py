@@ -6,10 +6,10 @@ screen takes. What it has no source for stays unknown:
 - each GPU's sample from the FleetGpu (bytes → GiB), its bar from kvtop's segments
   (tui/kvtop/export/families.SEGMENT_FIELDS; "mamba" holds the Mamba state and the other
   caches together); without a kvtop exporter only used and free are known, like a GPU with no
-  log (a host with only DCGM shows used/free bars);
+  log (a host with only DCGM or AMD's device metrics exporter shows used/free bars);
 - no log: an empty analysis (nothing from the log is claimed);
 - the KV numbers as a /metrics sample, so the KV panel shows usage, pool and load;
-- host RAM from the node exporter; one source per scrape target (kvtop, dcgm, sglang, node),
+- host RAM from the node exporter; one source per scrape target (kvtop, dcgm, amd, sglang, node),
   so the status line's markers say where the numbers come from.
 """
 
@@ -21,7 +21,7 @@ from functools import cache
 from kvtop.export.families import SEGMENT_FIELDS
 from kvtop.fleet.alerts import host_alerts
 from kvtop.fleet.model import EXPORTERS, FleetGpu, FleetHost, FleetKv
-from kvtop.fleet.summary import GIB, gb, gpu_free_bytes, gpu_used_bytes
+from kvtop.fleet.summary import GIB, gb, gpu_exporters_text, gpu_free_bytes, gpu_used_bytes
 from kvtop.model.analysis import Analysis, analyse
 from kvtop.model.memory.gpu_memory import GpuMemory
 from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus
@@ -94,7 +94,10 @@ def gpu_sample(gpu: FleetGpu) -> GpuSample:
         known, total, used, free = False, 0.0, 0.0, 0.0  # zeros, as NVML's lost GPUs have
     else:
         known = True
-    why = "Prometheus has no memory numbers for this GPU (no DCGM or kvtop exporter sample)"
+    why = (
+        "Prometheus has no memory numbers for this GPU "
+        "(no DCGM, AMD device metrics or kvtop exporter sample)"
+    )
     return GpuSample(
         index=gpu.index,
         name=gpu.name or "GPU",
@@ -176,9 +179,10 @@ def host_sources(host: FleetHost) -> tuple[SourceHealth, ...]:
 def _notes(host: FleetHost) -> tuple[str, ...]:
     notes = []
     if not any(t.exporter == "kvtop" for t in host.targets):
+        source = gpu_exporters_text(host)
         notes.append(
-            f"{host.host} has no kvtop exporter: only used and free memory are known (DCGM); "
-            "run kvtop --export there for the breakdown."
+            f"{host.host} has no kvtop exporter: only used and free memory are known"
+            f"{f' ({source})' if source else ''}; run kvtop --export there for the breakdown."
         )
     if (host.node_rank or 0) >= 1 and host.kv.token_usage is None:
         notes.append(

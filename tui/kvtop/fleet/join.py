@@ -2,9 +2,10 @@
 it are in tui/kvtop/fleet/reader.py, and docs/fleet-prometheus.md says what comes from where.
 
 Joins:
-- host: the `host` target label, else (DCGM) its `Hostname`/`hostname` label, else the host
-  part of `instance`;
-- a GPU: kvtop's `uuid` = DCGM's `UUID`, else the same `gpu` index;
+- host: the `host` target label, else (DCGM, AMD's device metrics exporter) its
+  `Hostname`/`hostname` label, else the host part of `instance`;
+- a GPU: kvtop's `uuid` = DCGM's `UUID` (AMD's `gpu_uuid`), else the same `gpu` index (AMD's
+  `gpu_id`);
 - a deployment: hosts whose kvtop_info has the same model and dist_init_addr with nnodes > 1
   (ordered by node_rank); every other host is a deployment of its own;
 - a target is stale when its `up` sample is older than STALE_AFTER_INTERVALS scrape intervals
@@ -20,7 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kvtop.export import families as ff
+from kvtop.fleet import amd_families as amd
 from kvtop.fleet.model import (
+    AMD,
     DCGM,
     KVTOP,
     NODE,
@@ -60,6 +63,7 @@ class Readings:
     kvtop: tuple[Row, ...] = ()  # kvtop's families (with __name__), kvtop_info excepted
     info: tuple[Row, ...] = ()  # last_over_time(kvtop_info[5m])
     dcgm: tuple[Row, ...] = ()  # with __name__
+    amd: tuple[Row, ...] = ()  # AMD's device metrics exporter, with __name__
     sglang: tuple[Row, ...] = ()  # aggregates by host, instance, model_name, engine_type, WHAT
     node: tuple[Row, ...] = ()  # with __name__
     warnings: tuple[str, ...] = ()
@@ -74,11 +78,13 @@ def instance_host(instance: str) -> str:
     return head if sep and port.isdigit() else instance
 
 
-def host_of(labels: Mapping[str, str], *, dcgm: bool = False) -> str | None:
+def host_of(
+    labels: Mapping[str, str], *, dcgm: bool = False, amd_exporter: bool = False
+) -> str | None:
     if labels.get("host"):
         return labels["host"]
-    if dcgm:
-        for name in ff.DCGM_HOST_LABELS:
+    if dcgm or amd_exporter:
+        for name in ff.DCGM_HOST_LABELS if dcgm else amd.HOST_LABELS:
             if labels.get(name):
                 return labels[name]
     instance = labels.get("instance")
@@ -102,7 +108,7 @@ def _finite(value: float) -> float | None:
 def _evidence(r: Readings) -> dict[str, str]:
     """instance → the exporter its series show it is."""
     seen: dict[str, str] = {}
-    for rows, exporter in ((r.kvtop, KVTOP), (r.info, KVTOP), (r.dcgm, DCGM)):
+    for rows, exporter in ((r.kvtop, KVTOP), (r.info, KVTOP), (r.dcgm, DCGM), (r.amd, AMD)):
         for labels, _ in rows:
             seen.setdefault(labels.get("instance", ""), exporter)
     for rows, exporter in ((r.sglang, SGLANG), (r.node, NODE)):
@@ -118,6 +124,8 @@ def exporter_of(job: str, instance: str, evidence: Mapping[str, str]) -> str:
     for name in (KVTOP, DCGM, SGLANG):
         if name in lowered:
             return name
+    if "device-metrics" in lowered or "device_metrics" in lowered:
+        return AMD
     return NODE if "node" in lowered else job
 
 
@@ -211,8 +219,10 @@ class _Gpu:
     headroom: float | None = None
     ranks: set[str] = field(default_factory=set)
     dcgm: dict[str, float] = field(default_factory=dict)  # DCGM family → value
+    amd: dict[str, float] = field(default_factory=dict)  # AMD exporter family → value
     nvml: dict[str, float] = field(default_factory=dict)  # kvtop's NVML family → value
     nvml_name: str | None = None  # kvtop_gpu_info{name}
+    amd_name: str | None = None  # AMD's card_series, else card_model
     up: float | None = None  # kvtop_gpu_up
 
 
@@ -247,6 +257,22 @@ def _apply_kvtop_gpu(gpu: _Gpu, name: str, labels: Mapping[str, str], value: flo
         gpu.nvml_name = labels["name"]
 
 
+def _gpu_for(gpus: dict[str, _Gpu], by_index: dict[int, str], index: int, uuid: str | None) -> _Gpu:
+    """The GPU with this UUID, else the one at this index (when neither has a UUID to say
+    otherwise: AMD's exporter sends none by default), else a new one."""
+    key = uuid if uuid in gpus else None
+    if key is None and index in by_index:
+        known = gpus[by_index[index]].uuid
+        key = by_index[index] if uuid is None or known in (None, uuid) else None
+    if key is None:
+        key = uuid or f"#{index}"
+        gpus[key] = _Gpu(index, uuid)
+        by_index.setdefault(index, key)
+    gpu = gpus[key]
+    gpu.uuid = gpu.uuid or uuid
+    return gpu
+
+
 def _merge_dcgm(gpus: dict[str, _Gpu], rows: Iterable[Row]) -> None:
     by_index = {g.index: key for key, g in gpus.items()}
     for labels, value in rows:
@@ -254,17 +280,23 @@ def _merge_dcgm(gpus: dict[str, _Gpu], rows: Iterable[Row]) -> None:
         if index is None:
             continue
         uuid = labels.get("UUID") or labels.get("uuid") or None
-        key = uuid if uuid in gpus else None
-        if key is None and index in by_index and gpus[by_index[index]].uuid in (None, uuid):
-            key = by_index[index]
-        if key is None:
-            key = uuid or f"#{index}"
-            gpus[key] = _Gpu(index, uuid)
-            by_index.setdefault(index, key)
-        gpu = gpus[key]
-        gpu.uuid = gpu.uuid or uuid
+        gpu = _gpu_for(gpus, by_index, index, uuid)
         gpu.name = gpu.name or labels.get("modelName") or None
         gpu.dcgm[labels.get("__name__", "")] = value
+
+
+def _merge_amd(gpus: dict[str, _Gpu], rows: Iterable[Row]) -> None:
+    """AMD's device metrics exporter: `gpu_id` is the index, `gpu_uuid` (where the exporter's
+    config adds it) the UUID; a non-finite reading is left out, as no reading."""
+    by_index = {g.index: key for key, g in gpus.items()}
+    for labels, value in rows:
+        index = _int(labels.get(amd.INDEX_LABEL))
+        if index is None or not math.isfinite(value):
+            continue
+        gpu = _gpu_for(gpus, by_index, index, labels.get(amd.UUID_LABEL) or None)
+        names = (labels.get(n) for n in amd.NAME_LABELS)
+        gpu.amd_name = gpu.amd_name or next((n for n in names if n), None)
+        gpu.amd[labels.get("__name__", "")] = value
 
 
 def _rank_key(rank: str) -> tuple:
@@ -272,22 +304,56 @@ def _rank_key(rank: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", rank))
 
 
-def _dcgm_or_kvtop(g: _Gpu, dcgm: str, kvtop: str, scale: float = 1.0) -> float | None:
-    """DCGM's reading where the host has DCGM (what its other dashboards already show), else
-    kvtop's own NVML family in DCGM's unit (a utilisation ratio × 100 is DCGM's percent)."""
+def _readings_from(g: _Gpu) -> str | None:
+    """Whose used/free memory, utilisation, temperature and power the GPU shows: DCGM's where
+    the host has DCGM (what its other dashboards already show), else AMD's device metrics
+    exporter's, else kvtop's own readings."""
+    if g.dcgm:
+        return DCGM
+    if g.amd:
+        return AMD
+    return KVTOP if g.nvml else None
+
+
+def _first(readings: Mapping[str, float], names: Iterable[str]) -> float | None:
+    return next((readings[n] for n in names if n in readings), None)
+
+
+def _reading(
+    g: _Gpu, dcgm: str, amd_names: tuple[str, ...], kvtop: str, scale: float = 1.0
+) -> float | None:
+    """DCGM's reading, else AMD's exporter's (in DCGM's unit already), else kvtop's own NVML
+    family in DCGM's unit (a utilisation ratio × 100 is DCGM's percent)."""
     if dcgm in g.dcgm:
         return g.dcgm[dcgm]
+    if (value := _first(g.amd, amd_names)) is not None:
+        return value
     value = g.nvml.get(kvtop)
     return None if value is None else value * scale
 
 
+def _exporter_memory_mib(g: _Gpu) -> tuple[float, float | None, float] | None:
+    """(used, free, total) in MiB: DCGM's (used with its reserve), else AMD's exporter's."""
+    used, free = g.dcgm.get(ff.DCGM_FB_USED), g.dcgm.get(ff.DCGM_FB_FREE)
+    if used is not None and free is not None:
+        reserved = g.dcgm.get(ff.DCGM_FB_RESERVED, 0.0)
+        return used + reserved, free, used + free + reserved
+    used, total = g.amd.get(amd.USED_VRAM), g.amd.get(amd.TOTAL_VRAM)
+    free = g.amd.get(amd.FREE_VRAM)
+    if used is not None and total is not None:
+        return used, free if free is not None else total - used, total
+    if used is not None and free is not None:
+        return used, free, used + free
+    return None
+
+
 def _fleet_gpu(g: _Gpu) -> FleetGpu:
-    used_mib, free_mib = g.dcgm.get(ff.DCGM_FB_USED), g.dcgm.get(ff.DCGM_FB_FREE)
-    reserved_mib = g.dcgm.get(ff.DCGM_FB_RESERVED, 0.0)
     total, free, used = g.total, g.free, None
-    if used_mib is not None and free_mib is not None:
-        total = total if total is not None else (used_mib + free_mib + reserved_mib) * MIB
-        used = (used_mib + reserved_mib) * MIB
+    free_mib = g.dcgm.get(ff.DCGM_FB_FREE, g.amd.get(amd.FREE_VRAM))
+    if (memory := _exporter_memory_mib(g)) is not None:
+        used_mib, free_mib, total_mib = memory
+        total = total if total is not None else total_mib * MIB
+        used = used_mib * MIB
     if free is None and free_mib is not None:
         free = free_mib * MIB
     if used is None:
@@ -297,7 +363,7 @@ def _fleet_gpu(g: _Gpu) -> FleetGpu:
     return FleetGpu(
         index=g.index,
         uuid=g.uuid,
-        name=g.name or g.nvml_name,
+        name=g.name or g.amd_name or g.nvml_name,
         total_bytes=total,
         used_bytes=used,
         free_bytes=free,
@@ -305,11 +371,12 @@ def _fleet_gpu(g: _Gpu) -> FleetGpu:
         reserve_bytes=g.reserve,
         headroom_bytes=g.headroom,
         ranks=tuple(sorted(g.ranks, key=_rank_key)),
-        utilization_pct=_dcgm_or_kvtop(g, ff.DCGM_GPU_UTIL, ff.GPU_UTILIZATION, 100.0),
-        temperature_c=_dcgm_or_kvtop(g, ff.DCGM_GPU_TEMP, ff.GPU_TEMPERATURE),
-        power_w=_dcgm_or_kvtop(g, ff.DCGM_POWER, ff.GPU_POWER),
+        utilization_pct=_reading(g, ff.DCGM_GPU_UTIL, (amd.GFX_ACTIVITY,), ff.GPU_UTILIZATION, 100),
+        temperature_c=_reading(g, ff.DCGM_GPU_TEMP, amd.TEMPERATURES, ff.GPU_TEMPERATURE),
+        power_w=_reading(g, ff.DCGM_POWER, amd.POWERS, ff.GPU_POWER),
         power_limit_w=g.nvml.get(ff.GPU_POWER_LIMIT),
         lost=g.up == 0,
+        readings_from=_readings_from(g),
     )
 
 
@@ -336,6 +403,7 @@ class _Host:
     restarts: int | None = None
     gpus: dict[str, _Gpu] = field(default_factory=dict)
     dcgm: list[Row] = field(default_factory=list)
+    amd: list[Row] = field(default_factory=list)
     pool: list[float] = field(default_factory=list)
     predicted: list[float] = field(default_factory=list)
     sources_up: dict[str, bool] = field(default_factory=dict)
@@ -417,6 +485,7 @@ def _disaggregation(h: _Host) -> str | None:
 
 def _fleet_host(h: _Host, targets: list[TargetState], last_seen_s: float | None) -> FleetHost:
     _merge_dcgm(h.gpus, h.dcgm)
+    _merge_amd(h.gpus, h.amd)
     info = h.info or {}
     model = info.get("model") or (",".join(sorted(h.sglang_models)) or None)
     sources = {name: (up, h.sources_age.get(name)) for name, up in sorted(h.sources_up.items())}
@@ -456,8 +525,10 @@ def _fleet_host(h: _Host, targets: list[TargetState], last_seen_s: float | None)
 def _collect(r: Readings) -> dict[str, _Host]:
     hosts: dict[str, _Host] = {}
 
-    def host(labels: Mapping[str, str], *, dcgm: bool = False) -> _Host | None:
-        name = host_of(labels, dcgm=dcgm)
+    def host(
+        labels: Mapping[str, str], *, dcgm: bool = False, amd_exporter: bool = False
+    ) -> _Host | None:
+        name = host_of(labels, dcgm=dcgm, amd_exporter=amd_exporter)
         return None if name is None else hosts.setdefault(name, _Host(name))
 
     for labels, _ in sorted(r.info, key=lambda row: row[0].get("instance", "")):
@@ -469,6 +540,9 @@ def _collect(r: Readings) -> dict[str, _Host]:
     for row in r.dcgm:
         if (h := host(row[0], dcgm=True)) is not None:
             h.dcgm.append(row)
+    for row in r.amd:
+        if (h := host(row[0], amd_exporter=True)) is not None:
+            h.amd.append(row)
     for labels, value in r.sglang:
         if (h := host(labels)) is not None and labels.get(WHAT) in SGLANG_WHATS:
             h.sglang.setdefault(labels[WHAT], []).append(value)

@@ -79,7 +79,11 @@ def gpu_json(gpu: FleetGpu) -> dict[str, object]:
         "power_w": _r(gpu.power_w, 1),
         "power_limit_w": _r(gpu.power_limit_w, 1),
         "ranks": list(gpu.ranks),
-        # Without a kvtop exporter every segment is null (DCGM gives used and free only).
+        # Whose used/free, utilisation, temperature and power these are: "dcgm", "amd" (AMD's
+        # device metrics exporter), "kvtop" (its own readings), null (none).
+        "readings_from": gpu.readings_from,
+        # Without a kvtop exporter every segment is null (DCGM and AMD's exporter give used and
+        # free only).
         "breakdown": _breakdown_json(gpu),
     }
 

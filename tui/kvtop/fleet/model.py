@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 SCHEMA = "kvtop-fleet/1"
 # The exporters a host can have, as the fleet view names them.
 KVTOP, DCGM, SGLANG, NODE = "kvtop", "dcgm", "sglang", "node"
-EXPORTERS = (KVTOP, DCGM, SGLANG, NODE)
+AMD = "amd"  # AMD's device metrics exporter (an AMD Instinct host's DCGM)
+EXPORTERS = (KVTOP, DCGM, AMD, SGLANG, NODE)
 
 
 @dataclass(frozen=True, slots=True)
 class FleetGpu:
     index: int
     uuid: str | None = None
-    name: str | None = None  # DCGM's modelName, else kvtop_gpu_info{name}
+    name: str | None = None  # DCGM's modelName, else AMD's card name, else kvtop_gpu_info{name}
     total_bytes: float | None = None  # kvtop_gpu_total_bytes, else DCGM used + free + reserved
     # DCGM FB_USED (+ reserved), else kvtop_gpu_used_bytes, else total − free
     used_bytes: float | None = None
@@ -31,14 +32,18 @@ class FleetGpu:
     reserve_bytes: float | None = None
     headroom_bytes: float | None = None  # kvtop_kv_headroom_bytes: free after startup
     ranks: tuple[str, ...] = ()
-    # DCGM's GPU_UTIL, GPU_TEMP and POWER_USAGE, else kvtop's own NVML families (a host
-    # without DCGM); the power limit from kvtop only (DCGM's default counters lack it).
+    # DCGM's GPU_UTIL, GPU_TEMP and POWER_USAGE, else AMD's gfx activity, junction (edge)
+    # temperature and package power, else kvtop's own NVML families (a host without either);
+    # the power limit from kvtop only (neither exporter's default families has it).
     utilization_pct: float | None = None
     temperature_c: float | None = None
     power_w: float | None = None
     power_limit_w: float | None = None
     # kvtop_gpu_up 0: NVML on the host lost the GPU (its kvtop segments are then absent).
     lost: bool = False
+    # The exporter its used/free memory, utilisation, temperature and power came from: DCGM,
+    # else AMD's device metrics exporter, else kvtop's own readings (KVTOP); None: none had any.
+    readings_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kvtop.export import families as ff
+from kvtop.fleet import amd_families as amd
 from kvtop.fleet.join import WHAT, Readings, Row, join
 from kvtop.fleet.model import Fleet
 from kvtop.fleet.prometheus_api import (
@@ -83,10 +84,13 @@ SGLANG_AGGREGATES = {
 # What history() can draw for one host, per minute of the drill-down.
 HISTORY = {
     "kv_usage": 'max by (host) (sglang:token_usage{{host="{host}"}})',
-    # DCGM's, else (a host without DCGM) kvtop's own NVML families.
+    # DCGM's, else AMD's device metrics exporter's, else (a host without either) kvtop's own
+    # NVML families.
     "gpu_used_ratio": (
         'max by (host) (DCGM_FI_DEV_FB_USED{{host="{host}"}} / (DCGM_FI_DEV_FB_USED{{host="{host}"}}'
         ' + DCGM_FI_DEV_FB_FREE{{host="{host}"}} + DCGM_FI_DEV_FB_RESERVED{{host="{host}"}}))'
+        f' or max by (host) ({amd.USED_VRAM}{{{{host="{{host}}"}}}}'
+        f' / {amd.TOTAL_VRAM}{{{{host="{{host}}"}}}})'
         f' or max by (host) ({ff.GPU_USED}{{{{host="{{host}}"}}}}'
         f' / {ff.GPU_TOTAL}{{{{host="{{host}}"}}}})'
     ),
@@ -199,6 +203,7 @@ def queries(selector: str | None) -> dict[str, str]:
         "kvtop": f'{{__name__=~"{_names_regex(KVTOP_FAMILIES)}"}}{narrow}',
         "info": f"last_over_time({ff.INFO}[{LOOKBACK}]){narrow}",
         "dcgm": f'{{__name__=~"{_names_regex(DCGM_FAMILIES)}"}}{narrow}',
+        "amd": f'{{__name__=~"{_names_regex(amd.FAMILIES)}"}}{narrow}',
         "sglang": f"({sglang}){narrow}",
         "node": f'{{__name__=~"{_names_regex(NODE_FAMILIES)}"}}{narrow}',
     }

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kvtop.export.families import STATES
-from kvtop.fleet.model import Deployment, FleetGpu, FleetHost
+from kvtop.fleet.model import AMD, DCGM, Deployment, FleetGpu, FleetHost
 
 GIB = float(1 << 30)
 GB = 1e9  # host RAM in decimal GB, the unit of SGLang's hierarchical-cache lines (kvtop/1 too)
@@ -43,8 +43,23 @@ class Headroom:
         return f"{self.rank or 'the log'} (the log's reference rank)"
 
 
+# The GPU exporters as a sentence names the source of a GPU's figures.
+GPU_EXPORTER_NAMES = {DCGM: "DCGM", AMD: "AMD device metrics exporter"}
+
+
+def gpu_exporters_text(host: FleetHost) -> str | None:
+    """ "DCGM", "AMD device metrics exporter" (both, joined, on a mixed host): the GPU
+    exporters the host's GPU figures came from; None when none did."""
+    names = [
+        GPU_EXPORTER_NAMES[e]
+        for e in GPU_EXPORTER_NAMES
+        if any(g.readings_from == e for g in host.gpus)
+    ]
+    return " and ".join(names) or None
+
+
 def gpu_used_bytes(gpu: FleetGpu) -> float | None:
-    """In use: DCGM's used (with reserved), else total − free."""
+    """In use: DCGM's used (with reserved) or AMD's exporter's used, else total − free."""
     if gpu.used_bytes is not None:
         return gpu.used_bytes
     free = gpu_free_bytes(gpu)

@@ -17,7 +17,7 @@ from kvtop.fleet.alerts import FleetAlerts, fleet_alerts, host_alerts
 from kvtop.fleet.host_snapshot import fleet_snapshot
 from kvtop.fleet.model import SGLANG, Fleet, FleetHost
 from kvtop.fleet.rows import FleetRow, RowKey, find_host, fleet_rows
-from kvtop.fleet.summary import shape_text
+from kvtop.fleet.summary import gpu_exporters_text, shape_text
 from kvtop.live.view_state import StatusFacts, ViewState, kv_facts
 from kvtop.model.snapshot import SourceHealth, SourceState
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Level, Thresholds
@@ -173,7 +173,9 @@ def host_status(
     sources = snapshot.sources if snapshot is not None else ()
     marker, age = _prometheus_marker(fleet_state, now)
     # The host's name leads the state, which a narrow status line keeps longest.
-    text = f"{host.host}: {host.state or 'no kvtop exporter (DCGM and SGLang numbers only)'}"
+    gpus = gpu_exporters_text(host)
+    numbers = f"{gpus} and SGLang numbers only" if gpus else "SGLang numbers only"
+    text = f"{host.host}: {host.state or f'no kvtop exporter ({numbers})'}"
     if fleet_state.stale:
         text += " (stale)"
     found = host_alerts(host, fleet_state.thresholds)
