@@ -208,6 +208,19 @@ def test_a_shipper_header_on_every_line_keeps_the_cause(header: str) -> None:
     assert "TP0" in startup.ranks
 
 
+def test_docker_desktops_time_before_the_dated_prefix() -> None:
+    """Docker Desktop's log view copied: its local time, a space, then SGLang's own prefix
+    (a public WSL boot of DeepSeek-R1-Distill-Qwen-7B, tests/fixtures/real-boots)."""
+    lines = [
+        "2025-02-04 21:21:40 [2025-02-04 05:21:40 TP0] Load weight begin. avail mem=22.76 GB",
+        "2025-02-04 21:21:43 [2025-02-04 05:21:43 TP0] Load weight end. type=Qwen2ForCausalLM, "
+        "dtype=torch.bfloat16, avail mem=8.37 GB",
+    ]
+    startup = _fold(lines).current
+    rank = startup.ranks["TP0"]
+    assert (rank.target.avail_before_load_gib, rank.target.avail_after_load_gib) == (22.76, 8.37)
+
+
 def test_a_journal_header_without_its_time() -> None:
     event = parse_line(
         "gpu-host python3[123]: [2026-02-27 09:02:05 TP2] Memory pool end. avail mem=11.18 GB"

@@ -22,7 +22,17 @@ BOOTS = all_boots()
 # plan cannot know before launch (the reasons are in docs/plan.md's table).
 BEFORE_LAUNCH_BOUND_PCT = {
     "qwen3-8b-v046-one-gpu": 0.5,
-    "qwen3-30b-a3b-dp4-tp4-ep4": 1.0,
+    "qwen3-30b-a3b-dp4-tp4-ep4": 1.5,
+    "qwen3-8b-b200-v0510-piecewise": 0.5,
+    "qwq-32b-4xl4-tp4-v043": 0.5,
+    "llama-3.1-8b-docs-v041-80gb": 0.5,
+    "llama-3.1-8b-fa3-pr4760-v044": 0.5,
+    "llama-3-8b-mi300x-bench-latency-v03": 0.5,
+    # The checkpoint's size is a model of the same shapes' (its own is not published), and
+    # the weights loaded 0.21 GiB over it on a 24 GB card.
+    "deepseek-r1-distill-qwen-7b-rtx3090-wsl": 4.5,
+    # The GPU is not named: a 24 GB card's total is assumed.
+    "mistral-7b-instruct-v0.1-24gb-v040": 5.0,
     # No checkpoint size published: the weights are estimated from a config without the
     # vision tower, and the quantizer's unquantized layers are not known.
     "qwen3.5-27b-awq-r9700-tp2-fp8kv": 57.5,
@@ -100,19 +110,29 @@ def test_planned_from_its_own_log(boot: RealBoot) -> None:
     )
 
 
-def test_a_boot_that_served_with_the_margin_is_not_called_oom_risk() -> None:
-    """A boot that served (`reached_ready`) and, where its log says, kept the safe margin free
-    after startup is not a firm oom_risk before launch: the start-up estimate's spread makes
-    such a verdict unsure, not wrong."""
+def test_a_boot_that_kept_the_margin_is_not_called_oom_risk() -> None:
+    """A boot whose log shows at least the safe margin free after startup is not a firm
+    oom_risk before launch: the start-up estimate's spread makes such a verdict unsure, not
+    wrong. (A boot that served with less than the margin may well be called oom_risk: the
+    margin is for the requests to come.)"""
     checked, wrong = [], []
     for boot in BOOTS:
         free_after = boot.meta["logged"].get("free_after_startup_gib")
-        if boot.meta.get("reached_ready") is not True or (
-            free_after is not None and free_after < SAFE_HEADROOM_GIB
-        ):
+        if free_after is None or free_after < SAFE_HEADROOM_GIB:
             continue
         checked.append(boot.slug)
         verdict = (plan(boot, calibrated=False).plan or {}).get("verdict") or {}
         if verdict.get("kind") == "oom_risk" and verdict.get("firm", True):
             wrong.append(boot.slug)
     assert checked and not wrong
+
+
+def test_seven_of_the_boots_within_two_percent_before_launch() -> None:
+    """The boots whose inputs are all public (the checkpoint's own size, the GPU named): the
+    plan before launch is within 2 % of what they printed."""
+    within = [
+        b.slug
+        for b in BOOTS
+        if abs(error_pct(plan(b, calibrated=False).tokens, b.logged_tokens) or 100) <= 2
+    ]
+    assert len(within) >= 7, within

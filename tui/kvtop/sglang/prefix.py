@@ -137,7 +137,8 @@ def _decode(match: re.Match[str]) -> LinePrefix:
 # python3[1234]: `, `2026-12-01T10:00:00+0000 host sglang[1]: `), CRI's (`2026-01-05T10:00:00.1Z
 # stdout F `), a shipper's epoch (seconds to Loki's nanoseconds) and ISO time between tabs
 # (`1767607200.123\t2026-01-05T10:00:00Z\t`), Kibana's `May 16, 2026 @ 20:46:57.892`,
-# Docker's and Loki's time (`docker logs -t`, `logcli`: the time, then `{labels}`), Compose's
+# Docker's and Loki's time (`docker logs -t`, `logcli`: the time, then `{labels}`), Docker
+# Desktop's (`2025-02-04 21:21:33 ` before SGLang's own dated prefix), Compose's
 # service column (`sglang-1  | `), Ray's actor column (`(WorkerDict pid=616) `) and kubectl's
 # `--prefix` (`[pod/name/container] `).
 _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
@@ -156,6 +157,8 @@ _SHIPPER_RE = re.compile(
     # would be a traceback frame's indent), or the time alone on its line
     r"|[A-Z][a-z]{2} \d{1,2}, \d{4} @ \d\d:\d\d:\d\d(?:\.\d{1,6})?(?:\t| |$)"
     r"|" + _ISO + r" (?:\{[^{}]{0,4000}\} )?"
+    # Docker Desktop's log view copied: its own time with a space, before SGLang's `[` prefix
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,9})? (?=\[\d{4}-\d\d-\d\d )"
     r"|[\w.-]{1,128} {1,32}\| "
     # Ray's actor or task column, nested when one actor runs another (`(WorkerDict pid=616, ip=…) `)
     r"|\((?:[\w.:-]{1,128} )?pid=\d{1,10}(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ?"

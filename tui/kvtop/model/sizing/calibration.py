@@ -86,7 +86,12 @@ def _excerpt_rank_memory(rank: RankStartup) -> RankMemory | None:
     are unknown (pre-load is set to post-load here, the engine estimates it)."""
     target = rank.target
     if not target.kv_tokens or not target.kv_gib:
-        return None
+        if rank.post_load_free_gib is None:
+            return None
+        # No KV line (SGLang 0.4.0 and earlier printed none) but the free memory after the
+        # weights: that is what the pool was sized from; the summary gives the tokens.
+        post = rank.post_load_free_gib
+        return RankMemory(rank.rank or "GPU", post, None, post, EXCERPT_SOURCE)
     pools = target.kv_gib + (target.mamba_gib or 0.0) + (target.mamba_intermediate_gib or 0.0)
     after_pool = target.avail_after_pool_gib
     if after_pool is None and target.graph_gib is not None:
@@ -119,8 +124,8 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
     if not ranks:
         raise CalibrationError(
             "the log has no boot with free memory before and after the weights (`Load weight "
-            "begin/end ... avail mem=` lines) nor a `KV Cache is allocated` line with a free "
-            "memory reading after it: give the log of a boot that got past loading the "
+            "begin/end ... avail mem=` lines), nor a `KV Cache is allocated` line with a free "
+            "memory reading after it, nor a `Load weight end ... avail mem=` line: give the log of a boot that got past loading the "
             "weights, or plan from --model with --gpu-memory"
         )
     reference = next(
@@ -136,6 +141,8 @@ def calibrate(startup: Startup, version_override: str | None = None) -> Calibrat
     version = replay.sglang_version(startup, version_override)
     mfs = replay.mem_fraction_static(startup)
     tokens = target.kv_tokens
+    if tokens is None and startup.summary is not None:
+        tokens = startup.summary.max_total_num_tokens  # no KV line: the summary's count
     full_bytes = budget = None
     swa_ratio = None
     state = 0.0

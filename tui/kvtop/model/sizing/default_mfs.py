@@ -111,6 +111,17 @@ def _fixed_fraction(parallel: int) -> float:
     return 0.87 if parallel >= 2 else 0.88
 
 
+def _fraction_by_tp(gpu_mem_mb: float, shape: LaunchShape, before_040: bool) -> DefaultMfs:
+    """0.3.x–0.4.5 (ServerArgs.__post_init__ in the 0.3.6, 0.4.0 and 0.4.3.post4 wheels): by TP
+    size whatever the GPU's memory (TP 8 took 0.82 before 0.4.0). Not rounded."""
+    mfs = _fixed_fraction(shape.tp_size)
+    if before_040 and 8 <= shape.tp_size < 16:
+        mfs = 0.82
+    steps = [f"TP = {shape.tp_size} (any GPU size before 0.4.6) → {mfs:g}"]
+    rule = "0.3.x" if before_040 else "0.4.0–0.4.5"
+    return DefaultMfs(mfs, gpu_mem_mb * (1 - mfs), 8192, 160, tuple(steps), rule)
+
+
 def _fraction_046(gpu_mem_mb: float, shape: LaunchShape) -> DefaultMfs:
     """≤0.4.6 (ServerArgs.__post_init__ in the 0.4.6 wheel): by TP size; over 80 GiB the GPU
     less 13 GiB. Not rounded."""
@@ -226,6 +237,8 @@ def _by_version(
     gpu_mem_mb: float, shape: LaunchShape, version: tuple[int, ...] | None
 ) -> DefaultMfs:
     v = _version3(version)
+    if version is not None and v < (0, 4, 6):
+        return _fraction_by_tp(gpu_mem_mb, shape, before_040=v < (0, 4, 0))
     if v < (0, 4, 7):
         return _fraction_046(gpu_mem_mb, shape)
     if v < (0, 4, 8):

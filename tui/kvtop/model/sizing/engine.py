@@ -802,7 +802,12 @@ def _anchor_cells(
     else, for a plain pool, the log's own (the boot measured it)."""
     anchor_cell = calib.budget_bytes or cells.budget_bytes
     anchor_state = calib.state_gib
-    if _matches_log(calib, cells):
+    if calib.kv_pool_gib is None:
+        notes.append(
+            "the log has no KV pool line (SGLang 0.4.0 and earlier printed none): the config's "
+            f"{cells.budget_bytes:,.0f} B/token is taken with the summary's token count"
+        )
+    elif _matches_log(calib, cells):
         anchor_cell = cells.budget_bytes
         if cells.mamba_state_bytes and calib.mamba_slots:
             anchor_state = calib.mamba_slots * cells.mamba_state_bytes / GIB

@@ -82,8 +82,8 @@ CUDA_ONE = StartupRow(
 CUDA_TP_SMALL = StartupRow(
     "cuda-tp2-4",
     "CUDA with TP 2 to 4 (NCCL's buffers)",
-    1.5,
-    0.65,
+    1.2,
+    0.4,
     (
         Boot(_SGLANG_CI + ", TP 2", "80 GB card, inferred H100 (79.65 GiB)", 2, 79.65, 78.77),
         Boot(
@@ -94,12 +94,11 @@ CUDA_TP_SMALL = StartupRow(
             94.01,
         ),
         Boot(
-            "tests/fixtures/sglang-logs/02-pr17392-dp4-tp4-ep4-qwen3moe-a.log "
-            "(weights end: 121.90 avail + 16.39 usage)",
-            "141 GB Hopper, inferred H200 (140.40 GiB)",
+            "tests/fixtures/real-boots/qwq-32b-4xl4-tp4-v043/boot.log (Load weight begin)",
+            "NVIDIA L4 (22.49 GiB)",
             4,
-            140.40,
-            138.29,
+            22.49,
+            21.63,
         ),
     ),
 )
