@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvtop.model.memory.gpu_reading import GpuSample, GpuVendor, NvmlReading, gpu_library
-from kvtop.sources.gpu_sources import NO_GPU_LIBRARY, HostGpus, combine
+from kvtop.sources.gpu_sources import HostGpus, combine
 
 
 def gpu(index: int, vendor: GpuVendor) -> GpuSample:
@@ -45,8 +45,21 @@ def reading(*gpus: GpuSample, problem: str | None = None, missing: bool = False)
 
 NVIDIA = reading(gpu(0, GpuVendor.NVIDIA), gpu(1, GpuVendor.NVIDIA))
 AMD = reading(*(gpu(i, GpuVendor.AMD) for i in range(3)))
-NO_NVML = reading(problem="NVML library not found", missing=True)
-NO_AMD = reading(problem="amdsmi is not installed", missing=True)
+NO_NVML = reading(
+    problem="NVML library not found (libnvidia-ml.so.1): install the NVIDIA driver; kvtop keeps "
+    "going with logs and metrics.",
+    missing=True,
+)
+NO_AMD = reading(
+    problem="amdsmi is not installed: pip install 'kvtop-sglang[amd]'; kvtop keeps going with "
+    "logs and metrics.",
+    missing=True,
+)
+NEITHER = (
+    "no GPU library here: NVML library not found (libnvidia-ml.so.1): install the NVIDIA "
+    "driver; amdsmi is not installed: pip install 'kvtop-sglang[amd]'; kvtop keeps going with "
+    "logs and metrics."
+)
 
 
 def test_an_nvidia_host_is_nvmls_reading() -> None:
@@ -72,7 +85,7 @@ def test_both_vendors_number_the_amd_gpus_after_the_nvidia_ones() -> None:
 
 def test_neither_library_is_one_sentence() -> None:
     neither = combine(NO_NVML, NO_AMD)
-    assert neither.problem == NO_GPU_LIBRARY and not neither.gpus
+    assert neither.problem == NEITHER and not neither.gpus
 
 
 def test_a_failing_amd_driver_is_said_on_an_amd_host() -> None:
@@ -120,5 +133,5 @@ def test_a_missing_nvml_on_an_amd_host_is_not_asked_again() -> None:
 
 def test_neither_stays_one_sentence_after_the_first_poll() -> None:
     gpus, _, _ = host(NO_NVML, NO_AMD)
-    assert gpus.poll().problem == NO_GPU_LIBRARY
-    assert gpus.poll().problem == NO_GPU_LIBRARY
+    assert gpus.poll().problem == NEITHER
+    assert gpus.poll().problem == NEITHER

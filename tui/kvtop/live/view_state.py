@@ -16,7 +16,7 @@ from kvtop.model.binding_limit import BindingLimit, binding_limit
 from kvtop.model.history import History, Series
 from kvtop.model.kv_usage import KvUsage, kv_usage, source_text
 from kvtop.model.memory.gpu_order import sorted_gpus
-from kvtop.model.memory.gpu_reading import GpuStatus
+from kvtop.model.memory.gpu_reading import GpuStatus, gpu_library
 from kvtop.model.processes.table import DEFAULT_ORDER as DEFAULT_PROCESS_ORDER
 from kvtop.model.processes.table import ProcessRow, process_rows
 from kvtop.model.retractions import Retractions, rate_text
@@ -68,6 +68,8 @@ class StatusFacts:
     # `state` as the items it is made of (tui/kvtop/live/view_state.state_items): the state, its
     # words (`GPU 3 lost`), the worst alert named, the alert counts; none: `state` is one item.
     state_items: tuple[HeaderItem, ...] = ()
+    # The GPU source's marker names the library that reads the GPUs ("NVML", "AMD SMI").
+    gpu_library: str = "NVML"
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +286,7 @@ def status_facts(state: ViewState, clock: Callable[[], float]) -> StatusFacts:
         demo=state.demo,
         level=level,
         source_ages=tuple(None if age is None else duration_text(age) for age in ages),
+        gpu_library=gpu_library(g.sample for g in snapshot.gpus) if snapshot else "NVML",
     )
 
 
@@ -409,8 +412,12 @@ def _slots(facts: StatusFacts) -> list[_Slot]:
     for health, age in zip(facts.sources, ages, strict=False):
         mark = (health.state.mark, f"mark-{health.state}")
         name = SOURCE_NAMES.get(health.name, health.name)
+        short_name = SOURCE_SHORT.get(health.name, name)
+        if health.name == "nvml" and facts.gpu_library != "NVML":
+            name = facts.gpu_library
+            short_name = "AMD" if facts.gpu_library == "AMD SMI" else "GPU"
         full = (mark, (name, ""), *(((f" {age}", "age"),) if age else ()))
-        short = (mark, (SOURCE_SHORT.get(health.name, name), ""))
+        short = (mark, (short_name, ""))
         slots.append(_Slot(True, MUST, full, short))
     return slots
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from kvtop.model.analysis import Analysis
@@ -13,7 +13,13 @@ from kvtop.model.memory.gpu_memory import (
     parse_visible_devices,
     reconcile,
 )
-from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
+from kvtop.model.memory.gpu_reading import (
+    GpuProcess,
+    GpuSample,
+    GpuStatus,
+    NvmlReading,
+    gpu_library,
+)
 from kvtop.model.memory.process_owner import (
     ProcessInfo,
     ServerIdentity,
@@ -121,7 +127,7 @@ def _process_view(process: GpuProcess, other: bool, facts: _ProcessFacts) -> Gpu
 
 
 _MISMATCH_GIST = (
-    "the log itemises more than NVML sees in use, so runtime is unknown; the server's memory "
+    "the log itemises more than {lib} sees in use, so runtime is unknown; the server's memory "
     "may have been released, or the log comes from another host, other GPUs or an earlier "
     "start (check --unit / --log-file)."
 )
@@ -137,23 +143,26 @@ def _mismatch_notes(gpus: list[GpuView]) -> list[Note]:
             notes.append(
                 Note(
                     LOG_VS_NVML,
-                    f"GPU {gpu.sample.index}: the log itemises {excess:.1f} GiB more than NVML "
-                    "sees in use on it, so its runtime is unknown; the server's memory may have "
-                    "been released, or the log comes from another host, other GPUs or an "
-                    "earlier start (check --unit / --log-file).",
+                    f"GPU {gpu.sample.index}: the log itemises {excess:.1f} GiB more than "
+                    f"{gpu.sample.vendor.library} sees in use on it, so its runtime is unknown; "
+                    "the server's memory may have been released, or the log comes from another "
+                    "host, other GPUs or an earlier start (check --unit / --log-file).",
                     (gpu.sample.index,),
-                    _MISMATCH_GIST,
+                    _MISMATCH_GIST.format(lib=gpu.sample.vendor.library),
                 )
             )
     return notes
 
 
-def _unplaced_note(unplaced: list[str], gpu_count: int) -> str:
+def _unplaced_note(unplaced: list[str], samples: Sequence[GpuSample]) -> str:
     which = rank_span(unplaced)
+    gpu_count = len(samples)
     sees = "no GPU" if gpu_count == 0 else f"{gpu_count} GPU{'s' if gpu_count != 1 else ''}"
+    lib = gpu_library(samples)
+    tool = "amd-smi" if lib == "AMD SMI" else "nvidia-smi"
     return (
-        f"{which} from the log {'has' if len(unplaced) == 1 else 'have'} no GPU here: NVML "
-        f"sees {sees}. A GPU may have fallen off the bus (check nvidia-smi and dmesg), or "
+        f"{which} from the log {'has' if len(unplaced) == 1 else 'have'} no GPU here: {lib} "
+        f"sees {sees}. A GPU may have fallen off the bus (check {tool} and dmesg), or "
         "those ranks run on another host."
     )
 
@@ -208,7 +217,7 @@ def _placement_notes(
     lost = sum(1 for g in nvml.gpus if g.status != GpuStatus.OK)
     notes = []
     if missing:
-        notes.append(Note(UNPLACED, _unplaced_note(missing, len(nvml.gpus))))
+        notes.append(Note(UNPLACED, _unplaced_note(missing, nvml.gpus)))
     if how == "order" and lost < len(nvml.gpus):  # placing ranks on lost GPUs says nothing
         notes.append(Note(RANK_ORDER, by_order, advisory=True))
     return notes

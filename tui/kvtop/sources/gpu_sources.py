@@ -18,11 +18,25 @@ from kvtop.sources.amdsmi_reader import AmdsmiSource
 from kvtop.sources.nvml import NvmlSource
 
 KEEP_GOING = "kvtop keeps going with logs and metrics."
-NO_GPU_LIBRARY = (
-    "no GPU library here: neither NVML (NVIDIA: libnvidia-ml.so.1 comes with the NVIDIA driver, "
-    "its binding with pip install nvidia-ml-py) nor AMD SMI (AMD: libamd_smi.so comes with "
-    "ROCm's amd-smi-lib, its binding with pip install 'kvtop-sglang[amd]'); " + KEEP_GOING
-)
+NO_GPU_LIBRARY = "no GPU library here: "
+_TAILS = ("; " + KEEP_GOING, "; kvtop retries each poll and keeps going with logs and metrics.")
+
+
+def _clause(problem: str | None, library: str) -> str:
+    """A library's own sentence without its closing words, to be one clause of two."""
+    text = problem or f"{library} is not here"
+    for tail in _TAILS:
+        if text.endswith(tail):
+            return text[: -len(tail)]
+    return text.rstrip(".")
+
+
+def no_gpu_library(nvidia: NvmlReading, amd: NvmlReading) -> str:
+    """One sentence naming both libraries and how to install each (their own words)."""
+    return (
+        f"{NO_GPU_LIBRARY}{_clause(nvidia.problem, 'NVML')}; "
+        f"{_clause(amd.problem, 'AMD SMI')}; {KEEP_GOING}"
+    )
 
 
 class GpuSource(Protocol):
@@ -42,7 +56,7 @@ def combine(nvidia: NvmlReading, amd: NvmlReading | None) -> NvmlReading:
     """One reading of the host from each library's (`amd` None: AMD SMI is not asked)."""
     if amd is None or (amd.missing_library and not amd.gpus):
         if nvidia.missing_library and amd is not None:
-            return replace(nvidia, problem=NO_GPU_LIBRARY)
+            return replace(nvidia, problem=no_gpu_library(nvidia, amd))
         return nvidia
     if not nvidia.available and not amd.available:
         if nvidia.missing_library:

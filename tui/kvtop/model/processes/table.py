@@ -93,8 +93,9 @@ def lost_words(sample: GpuSample) -> str:
         why = f"{sample.cause[0]}: {sample.cause[1]}"
     else:
         why = "; ".join(f"{name}: {error}" for name, error in sample.field_errors[:3])
-    why = " ".join(make_visible(why).split())  # NVML's words, on one line, visible
-    return f"cannot be read through NVML ({why})" if why else "cannot be read through NVML"
+    why = " ".join(make_visible(why).split())  # the library's words, on one line, visible
+    lib = sample.vendor.library
+    return f"cannot be read through {lib} ({why})" if why else f"cannot be read through {lib}"
 
 
 def _lost_rows(gpu: GpuView, words: str) -> list[ProcessRow]:
