@@ -146,7 +146,7 @@ async def test_temperature_power_utilisation_and_used_memory_are_nvmls(state: Pa
         # in use + free = the card, as NVML's total - free
         free = one(found, ff.GPU_MEMORY, segment="free", **ids)
         assert one(found, ff.GPU_USED, **ids) + free == one(found, ff.GPU_TOTAL, **ids)
-        named = {**ids, "name": "NVIDIA H200", "pci_bus_id": str(fields["bus"])}
+        named = {**ids, "name": "NVIDIA H200", "pci_bus_id": str(fields["bus"]), "vendor": "nvidia"}
         assert found[(ff.GPU_INFO, frozenset(named.items()))] == 1
     data = snapshot_json(snapshot)
     for gpu in data["gpus"]:  # type: ignore[union-attr]

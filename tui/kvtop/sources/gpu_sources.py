@@ -106,6 +106,17 @@ class HostGpus:
     def last(self) -> NvmlReading | None:
         return self._last
 
+    @property
+    def call_timeout_s(self) -> float:
+        """How long one poll may take before the last reading is handed back stale."""
+        return self.nvidia.call_timeout_s
+
+    @call_timeout_s.setter
+    def call_timeout_s(self, seconds: float) -> None:
+        self.nvidia.call_timeout_s = seconds
+        if self.amd is not None:
+            self.amd.call_timeout_s = seconds
+
     def _keep(self, nvidia: NvmlReading, amd: NvmlReading | None) -> NvmlReading:
         if amd is not None and amd.missing_library and self.amd is not None:
             self.amd.close()
