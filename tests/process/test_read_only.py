@@ -421,7 +421,7 @@ _WRITE_METHODS = {
 _SIGNAL_METHODS = {"kill", "terminate", "send_signal"}
 # The one place that starts a process: the journal source runs `journalctl` (fixed options, an
 # argv list, no shell) when the systemd module is missing, and ends that child of its own.
-_SPAWNS = {"tui/kvtop/sources/journal.py"}
+_SPAWNS = {"tui/kvtop/sources/journal_ctl.py"}
 # A byte into the process's own pipe, to wake its input thread when the app leaves; the
 # exporter's own listening socket and the pair that wakes its reading thread (it answers GET and
 # HEAD only, tests/process/test_export_http.py).
