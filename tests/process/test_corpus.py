@@ -24,7 +24,7 @@ import pytest
 from rich.console import Console
 
 from kvtop.model.analysis import Analysis, analyse
-from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.build_snapshot import SnapshotInputs, build_snapshot
 from kvtop.report.json_report import snapshot_json, to_json
 from kvtop.report.text import print_snapshot
 from kvtop.session import Options, Session
@@ -240,15 +240,15 @@ def test_rejected_scrape_values_reach_both_reports() -> None:
     info = _server_info(_body("26-info-out-of-range.json"))
     report = analyse(fold_lines(_story()), "x.log")
     snapshot = build_snapshot(
-        report,
-        taken_at=0.0,
-        nvml=None,
-        process_ranks={},
-        pids_visible=True,
-        metrics=sample,
-        server_info=info,
-        host=None,
-        sources=(),
+        SnapshotInputs(
+            report,
+            taken_at=0.0,
+            nvml=None,
+            metrics=sample,
+            server_info=info,
+            host=None,
+            sources=(),
+        )
     )
     data = snapshot_json(snapshot)
     text = json.dumps(data, allow_nan=False)

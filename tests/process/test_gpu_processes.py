@@ -1,4 +1,4 @@
-"""rank_of_pid against real child processes whose argv[0] is an SGLang scheduler title."""
+"""record_of_pid against real child processes whose argv[0] is an SGLang scheduler title."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from kvtop.model.analysis import analyse
 from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
 from kvtop.sglang.story import fold_lines
 from kvtop.sources.gpu_processes import (
-    info_of_pid,
     rank_from_title,
-    rank_of_pid,
+    record_of_pid,
     unit_from_cgroup,
 )
 from kvtop.sources.local_host import LocalHost
@@ -51,20 +50,20 @@ def titled() -> Iterator[dict[str, int]]:
 
 
 def test_rank_of_scheduler_processes(titled: dict[str, int]) -> None:
-    assert rank_of_pid(titled["sglang::scheduler_TP3"]) == "TP3"
-    assert rank_of_pid(titled["sglang::scheduler_DP1_TP1_EP1"]) == "DP1 TP1 EP1"
-    assert rank_of_pid(titled["sglang::detokenizer"]) is None
+    assert record_of_pid(titled["sglang::scheduler_TP3"]).rank == "TP3"
+    assert record_of_pid(titled["sglang::scheduler_DP1_TP1_EP1"]).rank == "DP1 TP1 EP1"
+    assert record_of_pid(titled["sglang::detokenizer"]).rank is None
 
 
 def test_rank_of_other_and_gone_processes() -> None:
     plain = subprocess.Popen(["sleep", "30"])
     try:
-        assert rank_of_pid(plain.pid) is None
+        assert record_of_pid(plain.pid).rank is None
     finally:
         plain.kill()
         plain.wait()
-    assert rank_of_pid(plain.pid) is None  # reaped: no such process
-    assert rank_of_pid(-1) is None
+    assert record_of_pid(plain.pid).rank is None  # reaped: no such process
+    assert record_of_pid(-1).rank is None
 
 
 def test_rank_from_title_variants() -> None:
@@ -115,7 +114,7 @@ def test_map_ranks_to_gpus(titled: dict[str, int]) -> None:
         _sample(2, []),
     ]
     # As the session does: each GPU process's rank from its title, joined into the snapshot.
-    ranks = {p.pid: rank_of_pid(p.pid) for s in samples for p in s.processes}
+    ranks = {p.pid: record_of_pid(p.pid).rank for s in samples for p in s.processes}
     snapshot = gpus_snapshot(analyse(fold_lines([]), "empty.log"), samples, ranks)
     assert {g.sample.index: g.ranks for g in snapshot.gpus} == {
         0: ("TP3",),
@@ -130,13 +129,13 @@ def test_info_of_a_real_child_has_its_tree() -> None:
     child = subprocess.Popen(["sleep", "30"])
     try:
         deadline = time.monotonic() + 5  # until the fork has exec'd sleep
-        while (info := info_of_pid(child.pid)).command != "sleep 30":
+        while (info := record_of_pid(child.pid).info).command != "sleep 30":
             assert time.monotonic() < deadline, info
             time.sleep(0.01)
         assert info.command == "sleep 30"
         assert info.started_at is not None
         assert info.ancestors == ()
-        assert info_of_pid(2**22 + 12345).ancestors == ()  # gone: nothing
+        assert record_of_pid(2**22 + 12345).info.ancestors == ()  # gone: nothing
     finally:
         child.kill()
         child.wait()
@@ -160,7 +159,7 @@ def test_a_rank_descendant_keeps_the_rank_in_its_tree() -> None:
         while psutil.Process(rank.pid).cmdline()[:1] != ["sglang::scheduler_TP0"]:
             assert time.monotonic() < deadline, "the rank did not take its title"
             time.sleep(0.01)
-        assert info_of_pid(sleeps[0].pid).ancestors == (shell, rank.pid)
+        assert record_of_pid(sleeps[0].pid).info.ancestors == (shell, rank.pid)
     finally:
         for proc in psutil.Process(rank.pid).children(recursive=True):
             proc.kill()

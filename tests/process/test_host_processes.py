@@ -8,6 +8,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from kvtop.sources.host_processes import HostProcesses
 
@@ -36,30 +37,61 @@ def test_facts_once_usage_every_time() -> None:
         _running(child)
         host = HostProcesses()
         first = host.read({child.pid})[child.pid]
-        known, usage = first
-        assert usage.cpu_percent is None  # one reading: no CPU % yet
-        assert usage.rss_gib is not None and 0 < usage.rss_gib < 1
-        assert known.info.command is not None and "while True" in known.info.command
-        assert known.user == psutil.Process().username()
-        assert known.info.started_at == psutil.Process(child.pid).create_time()
+        assert first.pid == child.pid and first.here
+        assert first.usage.cpu_percent is None  # one reading: no CPU % yet
+        assert first.usage.rss_gib is not None and 0 < first.usage.rss_gib < 1
+        assert first.info.command is not None and "while True" in first.info.command
+        assert first.user == psutil.Process().username()
+        assert first.info.started_at == psutil.Process(child.pid).create_time()
         time.sleep(0.2)
-        again, usage = host.read({child.pid})[child.pid]
-        assert again is known  # read once for this process (same pid, same start time)
-        assert usage.cpu_percent is not None and usage.cpu_percent >= 0
+        again = host.read({child.pid})[child.pid]
+        # Read once for this process (same pid, same start time): the same facts, new usage.
+        assert again.info is first.info
+        assert again.usage.cpu_percent is not None and again.usage.cpu_percent >= 0
     finally:
         child.kill()
         child.wait()
     # Gone: nothing to read, and forgotten.
-    gone, usage = host.read({child.pid})[child.pid]
-    assert (gone.info.command, gone.user, usage.cpu_percent, usage.rss_gib) == (None,) * 4
+    gone = host.read({child.pid})[child.pid]
+    assert (gone.info.command, gone.user, gone.usage.cpu_percent, gone.usage.rss_gib) == (None,) * 4
+    assert not gone.here
     assert host.read(set()) == {}
+
+
+def test_one_psutil_process_per_pid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Who a process is (rank, user, command line, start time, ancestors) is read through one
+    psutil.Process of kvtop's, on the pid's first refresh only (psutil's own, inside its
+    calls, are not kvtop's to count)."""
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    made: list[int | None] = []
+
+    class Counting(psutil.Process):
+        def __init__(self, pid: int | None = None) -> None:
+            if sys._getframe(1).f_globals.get("__name__", "").startswith("kvtop."):
+                made.append(pid)
+            super().__init__(pid)
+
+    try:
+        _running(child)
+        host = HostProcesses()
+        monkeypatch.setattr(psutil, "Process", Counting)
+        assert host.read({child.pid})[child.pid].info.command is not None
+        assert made.count(child.pid) == 1
+        made.clear()
+        host.read({child.pid})
+        assert made == []  # later refreshes read /proc/PID/stat only
+    finally:
+        monkeypatch.undo()
+        child.kill()
+        child.wait()
 
 
 def test_a_pid_not_here_reads_as_nothing() -> None:
     pid = _absent_pid()
-    known, usage = HostProcesses().read({pid})[pid]
-    assert (known.rank, known.user, known.info.command, known.info.started_at) == (None,) * 4
-    assert (usage.cpu_percent, usage.rss_gib) == (None, None)
+    record = HostProcesses().read({pid})[pid]
+    assert (record.rank, record.user, record.info.command, record.info.started_at) == (None,) * 4
+    assert (record.usage.cpu_percent, record.usage.rss_gib) == (None, None)
+    assert record.pid == pid and not record.here
 
 
 def test_host_cpu_from_the_second_reading() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kvtop.sources.gpu_processes import command_words, info_of_pid
+from kvtop.sources.gpu_processes import command_words, record_of_pid
 from tests.support.fake_nvml import eight_gpus, gcc_path, kvtop_once, write_state
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def spaced() -> Iterator[int]:
 
 
 def test_info_quotes_an_argument_with_a_space(spaced: int) -> None:
-    assert info_of_pid(spaced).command == "'my prog' 100"
+    assert record_of_pid(spaced).info.command == "'my prog' 100"
 
 
 @pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kvtop.model.memory.process_owner import is_servers, server_identity
-from kvtop.sources.gpu_processes import info_of_pid, is_sglang_command, rank_of_pid
+from kvtop.sources.gpu_processes import is_sglang_command, record_of_pid
 from tests.support.fake_nvml import eight_gpus, gcc_path, kvtop_once, write_state
 from tests.support.server_trees import (
     orphaned_to_a_subreaper,
@@ -67,8 +67,8 @@ def test_sglang_command(argv: list[str], sglang: bool) -> None:
 
 def _owners(pids: dict[str, int]) -> dict[str, bool]:
     """Whether each named process is the server's, by what psutil reads of it now."""
-    ranks = {pid: rank_of_pid(pid) for pid in pids.values()}
-    infos = {pid: info_of_pid(pid) for pid in pids.values()}
+    ranks = {pid: record_of_pid(pid).rank for pid in pids.values()}
+    infos = {pid: record_of_pid(pid).info for pid in pids.values()}
     server = server_identity(ranks, infos)
     return {
         name: is_servers(pid, ranks[pid], infos[pid], server)
@@ -80,16 +80,16 @@ def _owners(pids: dict[str, int]) -> dict[str, bool]:
 @pytest.mark.parametrize("parent", sorted(FOREIGN_PARENTS))
 def test_a_parent_not_sglangs_is_no_server_root(parent: str, tmp_path: Path) -> None:
     with FOREIGN_PARENTS[parent](tmp_path) as pids:
-        ranks = {pid: rank_of_pid(pid) for pid in pids.values()}
-        infos = {pid: info_of_pid(pid) for pid in pids.values()}
+        ranks = {pid: record_of_pid(pid).rank for pid in pids.values()}
+        infos = {pid: record_of_pid(pid).info for pid in pids.values()}
         assert server_identity(ranks, infos).roots == frozenset()
         assert _owners(pids) == {"TP0": True, "TP1": True, "trainer": False}
 
 
 def test_sglangs_launcher_is_the_server_root(tmp_path: Path) -> None:
     with under_sglang(tmp_path) as pids:
-        ranks = {pid: rank_of_pid(pid) for pid in pids.values()}
-        infos = {pid: info_of_pid(pid) for pid in pids.values()}
+        ranks = {pid: record_of_pid(pid).rank for pid in pids.values()}
+        infos = {pid: record_of_pid(pid).info for pid in pids.values()}
         assert server_identity(ranks, infos).roots == {pids["parent"]}
         assert _owners(pids) == {"TP0": True, "TP1": True, "server_child": True, "trainer": False}
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from kvtop.live.app import KvtopApp
 from kvtop.model.analysis import Analysis
-from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.build_snapshot import SnapshotInputs, build_snapshot
 from kvtop.model.memory.gpu_reading import GpuSample, NvmlReading
+from kvtop.model.processes.record import ProcessFacts, ProcessRecord
 from kvtop.model.snapshot import Snapshot, SourceHealth, SourceState
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 from kvtop.model.status.watch import Watch
@@ -66,18 +67,18 @@ def analysis_snapshot(analysis: Analysis) -> Snapshot:
     """An analysed log alone as `kvtop --once --no-gpus --no-metrics` reports it: the log read,
     no GPUs, no server."""
     return build_snapshot(
-        analysis,
-        taken_at=FIXED_EPOCH,
-        nvml=None,
-        process_ranks={},
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(
-            SourceHealth("log", SourceState.OK),
-            SourceHealth("nvml", SourceState.OFF, "--no-gpus", asked_off=True),
-        ),
+        SnapshotInputs(
+            analysis,
+            taken_at=FIXED_EPOCH,
+            nvml=None,
+            metrics=None,
+            server_info=None,
+            host=None,
+            sources=(
+                SourceHealth("log", SourceState.OK),
+                SourceHealth("nvml", SourceState.OFF, "--no-gpus", asked_off=True),
+            ),
+        )
     )
 
 
@@ -87,15 +88,18 @@ def gpus_snapshot(
     """An analysed log joined with these GPU readings (`ranks`: pid -> the rank its title
     names), no server and no source health: the model's join alone."""
     return build_snapshot(
-        analysis,
-        taken_at=0.0,
-        nvml=NvmlReading(gpus=tuple(samples), available=True, problem=None, driver_version=None),
-        process_ranks=ranks,
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(),
+        SnapshotInputs(
+            analysis,
+            taken_at=0.0,
+            nvml=NvmlReading(
+                gpus=tuple(samples), available=True, problem=None, driver_version=None
+            ),
+            processes=ProcessFacts({pid: ProcessRecord(pid, rank) for pid, rank in ranks.items()}),
+            metrics=None,
+            server_info=None,
+            host=None,
+            sources=(),
+        )
     )
 
 
@@ -171,27 +175,28 @@ def processes_snapshot() -> Snapshot:
     )
     facts = session.host.processes(reading)
     return build_snapshot(
-        session.analysis(),
-        taken_at=session.clock(),
-        nvml=replace(reading, gpus=gpus),
-        process_ranks={**facts.ranks, FOREIGN_PID: None, HIDDEN_PID: None},
-        pids_visible=True,
-        metrics=session.latest_metrics,
-        server_info=None,
-        host=session.host.memory(),
-        sources=session.snapshot().sources,
-        process_users={**facts.users, FOREIGN_PID: "bob"},
-        process_infos={
-            **facts.infos,
-            FOREIGN_PID: ProcessInfo("python3 train.py --epochs 3", session.clock() - 3725.0),
-            HIDDEN_PID: ProcessInfo(),
-        },
-        process_usage={
-            **facts.usage,
-            FOREIGN_PID: ProcessUsage(312.5, 2.25),
-            HIDDEN_PID: ProcessUsage(),
-        },
-        log_from_this_host=True,
+        SnapshotInputs(
+            session.analysis(),
+            taken_at=session.clock(),
+            nvml=replace(reading, gpus=gpus),
+            processes=ProcessFacts(
+                {
+                    **facts.records,
+                    FOREIGN_PID: ProcessRecord(
+                        FOREIGN_PID,
+                        user="bob",
+                        info=ProcessInfo("python3 train.py --epochs 3", session.clock() - 3725.0),
+                        usage=ProcessUsage(312.5, 2.25),
+                    ),
+                    HIDDEN_PID: ProcessRecord(HIDDEN_PID),
+                }
+            ),
+            metrics=session.latest_metrics,
+            server_info=None,
+            host=session.host.memory(),
+            sources=session.snapshot().sources,
+            log_from_this_host=True,
+        )
     )
 
 

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from kvtop.live.view_state import ViewState, status_facts
 from kvtop.model.analysis import analyse
-from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.build_snapshot import SnapshotInputs, build_snapshot
 from kvtop.model.deployment_shape import deployment_shape
 from kvtop.model.memory.gpu_reading import GpuSample, NvmlReading
 from kvtop.model.status.server_status import deployment_items
@@ -317,15 +317,15 @@ def test_rank_tag_past_the_world_size_is_flagged() -> None:
         "mixes servers, or server_args is not this server's (check --unit / --log-file)."
     ) in " ".join(text.split())
     snapshot = build_snapshot(
-        analysis,
-        taken_at=0.0,
-        nvml=None,
-        process_ranks={},
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(),
+        SnapshotInputs(
+            analysis,
+            taken_at=0.0,
+            nvml=None,
+            metrics=None,
+            server_info=None,
+            host=None,
+            sources=(),
+        )
     )
     assert any(
         n.startswith("rank tag TP9 in the log is outside the world size") for n in snapshot.notes
@@ -370,15 +370,15 @@ def test_other_node_ranks_are_not_blamed_on_a_fallen_gpu() -> None:
     """8 GPUs here, TP0–15 in the log, node 0 of 2: TP8–15 run on node 1, not "no GPU here"."""
     tracker = fold(_merged_two_node_log(), NODE0_TP16)
     snapshot = build_snapshot(
-        _analysis(tracker),
-        taken_at=0.0,
-        nvml=_gpus(8),
-        process_ranks={},
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(),
+        SnapshotInputs(
+            _analysis(tracker),
+            taken_at=0.0,
+            nvml=_gpus(8),
+            metrics=None,
+            server_info=None,
+            host=None,
+            sources=(),
+        )
     )
     assert [g.ranks for g in snapshot.gpus] == [(f"TP{i}",) for i in range(8)]
     assert not [n for n in snapshot.notes if "no GPU here: NVML" in n or "fallen off" in n]
@@ -403,15 +403,15 @@ def test_own_ranks_without_a_gpu_still_get_the_fallen_gpu_note() -> None:
         f"[2025-04-02 05:52:10 TP{tp}] Load weight begin. avail mem=94.62 GB" for tp in range(8)
     ]
     snapshot = build_snapshot(
-        _analysis(fold("\n".join(lines) + "\n")),
-        taken_at=0.0,
-        nvml=_gpus(6),
-        process_ranks={},
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(),
+        SnapshotInputs(
+            _analysis(fold("\n".join(lines) + "\n")),
+            taken_at=0.0,
+            nvml=_gpus(6),
+            metrics=None,
+            server_info=None,
+            host=None,
+            sources=(),
+        )
     )
     assert any(n.startswith("TP6, TP7 from the log have no GPU here") for n in snapshot.notes)
 
@@ -448,15 +448,15 @@ def test_status_line_facts_carry_the_shape() -> None:
         disaggregation_mode="prefill",
     )  # fmt: skip
     snapshot = build_snapshot(
-        _analysis(fold(line, NODE1_DP_ATTENTION)),
-        taken_at=0.0,
-        nvml=_gpus(8),
-        process_ranks={},
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(),
+        SnapshotInputs(
+            _analysis(fold(line, NODE1_DP_ATTENTION)),
+            taken_at=0.0,
+            nvml=_gpus(8),
+            metrics=None,
+            server_info=None,
+            host=None,
+            sources=(),
+        )
     )
     facts = status_facts(ViewState(source_label="x.log", snapshot=snapshot), lambda: 0.0)
     assert "prefill node 1 of 2 · ranks TP8–15 of TP16 (the others log on node 0)" in facts.facts

@@ -8,10 +8,11 @@ from dataclasses import replace
 import pytest
 
 from kvtop.model.analysis import analyse
-from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.build_snapshot import SnapshotInputs, build_snapshot
 from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
 from kvtop.model.memory.process_owner import ProcessInfo
 from kvtop.model.processes.columns import cells, table_lines
+from kvtop.model.processes.record import ProcessFacts, ProcessRecord
 from kvtop.model.processes.summary import processes_summary
 from kvtop.model.processes.table import ORDER_KEYS, Whose, process_rows, sorted_rows
 from kvtop.model.snapshot import Snapshot
@@ -45,19 +46,27 @@ def _lost(index: int, status: GpuStatus = GpuStatus.ERROR) -> GpuSample:
 
 def _snapshot(samples: list[GpuSample], ranks: dict[int, str | None]) -> Snapshot:
     return build_snapshot(
-        analyse(fold_lines([]), "empty.log"),
-        taken_at=1000.0,
-        nvml=NvmlReading(tuple(samples), True, None, None),
-        process_ranks=ranks,
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(),
-        process_infos={
-            pid: ProcessInfo(f"sglang::scheduler_{rank}" if rank else "python3 train.py", 900.0)
-            for pid, rank in ranks.items()
-        },
+        SnapshotInputs(
+            analyse(fold_lines([]), "empty.log"),
+            taken_at=1000.0,
+            nvml=NvmlReading(tuple(samples), True, None, None),
+            processes=ProcessFacts(
+                {
+                    pid: ProcessRecord(
+                        pid,
+                        rank,
+                        info=ProcessInfo(
+                            f"sglang::scheduler_{rank}" if rank else "python3 train.py", 900.0
+                        ),
+                    )
+                    for pid, rank in ranks.items()
+                }
+            ),
+            metrics=None,
+            server_info=None,
+            host=None,
+            sources=(),
+        )
     )
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from kvtop.model.analysis import analyse
-from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.build_snapshot import SnapshotInputs, build_snapshot
 from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, NvmlReading
 from kvtop.model.memory.process_owner import ProcessInfo
 from kvtop.model.processes.columns import COMMAND_LEAST, UNREADABLE, cells, elapsed, table_lines
+from kvtop.model.processes.record import ProcessFacts, ProcessRecord
 from kvtop.model.processes.summary import host_line, processes_summary
 from kvtop.model.processes.table import (
     ORDER_KEYS,
@@ -77,6 +78,10 @@ def _gpu(index: int, *procs: GpuProcess) -> GpuSample:
     )
 
 
+def _facts(*records: ProcessRecord) -> ProcessFacts:
+    return ProcessFacts({r.pid: r for r in records})
+
+
 def test_on_a_gpu_without_a_rank_an_unreadable_process_is_nobodys_known() -> None:
     """Rule 4 of whose a process is: kvtop claims nothing about one it cannot see; one it
     can see and that is not the server's is foreign; a rank's child is the server's."""
@@ -85,22 +90,30 @@ def test_on_a_gpu_without_a_rank_an_unreadable_process_is_nobodys_known() -> Non
         _gpu(1, GpuProcess(200, 2.0), GpuProcess(201, 3.0)),
     ]
     snapshot = build_snapshot(
-        analyse(fold_lines([]), "empty.log"),
-        taken_at=1000.0,
-        nvml=NvmlReading(tuple(samples), True, None, None),
-        process_ranks={100: "TP0", 101: None, 200: None, 201: None},
-        pids_visible=True,
-        metrics=None,
-        server_info=None,
-        host=None,
-        sources=(),
-        process_infos={
-            100: ProcessInfo("sglang::scheduler_TP0", 400.0, (50,)),
-            101: ProcessInfo("python -m sglang.detokenizer", 990.5, (100, 50)),
-            200: ProcessInfo(),
-            201: ProcessInfo("python3 eval.py", 900.0, (1234,)),
-        },
-        process_usage={100: ProcessUsage(99.5, 6.0), 101: ProcessUsage(None, 0.5)},
+        SnapshotInputs(
+            analyse(fold_lines([]), "empty.log"),
+            taken_at=1000.0,
+            nvml=NvmlReading(tuple(samples), True, None, None),
+            processes=_facts(
+                ProcessRecord(
+                    100,
+                    "TP0",
+                    info=ProcessInfo("sglang::scheduler_TP0", 400.0, (50,)),
+                    usage=ProcessUsage(99.5, 6.0),
+                ),
+                ProcessRecord(
+                    101,
+                    info=ProcessInfo("python -m sglang.detokenizer", 990.5, (100, 50)),
+                    usage=ProcessUsage(None, 0.5),
+                ),
+                ProcessRecord(200),
+                ProcessRecord(201, info=ProcessInfo("python3 eval.py", 900.0, (1234,))),
+            ),
+            metrics=None,
+            server_info=None,
+            host=None,
+            sources=(),
+        )
     )
     rows = {r.pid: r for r in process_rows(snapshot)}
     assert {pid: r.whose for pid, r in rows.items()} == {

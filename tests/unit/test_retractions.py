@@ -15,7 +15,7 @@ from rich.console import Console
 from kvtop.export import families as ff
 from kvtop.export.collector import render
 from kvtop.model.analysis import analyse
-from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.build_snapshot import SnapshotInputs, build_snapshot
 from kvtop.model.snapshot import Snapshot, SourceHealth, SourceState
 from kvtop.model.status.levels import Level, Thresholds
 from kvtop.model.status.watch import Watch
@@ -146,17 +146,17 @@ def log_snapshots(
 
 def snapshot(analysis, taken_at: float, metrics: MetricsSample | None, watch: Watch) -> Snapshot:
     return build_snapshot(
-        analysis,
-        taken_at=taken_at,
-        nvml=None,
-        process_ranks={},
-        pids_visible=True,
-        metrics=metrics,
-        server_info=None,
-        host=None,
-        sources=(
-            SourceHealth("log", SourceState.OK),
-            SourceHealth("nvml", SourceState.OFF, "--no-gpus", asked_off=True),
+        SnapshotInputs(
+            analysis,
+            taken_at=taken_at,
+            nvml=None,
+            metrics=metrics,
+            server_info=None,
+            host=None,
+            sources=(
+                SourceHealth("log", SourceState.OK),
+                SourceHealth("nvml", SourceState.OFF, "--no-gpus", asked_off=True),
+            ),
         ),
         watch=watch,
     )

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from kvtop.model.analysis import Analysis, analyse
-from kvtop.model.build_snapshot import build_snapshot
+from kvtop.model.build_snapshot import SnapshotInputs, build_snapshot
 from kvtop.model.memory.gpu_reading import GpuStatus, NvmlReading
+from kvtop.model.processes.record import ProcessFacts
 from kvtop.model.server_target import FROM_CONFIG, FROM_DEFAULT, FROM_FLAG, FROM_LOG, ServerTarget
 from kvtop.model.sizing.model_config import ConfigFile
 from kvtop.model.snapshot import HostMemory, Snapshot, SourceHealth
@@ -24,7 +25,7 @@ from kvtop.sglang.raw_lines import RawLines
 from kvtop.sglang.startup import StartupTracker
 from kvtop.sglang.story import fold_lines
 from kvtop.sources.gpu_sources import GpuSource, HostGpus
-from kvtop.sources.local_host import LocalHost, ProcessFacts
+from kvtop.sources.local_host import LocalHost
 from kvtop.sources.log_reader import LogReader
 from kvtop.sources.metrics import MetricsSource
 from kvtop.sources.model_config_file import read_model_config
@@ -317,30 +318,25 @@ class Session:
         server = None if self.demo is not None else self.server_target()
         if server is not None and server.contacted and server.key_withheld:
             notes += (server.withheld_sentence(),)
-        return build_snapshot(
+        inputs = SnapshotInputs(
             self.analysis(),
             taken_at=self.clock(),
             nvml=reading,
-            process_ranks=processes.ranks,
-            pids_visible=processes.visible,
+            processes=processes,
             metrics=self.latest_metrics,
             # Another server's version and args are not shown as this one's (the header).
             server_info=self._same_server_info(),
             host=host_memory,
             sources=tuple(sources),
             cuda_visible_devices=self.options.cuda_visible_devices,
-            process_users=processes.users,
-            process_infos=processes.infos,
-            process_usage=processes.usage,
             notes=notes,
             server=server,
             mismatches=find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info),
-            watch=self.watch,
-            judged=judged,
             # This host's journal (not files copied from another host), or the demo's story.
             log_from_this_host=self.demo is not None
             or (bool(self.options.unit) and not self.options.journal_dir),
         )
+        return build_snapshot(inputs, watch=self.watch, judged=judged)
 
     @staticmethod
     def _aged(health: SourceHealth, good_at: float | None) -> SourceHealth:

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from kvtop.demo.scenario import LOG_NAME, DemoScenario
 from kvtop.model.memory.gpu_reading import NvmlReading
 from kvtop.model.memory.process_owner import ProcessInfo
+from kvtop.model.processes.record import ProcessFacts, ProcessRecord
 from kvtop.model.snapshot import HostMemory, ProcessUsage, SourceHealth, SourceState
 from kvtop.sglang.metrics import MetricsSample, parse_exposition
 from kvtop.sglang.start_state import Startup
-from kvtop.sources.local_host import ProcessFacts
 
 # The demo host (simulated, like its GPUs): 1 TiB of RAM with the 8 HiCache host pools in use;
 # 128 cores, the 8 schedulers busy; swap unused.
@@ -66,18 +66,17 @@ class DemoSource:
     def processes(self, reading: NvmlReading | None) -> ProcessFacts:
         """The simulated schedulers: each spins a core, as SGLang's do, and holds a few GiB."""
         ranks, started = self._ranks, self.scenario.started_at()
-        return ProcessFacts(
-            ranks=dict(ranks),
-            users=dict.fromkeys(ranks, "sglang"),
-            infos={
-                pid: ProcessInfo(f"sglang::scheduler_{rank} (simulated)", started)
-                for pid, rank in ranks.items()
-            },
-            usage={
-                pid: ProcessUsage(round(99.0 + (i % 3) * 0.3, 1), round(7.1 + 0.05 * i, 2))
-                for i, pid in enumerate(ranks)
-            },
+        records = (
+            ProcessRecord(
+                pid,
+                rank,
+                "sglang",
+                ProcessInfo(f"sglang::scheduler_{rank} (simulated)", started),
+                ProcessUsage(round(99.0 + (i % 3) * 0.3, 1), round(7.1 + 0.05 * i, 2)),
+            )
+            for i, (pid, rank) in enumerate(ranks.items())
         )
+        return ProcessFacts({r.pid: r for r in records})
 
     @staticmethod
     def memory() -> HostMemory:

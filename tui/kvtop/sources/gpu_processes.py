@@ -1,7 +1,8 @@
-"""Which SGLang rank a GPU process is, from its process title (psutil); no NVML calls here.
+"""Who a GPU process is (psutil, one psutil.Process per pid): the SGLang rank its title
+names, its user, command line, start time, ancestors and systemd unit; no NVML calls here.
 
 SGLang names its scheduler processes with setproctitle, e.g. "sglang::scheduler_TP3" or
-"sglang::scheduler_DP1_TP1_EP1"; rank_of_pid() turns those into "TP3" and "DP1 TP1 EP1".
+"sglang::scheduler_DP1_TP1_EP1"; rank_from_title() turns those into "TP3" and "DP1 TP1 EP1".
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 import psutil
 
 from kvtop.model.memory.process_owner import ProcessInfo
+from kvtop.model.processes.record import ProcessRecord
 
 COMMAND_MAX = 200  # characters of a command line kept (GPU detail shows one line)
 
@@ -28,10 +30,27 @@ def rank_from_title(title: str) -> str | None:
     return " ".join(part for part in match.group(1).split("_") if part)
 
 
-def rank_of_pid(pid: int) -> str | None:
-    """The SGLang rank of process PID, or None (not a scheduler, gone, or not visible)."""
+# What psutil raises for a process that is gone, hidden (hidepid, another PID namespace) or
+# whose /proc entry cannot be read now.
+_UNREADABLE = (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError)
+
+
+def record_of_pid(pid: int) -> ProcessRecord:
+    """Who process PID is: its rank, user, command line, start time, ancestors and unit, read
+    through one psutil.Process in one oneshot() (its stat and status files read once for all of
+    them); its usage is left empty (tui/kvtop/sources/host_processes.py reads it at every
+    refresh). Gone or not visible here: nothing known."""
     try:
         proc = psutil.Process(pid)
+    except _UNREADABLE:
+        return ProcessRecord(pid)
+    with proc.oneshot():
+        return ProcessRecord(pid, _rank(proc), _user(proc), _info(proc))
+
+
+def _rank(proc: psutil.Process) -> str | None:
+    """The SGLang rank PROC's title names, or None (not a scheduler, gone, or not visible)."""
+    try:
         try:
             cmdline = proc.cmdline()
         except (psutil.AccessDenied, psutil.ZombieProcess):
@@ -48,10 +67,10 @@ def rank_of_pid(pid: int) -> str | None:
     return None
 
 
-def user_of_pid(pid: int) -> str | None:
-    """The owner of process PID, or None when it is gone or not visible here."""
+def _user(proc: psutil.Process) -> str | None:
+    """PROC's owner, or None when it is gone or not visible here."""
     try:
-        return psutil.Process(pid).username()
+        return proc.username()
     except (psutil.Error, ProcessLookupError, PermissionError, ValueError, KeyError):
         return None  # KeyError: a uid without a passwd entry (containers)
 
@@ -66,24 +85,27 @@ def command_words(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
-def info_of_pid(pid: int) -> ProcessInfo:
-    """Process PID's command line (its title when set), start time, ancestors and systemd
-    unit; None (or empty) where it is gone or not visible here. Read once per pid (the session
-    caches it, like the user)."""
+def _info(proc: psutil.Process) -> ProcessInfo:
+    """PROC's command line (its title when set), start time, ancestors and systemd unit;
+    None (or empty) where it is gone or not visible here."""
     try:
-        proc = psutil.Process(pid)
         started = proc.create_time()
-    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+    except _UNREADABLE:
         return ProcessInfo()
     try:
         words = proc.cmdline() or [proc.name()]
-    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+    except _UNREADABLE:
         words = []
     command = command_words(words).replace("\x00", " ").strip()
     # Printable only: a title is anyone's to set and must not steer the terminal.
     command = "".join(c if c.isprintable() else "?" for c in command)[:COMMAND_MAX]
+    parents = _parents(proc)
     return ProcessInfo(
-        command or None, started, _ancestors(proc), unit_of_pid(pid), adopted=_adopted(proc)
+        command or None,
+        started,
+        _ancestors(parents),
+        unit_of_pid(proc.pid),
+        adopted=_adopted(proc, parents),
     )
 
 
@@ -92,15 +114,19 @@ def info_of_pid(pid: int) -> ProcessInfo:
 _SUBREAPERS = ("systemd", "init", "tini", "dumb-init", "docker-init", "containerd-shim", "conmon")
 
 
-def _adopted(proc: psutil.Process) -> bool:
+def _adopted(proc: psutil.Process, parents: list[psutil.Process] | None) -> bool:
     """PROC's parent is PID 1 or a subreaper: the process that started it is gone (an SGLang
-    scheduler is its server's main process's child while that lives)."""
+    scheduler is its server's main process's child while that lives). PARENTS: PROC's, read
+    already (their first is its parent, unless psutil found the parent's pid reused)."""
     try:
         parent = proc.ppid()
         if parent == 1:
             return True
-        name = psutil.Process(parent).name() if parent > 1 else ""
-    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+        if parent < 1:
+            return False
+        first = parents[0] if parents and parents[0].pid == parent else psutil.Process(parent)
+        name = first.name()
+    except _UNREADABLE:
         return False  # not readable here: nothing says it was adopted
     return name.startswith(_SUBREAPERS)
 
@@ -151,21 +177,27 @@ def is_sglang_command(argv: Sequence[str]) -> bool:
 def _is_sglangs(proc: psutil.Process) -> bool:
     try:
         return is_sglang_command(proc.cmdline() or [proc.name()])
-    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+    except _UNREADABLE:
         return False  # not readable here: nothing says it is SGLang's
 
 
-def _ancestors(proc: psutil.Process) -> tuple[int, ...]:
-    """The pids above PROC, its parent first, up to the topmost that is SGLang's own
-    (`is_sglang_command`); none when no ancestor is.
+def _parents(proc: psutil.Process) -> list[psutil.Process] | None:
+    """The processes above PROC, its parent first, up to ANCESTORS_MAX; None: not readable."""
+    try:
+        return proc.parents()[:ANCESTORS_MAX]
+    except _UNREADABLE:
+        return None
+
+
+def _ancestors(parents: list[psutil.Process] | None) -> tuple[int, ...]:
+    """The pids of PARENTS (a process's, its parent first) up to the topmost that is SGLang's
+    own (`is_sglang_command`); none when no ancestor is.
 
     Whose a process is follows its tree only through SGLang's processes: a shell, PID 1, a
     container's init or a subreaper that took in orphaned ranks holds whatever else runs on the
     host, so the ranks' parent is the server's main process only when it is SGLang's, and a
     process related to a rank only through such a parent is not the server's."""
-    try:
-        parents = proc.parents()[:ANCESTORS_MAX]
-    except (psutil.Error, ProcessLookupError, PermissionError, ValueError, OSError):
+    if parents is None:
         return ()
     top = max((i for i, p in enumerate(parents) if p.pid >= 1 and _is_sglangs(p)), default=-1)
     return tuple(p.pid for p in parents[: top + 1])

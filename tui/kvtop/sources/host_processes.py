@@ -2,7 +2,7 @@
 each uses now, once per refresh, for the pids NVML lists and no others.
 
 A process's rank, user and command line do not change while it lives, so they are read once
-(psutil) and kept by (pid, start time): a pid the kernel hands to a new process (pid reuse) is
+(one psutil.Process, tui/kvtop/sources/gpu_processes.py) and kept by (pid, start time): a pid the kernel hands to a new process (pid reuse) is
 read again. Its CPU and resident memory are read at every refresh from /proc/PID/stat (see
 `_stat`); CPU % is the share of one core used since the previous refresh (top's and nvitop's
 %CPU), so a process's first reading has none.
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psutil
 
-from kvtop.model.memory.process_owner import ProcessInfo
+from kvtop.model.processes.record import ProcessRecord
 from kvtop.model.snapshot import ProcessUsage
-from kvtop.sources.gpu_processes import info_of_pid, rank_of_pid, user_of_pid
+from kvtop.sources.gpu_processes import record_of_pid
 
 GIB = 1024**3
 GB = 1e9
@@ -64,13 +64,10 @@ def _stat(pid: int) -> _Stat | None:
 
 @dataclass(slots=True)
 class _Known:
-    """One process as first read: the facts that do not change, and its CPU time at the
+    """One process as first read (the facts that do not change), and its CPU time at the
     previous reading (for the next CPU %)."""
 
-    rank: str | None
-    user: str | None
-    info: ProcessInfo
-    here: bool = True  # its /proc entry exists in this PID namespace
+    record: ProcessRecord
     cpu_ticks: int | None = None
     read_at: float | None = None  # time.monotonic() of that reading
 
@@ -92,24 +89,25 @@ class HostProcesses:
         self._known: dict[tuple[int, int], _Known] = {}
         self._cpu_primed = False
 
-    def read(self, pids: set[int]) -> dict[int, tuple[_Known, ProcessUsage]]:
-        """Each pid's facts and its usage now. A pid that cannot be read here (gone, hidden,
-        another PID namespace) gets empty facts and no usage, and is asked again next time."""
-        seen: dict[int, tuple[_Known, ProcessUsage]] = {}
+    def read(self, pids: set[int]) -> dict[int, ProcessRecord]:
+        """Each pid's record: who it is and its usage now. A pid that cannot be read here
+        (gone, hidden, another PID namespace) gets an empty record, not `here`, and is asked
+        again next time."""
+        seen: dict[int, ProcessRecord] = {}
         keep: set[tuple[int, int]] = set()
         now = time.monotonic()
         for pid in pids:
             stat = _stat(pid)
             if stat is None:
-                seen[pid] = (_Known(None, None, ProcessInfo(), here=False), ProcessUsage())
+                seen[pid] = ProcessRecord(pid, here=False)
                 continue
             key = (pid, stat.started_ticks)  # a pid reused by a new process is read again
             known = self._known.get(key)
             if known is None:
-                known = _Known(rank_of_pid(pid), user_of_pid(pid), info_of_pid(pid))
+                known = _Known(record_of_pid(pid))
                 self._known[key] = known
             keep.add(key)
-            seen[pid] = (known, _usage(known, stat, now))
+            seen[pid] = replace(known.record, usage=_usage(known, stat, now))
         for key in self._known.keys() - keep:
             del self._known[key]  # gone: a long session must not keep every pid it ever saw
         return seen

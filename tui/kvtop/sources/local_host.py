@@ -5,27 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-from dataclasses import dataclass, field
 
 import psutil
 
 from kvtop.model.memory.gpu_reading import GpuStatus, NvmlReading
-from kvtop.model.memory.process_owner import ProcessInfo
-from kvtop.model.snapshot import HostMemory, ProcessUsage, SourceHealth, SourceState
+from kvtop.model.processes.record import ProcessFacts
+from kvtop.model.snapshot import HostMemory, SourceHealth, SourceState
 from kvtop.sources.host_processes import HostProcesses
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessFacts:
-    """The GPU processes' ranks (from their titles), users and command lines, and whether this
-    host's process table shows them at all (a container without the host's PID namespace);
-    what each uses on the host now (CPU, resident memory)."""
-
-    ranks: dict[int, str | None] = field(default_factory=dict)
-    users: dict[int, str | None] = field(default_factory=dict)
-    infos: dict[int, ProcessInfo] = field(default_factory=dict)
-    visible: bool = True
-    usage: dict[int, ProcessUsage] = field(default_factory=dict)
 
 
 class LocalHost:
@@ -54,17 +40,10 @@ class LocalHost:
     def _processes(self, reading: NvmlReading | None) -> ProcessFacts:
         if reading is None:
             return ProcessFacts()
-        seen = self._host.read({p.pid for g in reading.gpus for p in g.processes})
-        ranks = {pid: known.rank for pid, (known, _) in seen.items()}
-        return ProcessFacts(
-            ranks=ranks,
-            users={pid: known.user for pid, (known, _) in seen.items()},
-            infos={pid: known.info for pid, (known, _) in seen.items()},
-            # NVML gives host pids: in a container without the host's PID namespace they are
-            # not here, and ranks cannot be read from titles.
-            visible=all(known.here for known, _ in seen.values()),
-            usage={pid: usage for pid, (_, usage) in seen.items()},
-        )
+        records = self._host.read({p.pid for g in reading.gpus for p in g.processes})
+        # NVML gives host pids: in a container without the host's PID namespace they are not
+        # here, and ranks cannot be read from titles.
+        return ProcessFacts(records, visible=all(r.here for r in records.values()))
 
     def prime(self, reading: NvmlReading | None) -> None:
         """Start the CPU counters of the host and of READING's processes, so that a snapshot

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from kvtop.model.column_order import ColumnOrder, OrderCycle, sorted_by_number
 from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus
 from kvtop.model.snapshot import GpuView, Snapshot
 from kvtop.model.status.orphans import orphan_pids
@@ -157,41 +158,21 @@ def process_rows(snapshot: Snapshot) -> ProcessRows:
     return ProcessRows(sorted(rows, key=row_order), len(snapshot.gpus))
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessOrder:
-    """One way to sort the table: the column it sorts by and which end comes first."""
-
-    key: str  # a column's key (tui/kvtop/model/processes/columns.py)
-    descending: bool
-
-    @property
-    def arrow(self) -> str:
-        return "▼" if self.descending else "▲"
-
-
 # `o` cycles through these. GPU memory first, the largest on top, as nvitop; CPU, host memory
 # and time the largest first (htop's habit); GPU, pid and user ascending.
-ORDERS = (
-    ProcessOrder("gpu_memory", descending=True),
-    ProcessOrder("cpu", descending=True),
-    ProcessOrder("rss", descending=True),
-    ProcessOrder("time", descending=True),
-    ProcessOrder("gpu", descending=False),
-    ProcessOrder("pid", descending=False),
-    ProcessOrder("user", descending=False),
+ORDERS = OrderCycle(
+    ColumnOrder("gpu_memory", descending=True),
+    ColumnOrder("cpu", descending=True),
+    ColumnOrder("rss", descending=True),
+    ColumnOrder("time", descending=True),
+    ColumnOrder("gpu", descending=False),
+    ColumnOrder("pid", descending=False),
+    ColumnOrder("user", descending=False),
 )
-ORDER_KEYS = tuple(o.key for o in ORDERS)
-DEFAULT_ORDER = ORDERS[0].key
-
-
-def order_named(key: str) -> ProcessOrder:
-    return next((o for o in ORDERS if o.key == key), ORDERS[0])
-
-
-def next_order(key: str) -> str:
-    """The order after `key` in the cycle (GPU memory after the last one)."""
-    position = ORDER_KEYS.index(key) if key in ORDER_KEYS else -1
-    return ORDER_KEYS[(position + 1) % len(ORDER_KEYS)]
+ORDER_KEYS = ORDERS.keys
+DEFAULT_ORDER = ORDERS.default
+order_named = ORDERS.named
+next_order = ORDERS.after  # the order after a key in the cycle (GPU memory after the last one)
 
 
 def _number(row: ProcessRow, key: str) -> float | None:
@@ -218,12 +199,4 @@ def sorted_rows(rows: Sequence[ProcessRow], key: str) -> tuple[ProcessRow, ...]:
             return (row.user is None, row.user or "", row_order(row))
 
         return tuple(sorted(rows, key=by_user))
-    sign = -1.0 if order.descending else 1.0
-
-    def by_number(row: ProcessRow) -> tuple[int, float, tuple[int, int, str]]:
-        value = _number(row, order.key)
-        if value is None:
-            return (1, 0.0, row_order(row))
-        return (0, sign * value, row_order(row))
-
-    return tuple(sorted(rows, key=by_number))
+    return sorted_by_number(rows, order, lambda row: _number(row, order.key), row_order)
