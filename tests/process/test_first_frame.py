@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(
 SCENARIO = """
 import asyncio, json, sys
 import kvtop.session
-from kvtop.model.status.verdict import UNJUDGED
+from kvtop.model.verdict import UNJUDGED
 from kvtop.session import Options, Session
 
 # A loaded machine must not turn NVML's answer into a missed first frame: the wait is long here

@@ -15,8 +15,8 @@ from rich.text import Text
 from kvtop.live.app import KvtopApp
 from kvtop.live.widgets.kv_panel import KvPanel
 from kvtop.live.widgets.status_line import StatusLine
+from kvtop.model.mismatch import Mismatch
 from kvtop.model.snapshot import Snapshot
-from kvtop.model.status.identity import Mismatch
 from kvtop.model.status.levels import Level, Thresholds
 from kvtop.model.status.watch import judged
 from kvtop.sglang.metrics import parse_exposition

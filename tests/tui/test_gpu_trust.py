@@ -26,8 +26,8 @@ from kvtop.live.widgets.gpu_rows import GpuRow
 from kvtop.live.widgets.text_panels import NoticesPanel
 from kvtop.model.memory.gpu_detail import gpu_detail
 from kvtop.model.memory.gpu_memory import reconcile
+from kvtop.model.mismatch import Mismatch
 from kvtop.model.snapshot import Snapshot
-from kvtop.model.status.identity import Mismatch
 from kvtop.model.status.watch import judged
 from kvtop.report.json_report import snapshot_json
 from kvtop.report.text import render_snapshot

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from kvtop.model.memory.gpu_reading import RefusedValue
+from kvtop.model.mismatch import Mismatch
 from kvtop.model.snapshot import Snapshot, SourceHealth, SourceState
 from kvtop.model.status.alert_rule import (
     anything_read,
@@ -18,7 +19,6 @@ from kvtop.model.status.alert_rule import (
     queue_since,
 )
 from kvtop.model.status.gpu_alerts import gpu_alerts
-from kvtop.model.status.identity import Mismatch
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Level, Thresholds, glyph
 from kvtop.model.status.watch import Watch, judged
 from kvtop.report.check import check

@@ -15,13 +15,13 @@ import pytest
 
 from kvtop.live.view_state import ViewState, kv_facts, status_facts
 from kvtop.model.kv_usage import BATCH_CURRENT_S, kv_usage, source_text
+from kvtop.model.mismatch import Mismatch
 from kvtop.model.snapshot import Snapshot, SourceHealth, SourceState
 from kvtop.model.status.freshness import is_fresh, stale_after_s, stale_age_s
-from kvtop.model.status.identity import Mismatch
 from kvtop.model.status.levels import Alert, Level, Thresholds
 from kvtop.model.status.server_status import ServerStatus, header_state
-from kvtop.model.status.verdict import Verdict
 from kvtop.model.status.watch import Watch, judged
+from kvtop.model.verdict import Verdict
 from kvtop.report.json_report import snapshot_json
 from kvtop.sglang.metrics import parse_exposition
 from tests.support.paths import STORY_LOG

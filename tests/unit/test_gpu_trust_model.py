@@ -17,10 +17,10 @@ from kvtop.model.memory.process_owner import (
     other_processes_gib,
     server_identity,
 )
+from kvtop.model.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
 from kvtop.model.snapshot import Snapshot
 from kvtop.model.status.gpu_alerts import GpuAlert, gpu_alerts
 from kvtop.model.status.levels import Level, Thresholds
-from kvtop.model.status.notes import LOG_VS_NVML, RANK_ORDER, Note, collapse, gpu_span, shown_notes
 from kvtop.model.status.watch import judged
 from kvtop.sglang.story import fold_lines
 from tests.support.paths import STORY_LOG

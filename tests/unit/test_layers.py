@@ -20,6 +20,49 @@ TUI = Path(__file__).resolve().parents[2] / "tui" / "kvtop"
 PURE = ("kvtop.sglang", "kvtop.model", "kvtop.fmt")
 NO_UI = ("textual", "rich")
 NO_TEXTUAL = ("textual",)
+# The model in four floors, each importing only those below it (and SGLang's formats, the number
+# formats): plain data, the arithmetic on it, the judgement of a snapshot, and its top, which
+# analyses a startup and builds the snapshot. The snapshot's own types sit between the
+# arithmetic (whose results it carries) and the judgement (which reads it).
+SGLANG_FMT = ("kvtop.sglang", "kvtop.fmt")
+# (a) Plain types: a GPU's readings, the notes, a mismatch, levels and thresholds, the margin.
+MODEL_DATA = (
+    "kvtop.model.str_enum",
+    "kvtop.model.safe_margin",
+    "kvtop.model.memory.gpu_reading",
+    "kvtop.model.notes",
+    "kvtop.model.mismatch",
+    "kvtop.model.server_target",
+    "kvtop.model.status.levels",
+)
+# (b) Arithmetic: memory per rank and GPU, SGLang's sizing, growth rates, the startup analysed.
+MODEL_ARITHMETIC = (
+    "kvtop.model.memory",
+    "kvtop.model.sizing",
+    "kvtop.model.retractions",
+    "kvtop.model.deployment_shape",
+    "kvtop.model.derived_marks",
+    "kvtop.model.startup_analysis",
+    "kvtop.model.boot_diff",
+)
+# What one refresh holds: the Snapshot, its verdict and timeline entries, a process's record.
+MODEL_SNAPSHOT = ("kvtop.model.snapshot", "kvtop.model.verdict", "kvtop.model.processes.record")
+# (c) The judgement, and what reads a snapshot for the views (usage, history, the process table).
+MODEL_JUDGEMENT = (
+    "kvtop.model.status",
+    "kvtop.model.kv_usage",
+    "kvtop.model.state_pool",
+    "kvtop.model.history",
+    "kvtop.model.binding_limit",
+    "kvtop.model.timeline",
+    "kvtop.model.event_view",
+    "kvtop.model.processes",
+    "kvtop.model.memory.gpu_detail",
+    "kvtop.model.memory.gpu_order",
+    "kvtop.model.memory.headroom",
+)
+# (d) The top: a startup analysed (analysis.analyse) and the Snapshot built.
+MODEL_TOP = ("kvtop.model", "kvtop.model.analysis", "kvtop.model.build_snapshot")
 # The fleet's pure part: Prometheus' answers joined into the fleet, its alerts and numbers.
 FLEET_PURE = (
     "kvtop.fleet.model",
@@ -39,13 +82,29 @@ class Layer:
     may_import: tuple[str, ...]  # kvtop modules (prefixes) it may import
     never: tuple[str, ...] = ()  # outside packages it must not import
     exact: bool = False  # `modules` are whole names, not prefixes
+    # Layers (by name) or kvtop modules (prefixes) it must not import, though within may_import.
+    refused: tuple[str, ...] = ()
 
 
 LAYERS = (
     # -- what every wing stands on ------------------------------------------------------------
     Layer("number formats", ("kvtop.fmt",), (), NO_UI),
     Layer("sglang", ("kvtop.sglang",), ("kvtop.sglang",), NO_UI),
-    Layer("model", ("kvtop.model",), PURE, NO_UI),
+    Layer("model data", MODEL_DATA, (*SGLANG_FMT, *MODEL_DATA), NO_UI),
+    Layer("model arithmetic", MODEL_ARITHMETIC, (*SGLANG_FMT, *MODEL_DATA), NO_UI),
+    Layer(
+        "model snapshot",
+        MODEL_SNAPSHOT,
+        (*SGLANG_FMT, *MODEL_DATA, *MODEL_ARITHMETIC),
+        NO_UI,
+    ),
+    Layer(
+        "model judgement",
+        MODEL_JUDGEMENT,
+        (*SGLANG_FMT, *MODEL_DATA, *MODEL_ARITHMETIC, *MODEL_SNAPSHOT),
+        NO_UI,
+    ),
+    Layer("model top", MODEL_TOP, PURE, NO_UI, exact=True),
     Layer("server URL", ("kvtop.server_url",), (), NO_UI),
     # The only module that writes files, when the operator asks (tests/process/test_read_only.py).
     Layer("saved files", ("kvtop.saved_files",), (), NO_UI),
@@ -54,7 +113,15 @@ LAYERS = (
     # The names the exporter publishes and the fleet reads back: the contract, importing nothing.
     Layer("exported names", ("kvtop.export.families",), (), NO_UI, exact=True),
     # -- the single host: sources → session → report -----------------------------------------
-    Layer("sources", ("kvtop.sources",), (*PURE, "kvtop.sources"), NO_UI),
+    # Sources read; they judge nothing: nothing of the judgement's floor or the model's top, and
+    # nothing of kvtop.model.status (not even its levels).
+    Layer(
+        "sources",
+        ("kvtop.sources",),
+        (*PURE, "kvtop.sources"),
+        NO_UI,
+        refused=("model judgement", "model top", "kvtop.model.status"),
+    ),
     Layer("demo", ("kvtop.demo",), (*PURE, "kvtop.demo", "kvtop.sources"), NO_UI),
     Layer(
         "session",
@@ -249,7 +316,11 @@ def violations(module: str, imported: set[str]) -> list[str]:
             continue  # the package root: its __version__, nothing else
         if name.startswith("kvtop."):
             own = _within(name, layer.modules) and layer.name != "live screens"
-            if not own and not _within(name, layer.may_import):
+            theirs = layer_of(name)
+            refused = _within(name, layer.refused) or (
+                theirs is not None and theirs.name in layer.refused
+            )
+            if refused or (not own and not _within(name, layer.may_import)):
                 found.append(f"{module} ({layer.name}) imports {name}")
         elif _within(name, layer.never):
             found.append(f"{module} ({layer.name}) imports {name}")
@@ -289,6 +360,21 @@ def test_the_scan_sees_the_imports_it_must_refuse() -> None:
     assert violations("kvtop.fleet.text_report", {"textual.widgets"})
     assert violations("kvtop.model.status.levels", {"kvtop.fleet.model"})
     assert violations("kvtop.export.families", {"kvtop.model.build_snapshot"})
+    # The model's floors: each imports only those below it.
+    assert violations("kvtop.model.snapshot", {"kvtop.model.status.verdict"})
+    assert violations("kvtop.model.snapshot", {"kvtop.model.analysis"})
+    assert violations("kvtop.model.status.levels", {"kvtop.model.sizing.replay"})
+    assert violations("kvtop.model.notes", {"kvtop.model.memory.gpu_memory"})
+    assert violations("kvtop.model.sizing.replay", {"kvtop.model.snapshot"})
+    assert violations("kvtop.model.status.judge", {"kvtop.model.build_snapshot"})
+    assert not violations("kvtop.model.status.judge", {"kvtop.model.snapshot"})
+    assert not violations("kvtop.model.sizing.formula", {"kvtop.model.safe_margin"})
+    # Sources judge nothing.
+    assert violations("kvtop.sources.nvml", {"kvtop.model.status.notes"})
+    assert violations("kvtop.sources.nvml", {"kvtop.model.status.levels"})
+    assert violations("kvtop.sources.metrics", {"kvtop.model.kv_usage"})
+    assert not violations("kvtop.sources.nvml", {"kvtop.model.notes"})
+    assert not violations("kvtop.sources.gpu_processes", {"kvtop.model.processes.record"})
     nested = imports_of(TUI / "live" / "app.py")
     assert "kvtop.live.screens.gpu_detail" in nested  # imported inside a method
     assert "kvtop.live.quiet_driver" in imports_of(TUI / "live" / "base.py")  # inside a method too

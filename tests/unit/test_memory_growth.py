@@ -8,8 +8,8 @@ import json
 import random
 from dataclasses import replace
 
+from kvtop.model.memory.growth_rate import MAX_BUCKETS, GrowthSeries, growth_rate
 from kvtop.model.snapshot import GpuView, Snapshot
-from kvtop.model.status.growth_rate import MAX_BUCKETS, GrowthSeries, growth_rate
 from kvtop.model.status.judge import with_alerts
 from kvtop.model.status.levels import Alert, Level, Thresholds
 from kvtop.model.status.memory_growth import growth_line

@@ -24,7 +24,8 @@ from kvtop.model.snapshot import (
 from kvtop.model.status.judge import judge
 from kvtop.model.status.levels import Level
 from kvtop.model.status.liveness import server_gone
-from kvtop.model.status.verdict import (
+from kvtop.model.status.watch import TIMELINE_MAX, Watch, judged
+from kvtop.model.verdict import (
     ALERT_CLEARED,
     ALERT_RAISED,
     GPU_BACK,
@@ -33,7 +34,6 @@ from kvtop.model.status.verdict import (
     SOURCE_BACK,
     SOURCE_DOWN,
 )
-from kvtop.model.status.watch import TIMELINE_MAX, Watch, judged
 from kvtop.report.json_report import snapshot_json
 from kvtop.sglang.start_state import READY, STARTING
 from tests.support.paths import STORY_LOG

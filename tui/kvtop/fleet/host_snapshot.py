@@ -28,7 +28,7 @@ from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus
 from kvtop.model.snapshot import GpuView, HostMemory, Snapshot, SourceHealth, SourceState
 from kvtop.model.status.judge import named_alerts
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds
-from kvtop.model.status.verdict import Verdict
+from kvtop.model.verdict import Verdict
 from kvtop.sglang.metrics import MetricsSample
 from kvtop.sglang.start_state import READY
 from kvtop.sglang.startup import StartupTracker

@@ -40,7 +40,7 @@ from kvtop.model.status.server_status import (
     header_state,
     server_status,
 )
-from kvtop.model.status.verdict import Verdict
+from kvtop.model.verdict import Verdict
 
 INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 AUTO_COMPACT_BELOW_ROWS = 34

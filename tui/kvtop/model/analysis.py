@@ -1,18 +1,19 @@
-"""The startup analysed: per-rank memory, sizing replayed, explanation and findings (pure)."""
+"""The startup analysed: per-rank memory, sizing replayed, explanation and findings (pure).
+
+The top of the model: it runs the sizing and the insights over a tracked startup; the
+`Analysis` it returns is a plain record below it (tui/kvtop/model/startup_analysis.py).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from kvtop.model.memory.rank_memory import MemoryBreakdown, memory_breakdown
+from kvtop.model.memory.rank_memory import memory_breakdown
 from kvtop.model.sizing.formula import SAFE_HEADROOM_GIB, version_text
 from kvtop.model.sizing.log_planner import planner_from_boot
 from kvtop.model.sizing.model_config import ConfigFile
 from kvtop.model.sizing.replay import (
-    CellSizeChoice,
-    RankSizing,
-    SizingExplanation,
     choose_cell_size,
     explain,
     mem_fraction_static,
@@ -20,51 +21,14 @@ from kvtop.model.sizing.replay import (
     sglang_version,
 )
 from kvtop.model.sizing.tuning import with_caveats
+from kvtop.model.startup_analysis import Analysis
 from kvtop.model.status.insights import insights, minimum_viable_mfs, next_step
 from kvtop.sglang.control_chars import make_visible
 from kvtop.sglang.server_args import ServerArgs
-from kvtop.sglang.start_state import RankStartup, Startup
+from kvtop.sglang.start_state import Startup
 from kvtop.sglang.startup import StartupTracker
 
-
-@dataclass(frozen=True, slots=True)
-class Analysis:
-    source: str
-    lines_seen: int
-    startup: Startup
-    ranks: tuple[RankStartup, ...]
-    breakdowns: tuple[MemoryBreakdown, ...]
-    sizings: tuple[RankSizing, ...]
-    cell: CellSizeChoice
-    explanation: SizingExplanation | None
-    insights: tuple[str, ...]
-    next_step: str | None
-    version: tuple[int, ...] | None
-    # A start refused for memory (not_enough_memory): the mfs at which the KV
-    # cache gets 0 GiB, from SGLang's hint or the log's free-memory readings; else None.
-    minimum_viable_mfs: float | None = None
-    # The SGLang version in the words every view shows: the server's own (or the user's
-    # --sglang-version) when given, else the log's range ("0.5.3–0.5.8").
-    version_shown: str = "unknown"
-    # How times logged without a date were dated (None: every time had its date).
-    dates_said: str | None = None
-    undated_lines: int = 0
-    # Lines in SGLang's shape that kvtop read nothing from: how many, and the first as logged.
-    not_understood: int = 0
-    first_not_understood: str | None = None
-
-    @property
-    def not_understood_said(self) -> str | None:
-        """`3 SGLang lines not understood (first: …)`: lines in SGLang's shape kvtop read
-        nothing from, so a blank is never mistaken for a log that said nothing."""
-        if not self.not_understood:
-            return None
-        first = make_visible(self.first_not_understood or "")[:160]
-        plural = "s" if self.not_understood != 1 else ""
-        return (
-            f"{self.not_understood:,} SGLang line{plural} not understood (first: {first}); "
-            "their values are left out, not guessed"
-        )
+__all__ = ["Analysis", "analyse"]
 
 
 def analyse(

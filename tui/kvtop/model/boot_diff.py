@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from kvtop import fmt
-from kvtop.model.analysis import Analysis
 from kvtop.model.memory.rank_memory import MemoryBreakdown
 from kvtop.model.sizing.replay import mem_fraction_static, pre_load_free
+from kvtop.model.startup_analysis import Analysis
 from kvtop.sglang.start_state import RankStartup
 
 GIB = 1 << 30

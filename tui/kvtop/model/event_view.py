@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvtop.model.status.levels import Level
-from kvtop.model.status.verdict import (
+from kvtop.model.timeline import EventRow, Timeline
+from kvtop.model.verdict import (
     ALERT_CLEARED,
     ALERT_RAISED,
     GPU_BACK,
@@ -20,7 +21,6 @@ from kvtop.model.status.verdict import (
     SOURCE_DOWN,
     Seen,
 )
-from kvtop.model.timeline import EventRow, Timeline
 from kvtop.sglang.control_chars import make_visible
 from kvtop.sglang.events import Failure
 from kvtop.sglang.log_line import parse_line

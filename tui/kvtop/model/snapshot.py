@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvtop.model.analysis import Analysis
 from kvtop.model.memory.gpu_memory import GpuMemory
 from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus
+from kvtop.model.mismatch import Mismatch
+from kvtop.model.notes import OTHER, Note
 from kvtop.model.retractions import Retractions
 from kvtop.model.server_target import ServerTarget
-from kvtop.model.status.identity import Mismatch
-from kvtop.model.status.notes import OTHER, Note
-from kvtop.model.status.verdict import UNJUDGED, Seen, Verdict
+from kvtop.model.startup_analysis import Analysis
 from kvtop.model.str_enum import StrEnum
+from kvtop.model.verdict import UNJUDGED, Seen, Verdict
 from kvtop.sglang.metrics import MetricsSample, ServerInfo
 
 

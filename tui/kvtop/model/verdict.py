@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from kvtop.model.status.growth_rate import NO_GROWTH, MemoryGrowth
+from kvtop.model.memory.growth_rate import NO_GROWTH, MemoryGrowth
 from kvtop.model.status.levels import Alert, Level
 
 

@@ -6,7 +6,7 @@ its rates are null and its spans about 0.
 
 from __future__ import annotations
 
-from kvtop.model.status.growth_rate import MemoryGrowth
+from kvtop.model.memory.growth_rate import MemoryGrowth
 
 
 def _r(value: float | None, digits: int = 4) -> float | None:

@@ -17,7 +17,7 @@ from kvtop.model.sizing.model_config import CellSize
 from kvtop.model.sizing.replay import RankSizing
 from kvtop.model.snapshot import GpuView, Snapshot
 from kvtop.model.status.orphans import Orphan, find_orphans
-from kvtop.model.status.verdict import Seen, Verdict, local_time
+from kvtop.model.verdict import Seen, Verdict, local_time
 from kvtop.report.growth_json import growth_json
 from kvtop.sglang.events import (
     RANK_TAGS,

@@ -40,7 +40,7 @@ from kvtop.model.status.insights import oom_text
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Level
 from kvtop.model.status.orphans import find_orphans, kill_command, orphan_words
 from kvtop.model.status.server_status import stopped_text
-from kvtop.model.status.verdict import Verdict, local_time
+from kvtop.model.verdict import Verdict, local_time
 from kvtop.report.reflow import FitColumn, FitTable, hang
 from kvtop.sglang.control_chars import make_visible
 from kvtop.sglang.events import Failure

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
-from kvtop.model.status.notes import gpu_span
+from kvtop.model.notes import gpu_span
 from kvtop.sglang.bounds import MAX_GIB
 from kvtop.sources.call_worker import DeadlinePoll
 from kvtop.sources.nvml_checks import (

@@ -33,8 +33,8 @@ from kvtop.model.event_view import (
     phases_of,
     ranks_of,
 )
-from kvtop.model.status.verdict import Seen
 from kvtop.model.timeline import Timeline, timeline
+from kvtop.model.verdict import Seen
 
 # The keys line under the title, per mode: only keys that do something there (the raw log's
 # lines have no phase, and what kvtop saw is an events list).

@@ -18,9 +18,9 @@ from kvtop.live.widgets.processes_line import ProcessesLine
 from kvtop.live.widgets.status_line import StatusLine
 from kvtop.live.widgets.text_panels import EventsPanel, HostKvLane, InsightsPanel, NoticesPanel
 from kvtop.model.kv_usage import kv_usage
+from kvtop.model.notes import shown_notes
 from kvtop.model.snapshot import SourceState
 from kvtop.model.status.gpu_alerts import gpu_alerts
-from kvtop.model.status.notes import shown_notes
 from kvtop.model.timeline import recent_events
 
 LOG_TAIL_LINES = 60  # at most this many of the log's latest lines under the events

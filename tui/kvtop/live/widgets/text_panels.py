@@ -17,9 +17,9 @@ from kvtop import fmt
 from kvtop.live.widgets.segments import StyledWidget
 from kvtop.model.event_view import event_words
 from kvtop.model.kv_usage import KvUsage
+from kvtop.model.notes import Note
 from kvtop.model.snapshot import HostMemory, SourceHealth, SourceState
 from kvtop.model.status.levels import Alert, Level
-from kvtop.model.status.notes import Note
 from kvtop.model.timeline import EventRow
 from kvtop.sglang.control_chars import make_visible
 

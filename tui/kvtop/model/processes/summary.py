@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvtop import fmt
+from kvtop.model.notes import gpu_span
 from kvtop.model.processes.table import ProcessRow, ProcessRows, row_order
 from kvtop.model.snapshot import HostMemory
-from kvtop.model.status.notes import gpu_span
 
 SHORT_COMMAND = 32  # characters of a foreign command named in a sentence
 

@@ -6,16 +6,13 @@ import math
 import re
 from dataclasses import dataclass
 
+# The one margin's home is below the sizing (the thresholds share it); kvtop plan and the
+# command line read it from here.
+from kvtop.model.safe_margin import SAFE_HEADROOM_GIB as SAFE_HEADROOM_GIB
+from kvtop.model.safe_margin import SAFE_MARGIN_MAX_GIB as SAFE_MARGIN_MAX_GIB
 from kvtop.sglang.version_hint import VersionRange
 
 GIB: int = 1 << 30
-# Below this much free memory after startup, prefill activations of a large chunk can OOM. The
-# default of the one margin every view uses (the alerts, the report, the formula screen, the
-# insights and `kvtop plan`); `safe_margin_gib` in the config file or --safe-margin sets it.
-# SGLang's own tuning advice is to leave 5 to 8 of its "GB" (GiB) free after startup; this is
-# the low end of that range (docs/alerts.md, "The safe margin").
-SAFE_HEADROOM_GIB = 5.0
-SAFE_MARGIN_MAX_GIB = 1024.0  # the largest margin the config file or --safe-margin accepts
 """SGLang's device "GB" (get_available_gpu_memory, KV Cache lines) is this many bytes."""
 
 DECIMAL_GB: int = 10**9

@@ -21,8 +21,8 @@ and a version the log only narrows down to a range disagrees only outside that r
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from kvtop.model.mismatch import Mismatch
 from kvtop.model.sizing.formula import parse_version
 from kvtop.sglang.metrics import MetricsSample, ServerInfo
 from kvtop.sglang.server_args import ServerArgs
@@ -35,20 +35,6 @@ MAX_TOTAL_NUM_TOKENS, CONTEXT_LENGTH = "max_total_num_tokens", "context_length"
 PORT, SGLANG_VERSION = "port", "sglang_version"
 # Fields whose metrics value is a lower bound (highest rank label + 1).
 _LOWER_BOUNDS = frozenset({TP_SIZE, DP_SIZE, PP_SIZE})
-
-
-@dataclass(frozen=True, slots=True)
-class Mismatch:
-    """One fact about the server on which the log and a server source disagree.
-
-    `source` is "metrics" or "server_info"; `log` and `server` are the two values as read
-    (str, int or float; JSON `mismatches`).
-    """
-
-    field: str
-    log: object
-    server: object
-    source: str
 
 
 # --------------------------------------------------------------------------------------------

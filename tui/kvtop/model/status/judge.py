@@ -27,7 +27,7 @@ from kvtop.model.status.levels import (
     alert_order,
 )
 from kvtop.model.status.server_status import server_status
-from kvtop.model.status.verdict import UNJUDGED, Verdict
+from kvtop.model.verdict import UNJUDGED, Verdict
 
 NAMED_AT_MOST = 3  # alerts named in the summary; the rest are counted
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kvtop.model.sizing.replay import SAFE_HEADROOM_GIB
+from kvtop.model.safe_margin import SAFE_HEADROOM_GIB
 from kvtop.model.str_enum import StrEnum
 
 

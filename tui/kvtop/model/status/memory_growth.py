@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvtop.model.snapshot import Snapshot
-from kvtop.model.status.growth_rate import (
+from kvtop.model.memory.growth_rate import (
     SECONDS_PER_DAY,
     GpuGrowth,
     GrowthRate,
@@ -30,6 +29,7 @@ from kvtop.model.status.growth_rate import (
     RankGrowth,
     growth_rate,
 )
+from kvtop.model.snapshot import Snapshot
 from kvtop.model.status.levels import Alert, Level, Thresholds
 from kvtop.model.status.server_status import duration_text
 

@@ -11,7 +11,7 @@ from kvtop.model.deployment_shape import deployment_shape
 from kvtop.model.snapshot import SourceHealth
 from kvtop.model.status.freshness import is_fresh, named
 from kvtop.model.status.levels import Level
-from kvtop.model.status.verdict import Verdict
+from kvtop.model.verdict import Verdict
 from kvtop.sglang.control_chars import make_visible
 from kvtop.sglang.lifecycle import crash_loop, current_step, phase_in_progress
 from kvtop.sglang.start_state import FAILED, READY, STOPPED, Startup
@@ -205,7 +205,7 @@ def _shape_facts(startup: Startup) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class HeaderState:
-    """The status line's state: the words and the verdict's level (tui/kvtop/model/status/verdict.py).
+    """The status line's state: the words and the verdict's level (tui/kvtop/model/verdict.py).
 
     The level is the verdict's, as in every other view: the state's colour and glyph are the
     worst active alert's, and the count of active alerts follows the state. Words say why a

@@ -25,7 +25,7 @@ from kvtop.model.status.liveness import gpus_text
 from kvtop.model.status.memory_growth import MemoryGrowthWatch
 from kvtop.model.status.retraction_alert import retraction_alert
 from kvtop.model.status.state_pool_climb import StatePoolClimb
-from kvtop.model.status.verdict import (
+from kvtop.model.verdict import (
     ALERT_CLEARED,
     ALERT_RAISED,
     GPU_BACK,
