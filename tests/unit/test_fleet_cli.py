@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kvtop.cli import main
-from kvtop.fleet.cli import prometheus_url_problem
+from kvtop.option_rules import prometheus_url_problem
 
 URL = "http://127.0.0.1:9"  # nothing is ever sent: every case below stops before reading
 

@@ -238,6 +238,7 @@ LAYERS = (
             "kvtop.plan",
             "kvtop.sources",
             "kvtop.options",
+            "kvtop.option_rules",
             "kvtop.help_format",
             "kvtop.report",
         ),
@@ -253,6 +254,7 @@ LAYERS = (
             "kvtop.diff",
             "kvtop.sources",
             "kvtop.options",
+            "kvtop.option_rules",
             "kvtop.help_format",
             "kvtop.report",
         ),
@@ -261,6 +263,13 @@ LAYERS = (
     # -- the command lines: the only modules that see every wing ------------------------------
     Layer(
         "option rules", ("kvtop.options",), ("kvtop.report.width", "kvtop.report.unexpected"), NO_UI
+    ),
+    # Which options go together, for every command: its tables, their sentences, one check.
+    Layer(
+        "option table",
+        ("kvtop.option_rules",),
+        (*PURE, "kvtop.options", "kvtop.server_url", "kvtop.report.width", "kvtop.export.address"),
+        NO_UI,
     ),
     Layer("command line", ("kvtop.cli", "kvtop.__main__", "kvtop.fleet.cli"), ("kvtop",)),
     Layer("package", ("kvtop", "kvtop.data"), (), NO_UI, exact=True),

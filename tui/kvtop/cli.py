@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
 import os
 import signal
 import sys
@@ -14,7 +13,18 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvtop import __version__, help_format
-from kvtop.model.sizing.formula import SAFE_HEADROOM_GIB, SAFE_MARGIN_MAX_GIB
+from kvtop.model.sizing.formula import SAFE_HEADROOM_GIB
+from kvtop.option_rules import (
+    CHECK,
+    CHECK_SOURCES,
+    EXPORT,
+    LIVE,
+    ONCE,
+    ONE_HOST,
+    Problem,
+    first_problem,
+    refuse,
+)
 from kvtop.options import (
     DEFAULT_CHECK_DEADLINE_S,
     DEFAULT_DEADLINE_S,
@@ -28,11 +38,8 @@ from kvtop.options import (
     Deadline,
     deadline_seconds,
     dumb_terminal,
-    first_broken,
     has_terminal,
-    interval_problem,
     one_report,
-    output_problem,
     print_check,
     usage_error,
 )
@@ -42,8 +49,6 @@ from kvtop.report.width import MAX_WIDTH, MIN_WIDTH, PIPE_WIDTH
 if TYPE_CHECKING:  # imported where used, so that `kvtop --help` starts fast
     from kvtop.model.snapshot import Snapshot
     from kvtop.session import Options
-
-MAX_REQUEST_LEN = 100_000_000  # far beyond any model's context; keeps the arithmetic finite
 
 # The second form of the command, shown under argparse's usage line for the first.
 PLAN_USAGE = (
@@ -421,57 +426,11 @@ def _stop_on_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _option_problem(args: argparse.Namespace) -> str | None:
-    """The first option (or combination) kvtop cannot run with, in words; None when all can."""
-    rules = (
-        (
-            any(not 0 < v < 1 for v in args.what_if),
-            "--what-if takes a mem_fraction_static between 0 and 1, e.g. 0.9",
-        ),
-        (
-            args.request_len is not None and not 1 <= args.request_len <= MAX_REQUEST_LEN,
-            f"--request-len takes a number of tokens from 1 to {MAX_REQUEST_LEN:,}",
-        ),
-        (
-            args.safe_margin is not None
-            and not (
-                math.isfinite(args.safe_margin) and 0 <= args.safe_margin <= SAFE_MARGIN_MAX_GIB
-            ),
-            f"--safe-margin takes free GiB per GPU from 0 to {SAFE_MARGIN_MAX_GIB:g}, e.g. 5",
-        ),
-        (
-            not (math.isfinite(args.demo_speed) and 0 < args.demo_speed <= 10_000),
-            "--demo-speed takes a factor above 0, up to 10000",
-        ),
-    )
-    later = (
-        (bool(args.journal_dir and not args.unit), "--journal-dir goes with --unit NAME"),
-        (
-            sum(bool(x) for x in (args.log_file, args.unit, args.demo)) > 1,
-            "give one of --log-file, --unit or --demo",
-        ),
-    )
-    problem = (
-        output_problem(args)
-        or first_broken(rules)
-        or interval_problem(args.interval)
-        or first_broken(later)
-    )
-    if problem is None and args.url is not None:
-        from kvtop.server_url import url_problem
-
-        problem = url_problem(args.url)
-    return problem
-
-
 def _main_live(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """The live view, when this terminal can show it."""
-    if args.log_file == "-":
-        return usage_error(
-            parser,
-            "the live view reads keys from the terminal, so it cannot read the log from "
-            "stdin: give --log-file PATH or --unit NAME (stdin works with --once)",
-        )
+    problem = first_problem(args, LIVE)
+    if problem is not None:
+        return refuse(parser, problem)
     if dumb_terminal():
         print(f"kvtop: {DUMB_TERMINAL}", file=sys.stderr)
         return EXIT_USAGE
@@ -485,11 +444,9 @@ def _main_live(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
 def _main_once(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """One report; a bug becomes one sentence, not a traceback (which could quote input)."""
-    if not (args.log_file or args.demo or args.unit or args.url):
-        return usage_error(
-            parser,
-            "--once needs --log-file PATH ('-' for stdin), --unit NAME, --url URL or --demo",
-        )
+    problem = first_problem(args, ONCE)
+    if problem is not None:
+        return refuse(parser, problem)
     return one_report(lambda: run_once(args))
 
 
@@ -560,9 +517,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bad_config is not None:
         print(f"kvtop: {bad_config[1]}", file=sys.stderr)
         return bad_config[0]
-    problem = _option_problem(args)
+    problem = first_problem(args, ONE_HOST)
     if problem is not None:
-        return usage_error(parser, problem)
+        return refuse(parser, problem)
     if args.export is not None:
         return _main_export(parser, args)
     return _main_once(parser, args) if args.once else _main_live(parser, args)
@@ -570,14 +527,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """`kvtop --export [ADDR]` (tui/kvtop/export): serve /metrics, or with --once print one body."""
-    from kvtop.export.command import export_problem, run_export
+    from kvtop.export.command import run_export
 
-    sources = (args.log_file, args.unit, args.url, args.demo)
-    problem = export_problem(
-        args.export, once=args.once, json=args.json, width=args.width, sources=sources
-    )
+    problem = first_problem(args, EXPORT)
     if problem is not None:
-        return usage_error(parser, problem)
+        return refuse(parser, problem)
     ok, api_key = _api_key(args)
     if not ok:
         return EXIT_UNREADABLE
@@ -587,20 +541,13 @@ def _main_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
 # -- kvtop --check --------------------------------------------------------------------------------
 def _check_problem(args: argparse.Namespace) -> str | None:
     """Why --check cannot run with these options and config file (None: it can)."""
-    if args.once or args.json:
-        return "--check prints its own status line: leave out --once and --json"
-    if args.export is not None:
-        return "--check prints its own status line: leave out --export"
-    bad_config = _config_problem(args)
-    if bad_config is not None:
-        return f"config file: {bad_config[1]}"
-    problem = _option_problem(args)
-    if problem is None and not (args.log_file or args.demo or args.unit or args.url):
-        problem = (
-            "--check needs --log-file PATH, --unit NAME, --url URL or --demo "
-            "(or url / unit in the config file)"
-        )
-    return problem
+    problem: Problem | None = first_problem(args, CHECK)
+    if problem is None:
+        bad_config = _config_problem(args)  # the config file is read after --check's own rules
+        if bad_config is not None:
+            return f"config file: {bad_config[1]}"
+        problem = first_problem(args, ONE_HOST, CHECK_SOURCES)
+    return None if problem is None else problem.sentence
 
 
 def _main_check(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
-"""The rules every kvtop command line shares: exit statuses, the output flags, usage errors and
-the monitoring plugin's line. The single host's (tui/kvtop/cli.py), the exporter's and the fleet's
-(tui/kvtop/fleet/cli.py) commands read the same flags the same way, so each rule is written here once.
+"""What every kvtop command line shares: exit statuses, usage errors, the monitoring plugin's
+line, the terminal the live view needs and the deadline of one-shot runs. Which options go
+together is tui/kvtop/option_rules.py's.
 """
 
 from __future__ import annotations
@@ -13,13 +13,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from kvtop.report.unexpected import debugging, unexpected_error
-from kvtop.report.width import MAX_WIDTH, MIN_WIDTH
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 # Stopped by a signal before the report (128 + the signal's number, as shells do).
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 3600
-JSON_WITHOUT_ONCE = "--json goes with --once"
 
 
 class PluginResult(Protocol):
@@ -30,34 +27,6 @@ class PluginResult(Protocol):
 
     @property
     def exit_code(self) -> int: ...
-
-
-def first_broken(rules: tuple[tuple[bool, str], ...]) -> str | None:
-    """The message of the first (broken, message) rule that is broken."""
-    return next((message for broken, message in rules if broken), None)
-
-
-def output_problem(args: argparse.Namespace) -> str | None:
-    """The first misuse of --json, --width or --interval, in words; None when they are fine.
-    --interval may be unset (None) when no flag and no config file gave it."""
-    rules = (
-        (args.json and not args.once, JSON_WITHOUT_ONCE),
-        (
-            args.width is not None and (args.json or not args.once),
-            "--width goes with --once (the text report)",
-        ),
-        (
-            args.width is not None and not MIN_WIDTH <= args.width <= MAX_WIDTH,
-            f"--width takes columns from {MIN_WIDTH} to {MAX_WIDTH}",
-        ),
-    )
-    return first_broken(rules)
-
-
-def interval_problem(interval_s: float | None) -> str | None:
-    if interval_s is not None and not MIN_INTERVAL_S <= interval_s <= MAX_INTERVAL_S:
-        return f"--interval takes seconds from {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g}"
-    return None
 
 
 def usage_error(parser: argparse.ArgumentParser, message: str) -> int:

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Sequence
 
 from kvtop import help_format
+from kvtop.option_rules import DIFF, first_problem, refuse
 from kvtop.options import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE
 from kvtop.report.plain_output import takes_unicode, write_json
-from kvtop.report.width import MAX_WIDTH, MIN_WIDTH
 
 _EXAMPLES = (
     ("kvtop diff before.log after.log", "the latest boot of each log"),
@@ -75,31 +75,15 @@ def main_diff(argv: Sequence[str]) -> int:
         return EXIT_INTERRUPTED
 
 
-def _usage_problem(opts: argparse.Namespace) -> str | None:
-    if opts.unit and opts.logs:
-        return "give logs or --unit, not both"
-    if not opts.unit and len(opts.logs) not in (1, 2):
-        return "give two logs (A then B), one log with a restart in it, or --unit UNIT"
-    if opts.journal_dir and not opts.unit:
-        return "--journal-dir goes with --unit"
-    if opts.logs.count("-") > 1:
-        return "stdin (-) can be read only once: give at most one -"
-    if opts.width is not None and not MIN_WIDTH <= opts.width <= MAX_WIDTH:
-        return f"--width {opts.width}: give a width from {MIN_WIDTH} to {MAX_WIDTH} columns"
-    return None
-
-
 def _main_diff(argv: Sequence[str]) -> int:
     parser = build_parser()
     try:
         opts = parser.parse_args(list(argv))
     except SystemExit as exc:
         return int(exc.code or 0)
-    problem = _usage_problem(opts)
+    problem = first_problem(opts, DIFF)
     if problem is not None:
-        parser.print_usage(sys.stderr)
-        _say(problem)
-        return EXIT_USAGE
+        return refuse(parser, problem, prog="kvtop diff")
     from kvtop.diff.boots import DiffInputError, latest_two, two_logs
     from kvtop.diff.report import diff_json, diff_text
     from kvtop.model.boot_diff import boot_facts, compare

@@ -11,43 +11,15 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from kvtop.export.address import AddressError, ListenAddress, parse_address
+from kvtop.export.address import ListenAddress, parse_address
 from kvtop.export.collector import SnapshotCollector
 from kvtop.model.snapshot import Snapshot
 from kvtop.options import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREADABLE
 from kvtop.report.unexpected import debugging, unexpected_error
 from kvtop.session import Options, Session
-
-
-def export_problem(
-    addr: str, *, once: bool, json: bool, width: int | None, sources: Sequence[object]
-) -> str | None:
-    """Why these options cannot run with --export (one sentence), or None. `addr` is "" when
-    --export came without ADDR; `sources`: --log-file, --unit, --url, --demo as given."""
-    if json:
-        return "--export writes Prometheus' text format: leave out --json"
-    if width is not None:
-        return "--width is for the text report: leave it out with --export"
-    if once and addr:
-        return (
-            "--once --export prints one body on stdout: leave out ADDR (it is where the "
-            "server listens)"
-        )
-    if once and not any(sources):
-        return (
-            "--once --export needs --log-file PATH ('-' for stdin), --unit NAME, --url URL "
-            "or --demo"
-        )
-    if not once:
-        try:
-            parse_address(addr)
-        except AddressError as exc:
-            return str(exc)
-    return None
 
 
 def _missing_log(options: Options) -> str | None:
@@ -97,8 +69,8 @@ def print_once(options: Options) -> int:
 
 
 def run_export(addr: str, options: Options, *, once: bool) -> int:
-    """The command line's one entry (options already checked by export_problem); a bug is one
-    sentence, not a traceback (KVTOP_DEBUG=1 shows it)."""
+    """The command line's one entry (options already checked: tui/kvtop/option_rules.py's
+    EXPORT); a bug is one sentence, not a traceback (KVTOP_DEBUG=1 shows it)."""
     try:
         return _run(addr, options, once=once)
     except BrokenPipeError:  # `kvtop --once --export | head`

@@ -15,111 +15,24 @@ import sys
 from typing import TYPE_CHECKING
 
 from kvtop.fleet.model import Fleet
+from kvtop.option_rules import FLEET, Problem, first_problem, refuse
 from kvtop.options import (
     DUMB_TERMINAL,
     EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
-    JSON_WITHOUT_ONCE,
     NO_TERMINAL,
     dumb_terminal,
-    first_broken,
     has_terminal,
-    interval_problem,
     one_report,
-    output_problem,
     print_check,
-    usage_error,
 )
 from kvtop.report.unexpected import debugging, unexpected_error
-from kvtop.server_url import (
-    CREDENTIALS,
-    INVALID,
-    NO_HOST,
-    PORT,
-    PORT_ZERO,
-    SCHEME,
-    SPACES,
-    url_fault,
-)
 
 if TYPE_CHECKING:  # imported where used, so that the single-host commands start fast
     from kvtop.config import Config
     from kvtop.fleet.feed import FleetFeed
     from kvtop.model.status.levels import Thresholds
-
-MAX_SELECTOR_CHARS = 2000
-_EXAMPLE = "e.g. --prometheus http://prometheus:9090"
-# One host's source flags: --prometheus reads the fleet instead (attribute, flag).
-_SINGLE_HOST = (
-    ("log_file", "--log-file"),
-    ("unit", "--unit"),
-    ("demo", "--demo"),
-    ("url", "--url"),
-    ("journal_dir", "--journal-dir"),
-    ("api_key_file", "--api-key-file"),
-)
-
-
-def prometheus_url_problem(url: str) -> str | None:
-    """None when `url` can be Prometheus' base URL (a path prefix is fine), else a sentence that
-    never quotes the URL (it could hold a password). The rule is --url's (tui/kvtop/server_url.py)."""
-    fault = url_fault(url)
-    if fault is None:
-        return None
-    if fault == SPACES:
-        return f"--prometheus takes Prometheus' address without spaces ({_EXAMPLE})."
-    if fault in (INVALID, PORT):
-        return f"--prometheus is not a valid URL with a port from 1 to 65535 ({_EXAMPLE})."
-    if fault == CREDENTIALS:
-        return (
-            "--prometheus must not contain a user name or password: put a bearer token in a "
-            "file for --prometheus-bearer-file."
-        )
-    if fault == SCHEME:
-        return f"--prometheus takes an http:// or https:// address ({_EXAMPLE})."
-    if fault in (NO_HOST, PORT_ZERO):
-        return f"--prometheus needs a host (and a port from 1 to 65535) ({_EXAMPLE})."
-    return f"--prometheus takes the base address without ?query or #fragment ({_EXAMPLE})."
-
-
-def _selector_problem(selector: str | None) -> str | None:
-    if selector is None:
-        return None
-    text = selector.strip()
-    if not text or text in ("{}",) or len(text) > MAX_SELECTOR_CHARS:
-        return "give --selector PromQL label matchers, e.g. --selector 'job=\"gpu-prod\"'"
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-        return "--selector takes label matchers without control characters"
-    return None
-
-
-def option_problem(args: argparse.Namespace) -> str | None:
-    """The first option (or combination) the fleet cannot run with; None when all can."""
-    if args.prometheus is None:
-        flag = "--selector" if args.selector is not None else "--prometheus-bearer-file"
-        return f"{flag} goes with --prometheus URL"
-    single = [flag for name, flag in _SINGLE_HOST if getattr(args, name, None)]
-    rules = (
-        (
-            bool(single),
-            f"--prometheus shows the fleet from Prometheus; {', '.join(single)} read one host: "
-            "give one or the other",
-        ),
-        (
-            getattr(args, "export", None) is not None,
-            "--export serves this host's numbers and --prometheus reads the fleet's: give one "
-            "or the other",
-        ),
-        # Before --check's own rule, as for one host: `--check --json` is told about --json.
-        (args.json and not args.once, JSON_WITHOUT_ONCE),
-        (
-            args.check and (args.once or args.json),
-            "--check prints its own status line: leave out --once and --json",
-        ),
-    )
-    problem = first_broken(rules) or output_problem(args) or interval_problem(args.interval)
-    return problem or prometheus_url_problem(args.prometheus) or _selector_problem(args.selector)
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -203,9 +116,9 @@ def run_check(args: argparse.Namespace) -> int:
     from kvtop.report.check import unknown
 
     try:
-        problem = option_problem(args)
+        problem = first_problem(args, FLEET)
         if problem is not None:
-            return print_check(unknown(problem))
+            return print_check(unknown(problem.sentence))
         config = _config(args)
         fleet = read_fleet(args, _token(args))
         result = fleet_check(fleet, config.thresholds)
@@ -222,11 +135,11 @@ def run_check(args: argparse.Namespace) -> int:
     return print_check(result)
 
 
-def _terminal_problem() -> str | None:
+def _terminal_problem() -> Problem | None:
     if dumb_terminal():
-        return DUMB_TERMINAL
+        return Problem(DUMB_TERMINAL)
     if not has_terminal():
-        return NO_TERMINAL
+        return Problem(NO_TERMINAL)
     return None
 
 
@@ -253,11 +166,11 @@ def main_fleet(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     from kvtop.config import ConfigError
     from kvtop.fleet.reader import BearerFileError
 
-    problem = option_problem(args)
+    problem = first_problem(args, FLEET)
     if problem is None and not args.once:
         problem = _terminal_problem()
     if problem is not None:
-        return usage_error(parser, problem)
+        return refuse(parser, problem)
     try:
         config = _config(args)
     except ConfigError as exc:

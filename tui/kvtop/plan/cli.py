@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -13,7 +12,7 @@ from dataclasses import replace
 from kvtop import help_format
 from kvtop.model.sizing.calibration import Calibration, CalibrationError
 from kvtop.model.sizing.engine import Gpus, ModelInfo, PlanInputError, build
-from kvtop.model.sizing.formula import SAFE_HEADROOM_GIB, SAFE_MARGIN_MAX_GIB, parse_version
+from kvtop.model.sizing.formula import SAFE_HEADROOM_GIB, parse_version
 from kvtop.model.sizing.launch_args import (
     LaunchArgsError,
     launch_shape_problem,
@@ -21,6 +20,15 @@ from kvtop.model.sizing.launch_args import (
     parse_launch_args,
 )
 from kvtop.model.sizing.plan import FITS, NOT_ENOUGH_MEMORY, OOM_RISK, POOL_UNDER_CONTEXT
+from kvtop.option_rules import (
+    FREE_NOW,
+    MAX_GPU_GIB,
+    MIN_GPU_GIB,
+    PLAN,
+    first_problem,
+    gpu_memory_gib,
+    refuse,
+)
 from kvtop.options import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE
 from kvtop.plan.gather import (
     GatherError,
@@ -32,7 +40,6 @@ from kvtop.plan.gather import (
 )
 from kvtop.plan.report import PlanContext, plan_json, plan_text
 from kvtop.report.plain_output import takes_unicode, write_json
-from kvtop.report.width import MAX_WIDTH, MIN_WIDTH
 
 # SGLang starts, but one request of the full context does not fit in its pool.
 EXIT_POOL_UNDER_CONTEXT = 3
@@ -44,13 +51,6 @@ EXIT_BY_VERDICT = {
     OOM_RISK: EXIT_OOM_RISK,
     NOT_ENOUGH_MEMORY: EXIT_NOT_ENOUGH_MEMORY,
 }
-# One GPU's memory: SGLang needs room beyond the CUDA context and NCCL (1.2 GiB, 2.4 GiB with
-# TP: build.CONTEXT_OVERHEAD_GIB) for weights and a KV pool, so a card under 4 GiB plans nothing;
-# 4096 GiB is far beyond any accelerator and keeps the arithmetic in range.
-MIN_GPU_GIB = 4
-FREE_NOW = "free"  # --gpu-memory free: NVML's free memory now
-MAX_GPU_GIB = 4096
-MAX_WEIGHTS_GIB = 100 * 1024  # 100 TiB: past any checkpoint, keeps the arithmetic exact
 
 _EXAMPLES = (
     ("kvtop plan --from-log sglang.log -- --mem-fraction-static 0.90", "this server at 0.90"),
@@ -144,25 +144,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _gpu_memory(value: str | None) -> tuple[float | None, str | None]:
-    """--gpu-memory's GiB (None: NVML's, or "free"), or the sentence saying what is wrong."""
-    if value is None or value == FREE_NOW:
-        return None, None
-    try:
-        gib = float(value)
-    except ValueError:
-        return None, (
-            f"--gpu-memory {value!r} is neither a number nor 'free': give one GPU's memory in "
-            f"GiB (e.g. 80), or free for the free memory NVML measures now"
-        )
-    if not (math.isfinite(gib) and MIN_GPU_GIB <= gib <= MAX_GPU_GIB):
-        return None, (
-            f"--gpu-memory {gib:g}: give one GPU's memory in GiB, from {MIN_GPU_GIB} to "
-            f"{MAX_GPU_GIB} (e.g. 80); SGLang needs more than the CUDA context's 1.2–2.4 GiB"
-        )
-    return gib, None
-
-
 def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     words = list(argv)
     if "--" in words:
@@ -204,40 +185,10 @@ def _main_plan(argv: Sequence[str]) -> int:
         opts = parser.parse_args(ours)
     except SystemExit as exc:
         return int(exc.code or 0)
-    if opts.sglang_version is not None and parse_version(opts.sglang_version) is None:
-        parser.print_usage(sys.stderr)
-        _say(f"--sglang-version {opts.sglang_version!r} is not a version: give e.g. 0.5.23")
-        return EXIT_USAGE
-    gpu_gib, problem = _gpu_memory(opts.gpu_memory)
+    problem = first_problem(opts, PLAN)
     if problem is not None:
-        parser.print_usage(sys.stderr)
-        _say(problem)
-        return EXIT_USAGE
-    if opts.weights_gib is not None and not (
-        math.isfinite(opts.weights_gib) and 0 < opts.weights_gib <= MAX_WEIGHTS_GIB
-    ):
-        parser.print_usage(sys.stderr)
-        _say(
-            f"--weights-gib {opts.weights_gib:g}: give the checkpoint's size in GiB, above 0 and "
-            f"at most {MAX_WEIGHTS_GIB:,} (e.g. 15 for an 8B model in bf16)"
-        )
-        return EXIT_USAGE
-    if opts.weights_gib is not None and not opts.model:
-        parser.print_usage(sys.stderr)
-        _say("--weights-gib goes with --model (the config.json whose weights they are)")
-        return EXIT_USAGE
-    if not (math.isfinite(opts.safe_margin) and 0 <= opts.safe_margin <= SAFE_MARGIN_MAX_GIB):
-        parser.print_usage(sys.stderr)
-        _say(f"--safe-margin takes free GiB per GPU from 0 to {SAFE_MARGIN_MAX_GIB:g}, e.g. 5")
-        return EXIT_USAGE
-    if opts.width is not None and not MIN_WIDTH <= opts.width <= MAX_WIDTH:
-        parser.print_usage(sys.stderr)
-        _say(f"--width {opts.width}: give a width from {MIN_WIDTH} to {MAX_WIDTH} columns")
-        return EXIT_USAGE
-    if not (opts.model or opts.from_log or opts.unit):
-        parser.print_usage(sys.stderr)
-        _say("give --model DIR (the model's config.json) and/or --from-log LOG / --unit UNIT")
-        return EXIT_USAGE
+        return refuse(parser, problem, prog="kvtop plan")
+    gpu_gib = gpu_memory_gib(opts.gpu_memory)[0]
     try:
         given = parse_launch_args(theirs)
     except LaunchArgsError as exc:
@@ -271,9 +222,9 @@ def _main_plan(argv: Sequence[str]) -> int:
             return EXIT_UNREADABLE
         if gpus is not None and opts.gpu_name and gpus.name is None:
             gpus = replace(gpus, name=opts.gpu_name)
-    problem = launch_shape_problem(args)
-    if problem is not None:
-        _say(problem)
+    shape_problem = launch_shape_problem(args)
+    if shape_problem is not None:
+        _say(shape_problem)
         return EXIT_USAGE
     version, version_source = _version(opts.sglang_version, calib)
     try:
