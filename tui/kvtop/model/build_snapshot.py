@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kvtop.model.deployment_shape import deployment_shape, rank_span
 from kvtop.model.memory.gpu_memory import (
@@ -38,6 +38,7 @@ from kvtop.model.notes import (
     Note,
     collapse,
 )
+from kvtop.model.processes.record import ProcessFacts, ProcessRecord
 from kvtop.model.server_target import ServerTarget
 from kvtop.model.snapshot import (
     METRICS_AGAINST_LOG,
@@ -45,7 +46,6 @@ from kvtop.model.snapshot import (
     GpuProcessView,
     GpuView,
     HostMemory,
-    ProcessUsage,
     Snapshot,
     SourceHealth,
     SourceState,
@@ -76,29 +76,36 @@ def _base_gpu_id(analysis: Analysis) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class _ProcessFacts:
+class _Owners:
+    """The records as the owner rules read them (tui/kvtop/model/memory/process_owner.py):
+    ranks and host facts by pid, and the server those make out."""
+
+    records: Mapping[int, ProcessRecord]
     ranks: Mapping[int, str | None]
-    users: Mapping[int, str | None]
     infos: Mapping[int, ProcessInfo]
     server: ServerIdentity  # the server's processes as their titles, tree and unit show them
-    usage: Mapping[int, ProcessUsage]  # what each uses on the host now
 
-
-_NO_USAGE = ProcessUsage()
+    @classmethod
+    def of(cls, records: Mapping[int, ProcessRecord]) -> _Owners:
+        ranks = {pid: r.rank for pid, r in records.items()}
+        infos = {pid: r.info for pid, r in records.items()}
+        return cls(records, ranks, infos, server_identity(ranks, infos))
 
 
 def _gpu_view(
     sample: GpuSample,
     ranks: tuple[str, ...],
     breakdowns: Mapping[str, MemoryBreakdown],
-    facts: _ProcessFacts,
+    owners: _Owners,
 ) -> GpuView:
     """One GPU: NVML's reading reconciled with the log of the one rank on it (if just one);
     processes that are not the server's (by identity, tui/kvtop/model/memory/process_owner.py) get
     their own segment. A lost GPU: no numbers."""
     log = breakdowns.get(ranks[0]) if len(ranks) == 1 else None
-    others = other_pids(sample.processes, bool(ranks), facts.ranks, facts.infos, facts.server)
-    views = tuple(_process_view(p, p.pid in others, facts) for p in sample.processes)
+    others = other_pids(sample.processes, bool(ranks), owners.ranks, owners.infos, owners.server)
+    views = tuple(
+        _process_view(p, p.pid in others, owners.records.get(p.pid)) for p in sample.processes
+    )
     if sample.status != GpuStatus.OK:
         return GpuView(sample, ranks, lost_memory(), views)
     if any(name == "processes" for name, _ in sample.field_errors):
@@ -109,20 +116,19 @@ def _gpu_view(
     return GpuView(sample=sample, ranks=ranks, memory=memory, processes=views)
 
 
-def _process_view(process: GpuProcess, other: bool, facts: _ProcessFacts) -> GpuProcessView:
-    info = facts.infos.get(process.pid)
-    usage = facts.usage.get(process.pid, _NO_USAGE)
+def _process_view(process: GpuProcess, other: bool, record: ProcessRecord | None) -> GpuProcessView:
+    record = record or ProcessRecord(process.pid)
     return GpuProcessView(
         process.pid,
         process.used_gib,
-        facts.ranks.get(process.pid),
-        facts.users.get(process.pid),
-        info.command if info is not None else None,
+        record.rank,
+        record.user,
+        record.info.command,
         other,
-        started_at=info.started_at if info is not None else None,
-        cpu_percent=usage.cpu_percent,
-        rss_gib=usage.rss_gib,
-        adopted=info.adopted if info is not None else False,
+        started_at=record.info.started_at,
+        cpu_percent=record.usage.cpu_percent,
+        rss_gib=record.usage.rss_gib,
+        adopted=record.info.adopted,
     )
 
 
@@ -279,34 +285,37 @@ def _metrics_against_the_log(
     return tuple(fixed)
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotInputs:
+    """What the sources delivered for one snapshot. `processes`: the GPU processes as this
+    host shows them (rank from the title, user, command line, start time, CPU and resident
+    memory now); `notes`: the sources' own sentences (a log notice, a withheld API key), shown
+    after the model's; `cuda_visible_devices`: the server's visible devices, for placing ranks
+    by order."""
+
+    analysis: Analysis
+    taken_at: float
+    nvml: NvmlReading | None = None
+    processes: ProcessFacts = field(default_factory=ProcessFacts)
+    metrics: MetricsSample | None = None
+    server_info: ServerInfo | None = None
+    host: HostMemory | None = None
+    sources: tuple[SourceHealth, ...] = ()
+    cuda_visible_devices: str | None = None
+    notes: tuple[str, ...] = ()
+    server: ServerTarget | None = None
+    mismatches: tuple[Mismatch, ...] = ()
+    log_from_this_host: bool = False
+
+
 def build_snapshot(
-    analysis: Analysis,
-    *,
-    taken_at: float,
-    nvml: NvmlReading | None,
-    process_ranks: Mapping[int, str | None],
-    pids_visible: bool,
-    metrics: MetricsSample | None,
-    server_info: ServerInfo | None,
-    host: HostMemory | None,
-    sources: tuple[SourceHealth, ...],
-    cuda_visible_devices: str | None = None,
-    process_users: Mapping[int, str | None] | None = None,
-    process_infos: Mapping[int, ProcessInfo] | None = None,
-    process_usage: Mapping[int, ProcessUsage] | None = None,
-    notes: tuple[str, ...] = (),
-    server: ServerTarget | None = None,
-    mismatches: tuple[Mismatch, ...] = (),
-    watch: Watch | None = None,
-    log_from_this_host: bool = False,
-    judged: bool = True,
+    inputs: SnapshotInputs, *, watch: Watch | None = None, judged: bool = True
 ) -> Snapshot:
-    """Join the analysed log with GPU readings. `process_ranks`: pid -> rank from its title;
-    `process_infos`: pid -> command line and start time (whose process it is);
-    `process_usage`: pid -> its CPU and resident memory on the host now; `notes`: the
-    sources' own sentences (a log notice, a withheld API key), after the model's; `watch`:
-    the session's judge (one look with the default thresholds when None); `judged=False`: no
-    verdict yet (the first frame's GPUs, before the other sources' first readings)."""
+    """Join the analysed log with GPU readings. `watch`: the session's judge (one look with
+    the default thresholds when None); `judged=False`: no verdict yet (the first frame's GPUs,
+    before the other sources' first readings)."""
+    analysis, nvml, sources = inputs.analysis, inputs.nvml, inputs.sources
+    cuda_visible_devices, taken_at = inputs.cuda_visible_devices, inputs.taken_at
     samples = nvml.gpus if nvml is not None else ()
     base = _base_gpu_id(analysis)
     visible = parse_visible_devices(cuda_visible_devices, [s.uuid for s in samples])
@@ -314,30 +323,23 @@ def build_snapshot(
     # Ranks SGLang runs on another node have no GPU here by design: not placed, not "unplaced".
     elsewhere = set(shape.other_node_ranks)
     log_ranks = [r.rank for r in analysis.ranks if r.rank not in elsewhere]
-    by_process = _ranks_by_process(samples, process_ranks)
+    owners = _Owners.of(inputs.processes.records)
+    by_process = _ranks_by_process(samples, owners.ranks)
     mapping, how = choose_rank_mapping(
         [s.index for s in samples], log_ranks, by_process, base, visible
     )
     mapping = _with_unread_ranks(samples, mapping, how, log_ranks)
     missing = _missing_ranks(nvml, mapping, how, log_ranks)
     breakdowns = {b.rank: b for b in analysis.breakdowns}
-    infos = process_infos or {}
-    facts = _ProcessFacts(
-        process_ranks,
-        process_users or {},
-        infos,
-        server_identity(process_ranks, infos),
-        process_usage or {},
-    )
-    gpus = [_gpu_view(s, mapping.get(s.index, ()), breakdowns, facts) for s in samples]
+    gpus = [_gpu_view(s, mapping.get(s.index, ()), breakdowns, owners) for s in samples]
     gone = server_gone(analysis.startup, gpus, breakdowns)
     if gone is not None:
         # NVML outranks a log that stopped talking: the server is stopped in every view, and
         # its log's segments are not drawn on cards it has left.
         startup = replace(analysis.startup, state=STOPPED, stopped_by=gone)
         analysis = replace(analysis, startup=startup)
-        gpus = [_gpu_view(s, mapping.get(s.index, ()), {}, facts) for s in samples]
-    by_order = _by_order_note(pids_visible, base, cuda_visible_devices, visible)
+        gpus = [_gpu_view(s, mapping.get(s.index, ()), {}, owners) for s in samples]
+    by_order = _by_order_note(inputs.processes.visible, base, cuda_visible_devices, visible)
     placement = _placement_notes(nvml, missing, how, by_order)
     shape_notes = [Note(SHAPE, text) for text in shape.flags()]
     reading = (
@@ -354,16 +356,16 @@ def build_snapshot(
         analysis=analysis,
         gpus=tuple(gpus),
         rank_mapping=how,
-        metrics=metrics,
-        server_info=server_info,
-        host=host,
+        metrics=inputs.metrics,
+        server_info=inputs.server_info,
+        host=inputs.host,
         sources=sources,
-        notes=tuple(n.text for n in items) + notes,
+        notes=tuple(n.text for n in items) + inputs.notes,
         note_items=items,
         driver_version=nvml.driver_version if nvml is not None else None,
-        server=server,
-        mismatches=mismatches,
-        log_from_this_host=log_from_this_host,
+        server=inputs.server,
+        mismatches=inputs.mismatches,
+        log_from_this_host=inputs.log_from_this_host,
         missing_ranks=tuple(missing),
     )
     if not judged:
