@@ -10,26 +10,8 @@ from typing import Any
 
 from kvtop.sglang import events as ev
 from kvtop.sglang import lifecycle
-from kvtop.sglang.failures import (
-    LAUNCH,
-    MAX_CAUSE_CHARS,
-    SERVING,
-    TEARDOWN,
-    OpenTraceback,
-    capacity_failure,
-    counts_as_cause,
-    exception_type,
-    explained,
-    failed_phase,
-    frame_phase,
-    inferred_open,
-    last_phase,
-    launcher_failure,
-    nothing_started,
-    opens_traceback,
-    serving_batch,
-    text_phase,
-)
+from kvtop.sglang.failure_record import rank_of, record_failure, step_now
+from kvtop.sglang.failures import MAX_CAUSE_CHARS, capacity_failure, serving_batch
 from kvtop.sglang.line_dates import LineDates
 from kvtop.sglang.start_state import (
     DRAFT,
@@ -52,11 +34,12 @@ from kvtop.sglang.start_state import (
     Startup,
     refresh_pools,
 )
+from kvtop.sglang.traceback_tracker import TracebackTracker
+from kvtop.sglang.unit_lines import UnitLines
 from kvtop.sglang.version_hint import narrow
 
 # Model classes SGLang uses for draft models (EAGLE/EAGLE3, MTP/NextN, standalone drafts).
 _DRAFT_TYPE_RE = re.compile(r"Eagle|MTP|NextN|Nextn|Draft|Medusa", re.IGNORECASE)
-_MAX_FAILURES = 50
 
 
 def _note_rejected(startup: Startup, event: ev.Event) -> None:
@@ -66,37 +49,6 @@ def _note_rejected(startup: Startup, event: ev.Event) -> None:
             startup.rejected_values.append(
                 RejectedValue(event.prefix.rank, event.prefix.time_text, value, event.message[:120])
             )
-
-
-def _phase_of(
-    startup: Startup, event: ev.Failure, hint: str | None = None
-) -> tuple[str | None, bool]:
-    """The phase a failure hit, and whether the log's phase lines said so (then a traceback's
-    frames cannot change it). Later failures of a failed start are its echoes: its phase."""
-    if startup.failure is not None:
-        return startup.failure.phase, True
-    phase = failed_phase(startup, event)
-    if phase is not None:
-        # A pool no line began (after the weights loaded): the frames may name the step.
-        return phase, not inferred_open(startup, event)
-    return text_phase(event.message) or hint or last_phase(startup, event), False
-
-
-def _step_now(startup: Startup) -> str:
-    """The step a start was in when it ended without a word of its own: "serving" after
-    ready, else the slowest rank's step, "launch" before any."""
-    if startup.finished:
-        return SERVING
-    step = lifecycle.current_step(startup)
-    return step.phase if step is not None else LAUNCH
-
-
-# The host's OOM killer (systemd's `A process of this unit has been killed by the OOM killer`,
-# `Failed with result 'oom-kill'`): host RAM, which kvtop's GPU numbers do not show.
-OOM_KILL_CAUSE = (
-    "the host's OOM killer killed a process of the unit: the host ran out of RAM (host memory, "
-    "not GPU memory)"
-)
 
 
 # How a duration no line gave was measured (the lines' own times).
@@ -130,10 +82,9 @@ class StartupTracker:
         self.restart_counter = 0
         self.unit_limits: str | None = None
         self.changes = 0  # bumped by every event: lets a live view re-analyse only on change
-        self._traceback: OpenTraceback | None = None  # the traceback being read (failures.py)
-        # The last exception line of a traceback no failure line announced: (start, line, the
-        # phase its frames named). A crash line right after it takes it as its cause.
-        self._unclaimed: tuple[Startup, str, str | None] | None = None
+        # Python tracebacks and systemd's lines about the unit, folded by trackers of their own.
+        self.tracebacks = TracebackTracker()
+        self.unit_lines = UnitLines(self)
         # Times logged without a date get one here, in log order (line_dates.py).
         self.dates = LineDates()
         # Lines in SGLang's shape that said nothing kvtop could read: how many, the first.
@@ -153,11 +104,11 @@ class StartupTracker:
                 or startup.has_rank_lines
                 or startup.state != STARTING
             ):
-                startup = self._new_startup()
+                startup = self.new_startup()
             startup.server_args = event.args
             startup.started_at = stamp
         elif self._begins_new_start(startup, event):
-            startup = self._new_startup()
+            startup = self.new_startup()
         if stamp is not None:
             if startup.first_time is None:
                 startup.first_time = stamp
@@ -170,8 +121,7 @@ class StartupTracker:
             # SIGQUIT that follows): not a failure of the server.
             startup.after_stop_failures += 1
             return
-        if self._unclaimed is not None and not isinstance(event, _TRACEBACK_EVENTS):
-            self._unclaimed = None  # something else came between: not that crash's cause
+        self.tracebacks.note(event)
         handler = _DISPATCH.get(type(event))
         if handler is not None:
             handler(self, startup, event)
@@ -181,7 +131,7 @@ class StartupTracker:
         follows is a new start, whatever its first lines are."""
         startup = self.current
         if startup.first_time is not None or startup.has_rank_lines or startup.server_args:
-            self._new_startup()
+            self.new_startup()
 
     # -- restarts -------------------------------------------------------------------------------
     def _begins_new_start(self, startup: Startup, event: ev.Event) -> bool:
@@ -199,7 +149,7 @@ class StartupTracker:
             return True  # target and draft already loaded: a third load is a new start
         return startup.speculative is False
 
-    def _new_startup(self) -> Startup:
+    def new_startup(self) -> Startup:
         old = self.current
         self.previous = old
         earlier = (*old.earlier, lifecycle.record(old))[-MAX_EARLIER_STARTS:]
@@ -214,18 +164,6 @@ class StartupTracker:
         self.current.restarts = max(self.current.restarts, counter)
 
     # -- helpers --------------------------------------------------------------------------------
-    @staticmethod
-    def _rank(startup: Startup, prefix: ev.LinePrefix) -> RankStartup:
-        rank = startup.ranks.get(prefix.rank)
-        if rank is None:
-            rank = RankStartup(rank=prefix.rank, tags=prefix.tags())
-            startup.ranks[prefix.rank] = rank
-        if prefix.timestamp is not None:
-            if rank.first_seen is None:
-                rank.first_seen = prefix.timestamp
-            rank.last_seen = prefix.timestamp
-        return rank
-
     @staticmethod
     def _phase(
         rank: RankStartup,
@@ -251,12 +189,12 @@ class StartupTracker:
 
     # -- handlers -------------------------------------------------------------------------------
     def _on_init_begin(self, startup: Startup, event: ev.InitBegin) -> None:
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         which = DRAFT if rank.target.load_begun else TARGET
         self._phase(rank, event, f"init {event.step} begin", which)
 
     def _on_init_end(self, startup: Startup, event: ev.InitEnd) -> None:
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         which = DRAFT if rank.target.load_begun else TARGET
         model = rank.model(which)
         if event.mem_usage_gib is not None:
@@ -271,13 +209,13 @@ class StartupTracker:
         )
 
     def _on_baseline(self, startup: Startup, event: ev.MemoryBaseline) -> None:
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         if event.mem_usage_gib is not None:
             rank.target.init_dist_gib = event.mem_usage_gib
         self._phase(rank, event, "memory baseline", TARGET, delta_gib=event.mem_usage_gib)
 
     def _on_load_begin(self, startup: Startup, event: ev.LoadWeightBegin) -> None:
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         which = DRAFT if rank.target.load_begun else TARGET
         model = rank.model(which)
         model.load_begun = True
@@ -297,7 +235,7 @@ class StartupTracker:
         return DRAFT if target.load_ended else TARGET
 
     def _on_load_end(self, startup: Startup, event: ev.LoadWeightEnd) -> None:
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         which = self._load_end_model(rank, event)
         model = rank.model(which)
         model.load_ended = True
@@ -335,7 +273,7 @@ class StartupTracker:
         startup.kv_cache_dtype = event.dtype
 
     def _on_kv(self, startup: Startup, event: ev.KvCacheAllocated) -> None:
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         which = TARGET if rank.target.avail_after_pool_gib is None else DRAFT
         if event.post_capture:
             which = TARGET
@@ -393,7 +331,7 @@ class StartupTracker:
         return rank.model(TARGET if rank.target.avail_after_pool_gib is None else DRAFT)
 
     def _on_mamba(self, startup: Startup, event: ev.MambaCacheAllocated) -> None:
-        model = self._pool_model(self._rank(startup, event.prefix))
+        model = self._pool_model(rank_of(startup, event.prefix))
         model.mamba_gib = event.state_gib
         model.mamba_slots = event.max_mamba_cache_size
         model.mamba_intermediate_gib = event.intermediate_gib
@@ -411,20 +349,20 @@ class StartupTracker:
                 model.derived_how[name] = f"{words} ({first:.2f} + {second:.2f})"
 
     def _on_swa_pool(self, startup: Startup, event: ev.SwaPoolAllocated) -> None:
-        model = self._pool_model(self._rank(startup, event.prefix))
+        model = self._pool_model(rank_of(startup, event.prefix))
         model.swa_pool_total_gib = event.mem_usage_gib
         model.swa_tokens_logged = event.swa_tokens
         model.full_tokens_logged = event.full_tokens
         refresh_pools(model)
 
     def _on_sliding(self, startup: Startup, event: ev.SlidingWindowPool) -> None:
-        model = self._pool_model(self._rank(startup, event.prefix))
+        model = self._pool_model(rank_of(startup, event.prefix))
         model.swa_tokens_logged = event.swa_layer_tokens
         model.full_tokens_logged = event.full_layer_tokens
         refresh_pools(model)
 
     def _on_dsv4_sizes(self, startup: Startup, event: ev.Dsv4PoolSizes) -> None:
-        model = self._pool_model(self._rank(startup, event.prefix))
+        model = self._pool_model(rank_of(startup, event.prefix))
         pools = model.dsv4 = model.dsv4 or Dsv4Pools()
         # A later line re-sizes them all (--max-total-tokens, after the budget's line).
         pools.full_tokens, pools.swa_tokens = event.full_tokens, event.swa_tokens
@@ -433,14 +371,14 @@ class StartupTracker:
         refresh_pools(model)
 
     def _on_dsv4_memory(self, startup: Startup, event: ev.Dsv4MemoryCalculation) -> None:
-        model = self._pool_model(self._rank(startup, event.prefix))
+        model = self._pool_model(rank_of(startup, event.prefix))
         pools = model.dsv4 = model.dsv4 or Dsv4Pools()
         pools.bytes_per_full_token = event.bytes_per_full_token
         pools.budget_gib = event.available_gib
         pools.fixed_gib = event.fixed_gib
 
     def _on_pool_end(self, startup: Startup, event: ev.MemoryPoolEnd) -> None:
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         which = TARGET if rank.target.avail_after_pool_gib is None else DRAFT
         model = rank.model(which)
         model.avail_after_pool_gib = event.avail_gib
@@ -457,7 +395,7 @@ class StartupTracker:
         )
 
     def _on_capture_begin(self, startup: Startup, event: ev.GraphCaptureBegin) -> None:
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         which = DRAFT if event.role == DRAFT else TARGET
         graphs = rank.model(which).graphs
         if len(graphs) >= MAX_GRAPHS_PER_MODEL:
@@ -469,7 +407,7 @@ class StartupTracker:
         )
 
     def _on_capture_end(self, startup: Startup, event: ev.GraphCaptureEnd) -> None:
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         which = DRAFT if event.role == DRAFT else TARGET
         model = rank.model(which)
         capture = next(
@@ -527,11 +465,11 @@ class StartupTracker:
 
     def _on_summary(self, startup: Startup, event: ev.Summary) -> None:
         startup.summary = event
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         self._phase(rank, event, "summary", TARGET, avail_gib=event.available_gpu_mem_gib)
 
     def _on_host_kv(self, startup: Startup, event: ev.HostKvAllocated) -> None:
-        rank = self._rank(startup, event.prefix)
+        rank = rank_of(startup, event.prefix)
         if event.gb is not None:
             rank.host_kv_gb = event.gb if rank.host_kv_gb is None else rank.host_kv_gb + event.gb
         if event.tokens is not None:
@@ -547,7 +485,7 @@ class StartupTracker:
         startup.listening_url = event.url
         startup.listening_at = event.prefix.timestamp
 
-    def _on_shutdown(self, startup: Startup, event: ev.ShutdownBegun) -> None:
+    def begin_shutdown(self, startup: Startup, event: ev.ShutdownBegun) -> None:
         if startup.state == FAILED or startup.stopping:
             return  # a failed server's kill, or the next line of the same shutdown
         startup.state = STOPPED
@@ -562,140 +500,12 @@ class StartupTracker:
             if event.remaining is None:
                 return  # kill_process_tree and uvicorn's last line also end a crash
             # The drain's line without its SIGTERM line (an excerpt): the shutdown began.
-            self._on_shutdown(startup, ev.ShutdownBegun(event.prefix, event.message))
+            self.begin_shutdown(startup, ev.ShutdownBegun(event.prefix, event.message))
         if event.remaining is not None:
             startup.drain_remaining = event.remaining
         startup.shutdown_finished = (
             startup.shutdown_finished or event.finished or (event.remaining == 0)
         )
-
-    def _on_failure(self, startup: Startup, event: ev.Failure) -> None:
-        tb = self._traceback
-        if event.exception_line and tb is not None and tb.startup is startup and tb.awaiting:
-            self._on_exception_line(startup, event)  # the cause of the traceback being read
-            return
-        unclaimed, self._unclaimed = self._unclaimed, None
-        hint = None
-        cause = event.message if event.exception_line else None
-        if event.kind == "crash" and unclaimed is not None and unclaimed[0] is startup:
-            _, cause, hint = unclaimed  # the traceback just before it is the child's death
-        phase, settled = _phase_of(startup, event, hint)
-        failure = replace(event, phase=phase, cause=cause)
-        self._record_failure(startup, failure)
-        owned = opens_traceback(failure)
-        self._traceback = OpenTraceback(
-            startup, failure, owned=owned, awaiting=owned, settled=settled
-        )
-
-    def _record_failure(self, startup: Startup, failure: ev.Failure) -> None:
-        startup.state = FAILED
-        if startup.failure is None:
-            startup.failure = failure
-        if len(startup.failures) < _MAX_FAILURES:
-            startup.failures.append(failure)
-        # Main-process lines carry no rank tag; only tie a failure to a rank that exists or is named.
-        if failure.prefix.rank or "" in startup.ranks:
-            rank = self._rank(startup, failure.prefix)
-            if rank.failure is None:
-                rank.failure = failure
-
-    @staticmethod
-    def _replace_failure(startup: Startup, old: ev.Failure, new: ev.Failure) -> None:
-        if startup.failure is old:
-            startup.failure = new
-        for i in range(len(startup.failures) - 1, -1, -1):  # at most _MAX_FAILURES
-            if startup.failures[i] is old:
-                startup.failures[i] = new
-                break
-        rank = startup.ranks.get(old.prefix.rank)
-        if rank is not None and rank.failure is old:
-            rank.failure = new
-
-    # -- tracebacks (unprefixed lines after a failure line; failures.py) ------------------------
-    def _on_traceback_start(self, startup: Startup, event: ev.TracebackStart) -> None:
-        tb = self._traceback
-        if tb is not None and tb.startup is startup and tb.awaiting and tb.entry is None:
-            return  # the header right after `... hit an exception:` on a line of its own
-        if tb is not None and tb.startup is startup and not tb.awaiting and tb.chained:
-            tb.awaiting, tb.chained, tb.entry = True, False, None  # the next of a chain
-            return
-        self._open_traceback(startup)
-
-    def _open_traceback(self, startup: Startup, *, entry: bool | None = None) -> OpenTraceback:
-        """A traceback no failure line began: it explains the latest failure when that has no
-        cause yet (`Rank 0 scheduler is dead` then an EOFError traceback), else it stands alone."""
-        tb = self._traceback
-        latest = startup.failures[-1] if startup.failures else None
-        if latest is not None and latest.cause is None and (tb is None or tb.failure is latest):
-            settled = latest.phase is not None  # else its frames may say where it was
-            self._traceback = OpenTraceback(
-                startup, latest, owned=False, entry=entry, settled=settled
-            )
-        else:
-            self._traceback = OpenTraceback(startup, None, owned=False, entry=entry, settled=False)
-        return self._traceback
-
-    def _on_traceback_chained(self, startup: Startup, event: ev.TracebackChained) -> None:
-        tb = self._traceback
-        if tb is not None and tb.startup is startup:
-            tb.chained = True
-
-    def _on_traceback_frame(self, startup: Startup, event: ev.TracebackFrame) -> None:
-        tb = self._traceback
-        if tb is None or tb.startup is not startup or not tb.awaiting:
-            # Frames without their header: an excerpt that begins inside a traceback. Its first
-            # frame seen need not be the outermost, so it never counts as an uncaught one.
-            tb = self._open_traceback(startup, entry=False)
-        if tb.entry is None:
-            tb.entry = event.entry
-        if tb.hint is None:
-            tb.hint = frame_phase(event.message)
-            failure = tb.failure
-            if tb.hint and failure is not None and not tb.settled and not tb.owned:
-                # Frames after a line without a traceback of its own (faulthandler's after
-                # `Fatal Python error`): they name where it was, with no exception line to come.
-                new = replace(failure, phase=tb.hint)
-                self._replace_failure(startup, failure, new)
-                tb.failure, tb.settled = new, True
-
-    def _on_exception_line(self, startup: Startup, event: ev.Failure | ev.ExceptionLine) -> None:
-        tb = self._traceback
-        if tb is None or tb.startup is not startup or not tb.awaiting:
-            return
-        tb.awaiting = False
-        exc_type = exception_type(event)
-        if tb.failure is None:  # a traceback no failure line announced
-            if startup.stopping:
-                return  # a process torn down by the shutdown, not a failure of the server
-            if isinstance(event, ev.Failure):  # a failure text (`RuntimeError: Not enough memory`)
-                self._on_failure_line_alone(startup, event, tb)
-            elif tb.entry and exc_type not in TEARDOWN:  # uncaught: a `raise` in the launcher
-                if tb.hint is None and nothing_started(startup):
-                    tb.hint = LAUNCH  # the launcher's own exception before any rank: launch
-                self._on_failure_line_alone(startup, launcher_failure(event), tb)
-            elif exc_type not in TEARDOWN and startup.failure is None:
-                # A logged traceback whose failure line is not in the log (cut from an
-                # excerpt): the crash line that may follow it names no cause of its own.
-                self._unclaimed = (startup, event.message[:MAX_CAUSE_CHARS], tb.hint)
-            return
-        if not counts_as_cause(tb, exc_type):
-            return
-        new = explained(tb, event)
-        self._replace_failure(startup, tb.failure, new)
-        tb.failure, tb.has_cause = new, True
-        first = startup.failure
-        if first is not None and first.cause is None and opens_traceback(first):
-            # The first report's traceback never named its cause (cut, or another rank's record
-            # written into it): the start failed with the first cause that is known.
-            startup.failure = new
-
-    def _on_failure_line_alone(
-        self, startup: Startup, event: ev.Failure, tb: OpenTraceback
-    ) -> None:
-        phase, tb.settled = _phase_of(startup, event, tb.hint)
-        failure = replace(event, phase=phase, cause=event.message[:MAX_CAUSE_CHARS])
-        self._record_failure(startup, failure)
-        tb.failure, tb.has_cause = failure, True
 
     def _on_batch(self, startup: Startup, event: ev.BatchStats) -> None:
         startup.latest_batch[event.prefix.rank] = event
@@ -720,20 +530,20 @@ class StartupTracker:
         if self.first_not_understood is None:
             self.first_not_understood = event.message
         if event.prefix.rank:
-            self._rank(startup, event.prefix)
+            rank_of(startup, event.prefix)
 
     def _on_rank_seen(self, startup: Startup, event: ev.RankSeen) -> None:
         if event.prefix.rank not in startup.ranks:
-            self._rank(startup, event.prefix)
+            rank_of(startup, event.prefix)
 
     # -- the end of a run without a traceback ---------------------------------------------------
-    def _end_failure(self, startup: Startup, event: ev.Event, kind: str, cause: str | None) -> None:
-        phase = _step_now(startup)
+    def end_failure(self, startup: Startup, event: ev.Event, kind: str, cause: str | None) -> None:
+        phase = step_now(startup)
         failure = ev.Failure(event.prefix, event.message[:MAX_CAUSE_CHARS], kind=kind)
-        self._record_failure(startup, replace(failure, cause=cause, phase=phase))
-        self._traceback = None
+        record_failure(startup, replace(failure, cause=cause, phase=phase))
+        self.tracebacks.close()
 
-    def _stop(self, startup: Startup, event: ev.Event, how: str) -> None:
+    def stop(self, startup: Startup, event: ev.Event, how: str) -> None:
         if startup.stopping:
             startup.shutdown_finished = True
             return
@@ -750,88 +560,14 @@ class StartupTracker:
         if startup.state == FAILED:
             return
         if startup.stopping or startup.finished:
-            self._stop(startup, event, "exited")
+            self.stop(startup, event, "exited")
             return
         if startup.first_time is None and not startup.has_rank_lines and not startup.server_args:
             return  # nothing of a start before it: the end of something else
-        step = _step_now(startup)
-        self._end_failure(
+        step = step_now(startup)
+        self.end_failure(
             startup, event, "exited", f"exited during {step}; the log does not say why"
         )
-
-    def _oom_cause(self, startup: Startup) -> str:
-        said = [f"the unit's memory limits: {self.unit_limits}"] if self.unit_limits else []
-        if startup.unit_memory_peak:
-            said.append(f"memory peak {startup.unit_memory_peak}")
-        return OOM_KILL_CAUSE + (f" ({'; '.join(said)})" if said else "")
-
-    def _oom_killed(self, startup: Startup, event: ev.UnitEvent) -> None:
-        """The host's OOM killer: it explains the crash SGLang reported (a child dead of -9)."""
-        failure = startup.failure
-        if failure is not None and failure.kind == "oom_kill":
-            return
-        if failure is not None and failure.kind in GENERIC_END_KINDS:
-            self._replace_failure(
-                startup, failure, replace(failure, kind="oom_kill", cause=self._oom_cause(startup))
-            )
-            return
-        if failure is not None:
-            return  # a failure with a cause of its own came first
-        if startup.state == STOPPED:
-            startup.state = STARTING if startup.ready_at is None else READY
-            startup.stop_how = None
-        self._end_failure(startup, event, "oom_kill", self._oom_cause(startup))
-
-    def _on_unit(self, startup: Startup, event: ev.UnitEvent) -> None:
-        """systemd's own lines about the unit (kvtop.sglang.systemd_lines)."""
-        what = event.what
-        if what == "oom_kill" or (what == "failed" and event.result == "oom-kill"):
-            startup.unit_result = event.result or startup.unit_result
-            self._oom_killed(startup, event)
-        elif what == "failed":
-            startup.unit_result = event.result
-            if startup.state != FAILED and not startup.stopping and event.result in _RESULT_KIND:
-                self._end_failure(startup, event, _RESULT_KIND[event.result], None)
-        elif what == "main_exited":
-            self._main_exited(startup, event)
-        elif what == "stopping":
-            self._on_shutdown(startup, ev.ShutdownBegun(event.prefix, event.message, how="systemd"))
-        elif what == "stopped":
-            if startup.state != FAILED:
-                self._stop(startup, event, "systemd")
-        elif what == "starting":
-            if startup.has_rank_lines or startup.server_args or startup.state != STARTING:
-                self._new_startup()
-        elif what == "restart_scheduled" and event.counter is not None:
-            self.restart_counter = event.counter
-        elif what == "consumed" and event.memory_peak:
-            startup.unit_memory_peak = event.memory_peak
-            failure = startup.failure
-            if failure is not None and failure.kind == "oom_kill":
-                self._replace_failure(
-                    startup, failure, replace(failure, cause=self._oom_cause(startup))
-                )
-
-    def _main_exited(self, startup: Startup, event: ev.UnitEvent) -> None:
-        """`Main process exited, code=exited, status=0/SUCCESS` (or killed, dumped)."""
-        if startup.state == FAILED:
-            return
-        if startup.stopping:
-            startup.shutdown_finished = True
-            return
-        status = event.status or "?"
-        if event.code == "exited" and status.startswith("0/") and startup.finished:
-            self._stop(startup, event, "exited")
-        elif event.code == "exited":
-            step = _step_now(startup)
-            words = f"exited with status {status} during {step}"
-            if step != SERVING:
-                words += "; the log does not say why"
-            self._end_failure(startup, event, "exited", words)
-        else:
-            self._end_failure(
-                startup, event, "crash", f"the main process was killed by signal {status}"
-            )
 
     def _on_reset(self, startup: Startup, event: ev.MaxRunningRequestsReset) -> None:
         startup.max_running_requests_reset = event.value
@@ -843,11 +579,22 @@ class StartupTracker:
         startup.max_total_tokens_capped = event
         if event.profiled_tokens is not None and event.profiled_tokens <= 0:
             # SGLang's profiled KV capacity is not positive: it refuses to start (f.1).
-            self._on_failure(startup, capacity_failure(event))
+            self.tracebacks.on_failure(startup, capacity_failure(event))
 
     def _on_unbalanced(self, startup: Startup, event: ev.UnbalancedMemory) -> None:
         if len(startup.unbalanced_warnings) < 20:
             startup.unbalanced_warnings.append(event.message[:500])
+
+
+def _tracebacks(
+    fold: Callable[[TracebackTracker, Startup, Any], None],
+) -> Callable[[StartupTracker, Startup, Any], None]:
+    """A traceback's line, handed to the tracker's TracebackTracker."""
+    return lambda tracker, startup, event: fold(tracker.tracebacks, startup, event)
+
+
+def _unit_lines(tracker: StartupTracker, startup: Startup, event: ev.UnitEvent) -> None:
+    tracker.unit_lines.fold(startup, event)
 
 
 _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] = {
@@ -871,13 +618,13 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.HostKvAllocated: StartupTracker._on_host_kv,
     ev.ServerReady: StartupTracker._on_ready,
     ev.ServerListening: StartupTracker._on_listening,
-    ev.ShutdownBegun: StartupTracker._on_shutdown,
+    ev.ShutdownBegun: StartupTracker.begin_shutdown,
     ev.ShutdownProgress: StartupTracker._on_shutdown_progress,
-    ev.Failure: StartupTracker._on_failure,
-    ev.TracebackStart: StartupTracker._on_traceback_start,
-    ev.TracebackChained: StartupTracker._on_traceback_chained,
-    ev.TracebackFrame: StartupTracker._on_traceback_frame,
-    ev.ExceptionLine: StartupTracker._on_exception_line,
+    ev.Failure: _tracebacks(TracebackTracker.on_failure),
+    ev.TracebackStart: _tracebacks(TracebackTracker.on_traceback_start),
+    ev.TracebackChained: _tracebacks(TracebackTracker.on_traceback_chained),
+    ev.TracebackFrame: _tracebacks(TracebackTracker.on_traceback_frame),
+    ev.ExceptionLine: _tracebacks(TracebackTracker.on_exception_line),
     ev.BatchStats: StartupTracker._on_batch,
     ev.Retraction: StartupTracker._on_retraction,
     ev.MaxRunningRequestsReset: StartupTracker._on_reset,
@@ -887,22 +634,5 @@ _DISPATCH: dict[type[ev.Event], Callable[[StartupTracker, Startup, Any], None]] 
     ev.RankSeen: StartupTracker._on_rank_seen,
     ev.NotUnderstood: StartupTracker._on_not_understood,
     ev.ProcessExited: StartupTracker._on_exited,
-    ev.UnitEvent: StartupTracker._on_unit,
-}
-
-_TRACEBACK_EVENTS = (
-    ev.Failure,
-    ev.TracebackStart,
-    ev.TracebackFrame,
-    ev.TracebackChained,
-    ev.ExceptionLine,
-)
-# Kinds a line about the end gives without saying why: systemd's OOM-killer line explains them.
-GENERIC_END_KINDS = frozenset({"crash", "exited", "error", "scheduler_died", "exception"})
-# systemd's result of a failed unit -> the failure kind, when nothing in the log said more.
-_RESULT_KIND = {
-    "exit-code": "exited",
-    "signal": "crash",
-    "core-dump": "crash",
-    "watchdog": "watchdog",
+    ev.UnitEvent: _unit_lines,
 }
