@@ -215,6 +215,36 @@ def test_a_bad_file_stops_kvtop_with_one_sentence(tmp_path: Path) -> None:
     )
 
 
+def _ignored(where: object, line: int, key: str) -> str:
+    return (
+        f"{where}, line {line}: thresholds.{key} is ignored: kvtop raises no alert on power "
+        "draw (a GPU at its power limit is normal under load); remove it"
+    )
+
+
+def test_power_thresholds_of_older_files_are_ignored_with_a_warning(tmp_path: Path) -> None:
+    """Files written before may set power thresholds: checked, never stored, and said to be
+    ignored in one sentence each on stderr; the report runs as without them."""
+    text = "[thresholds]\npower_warning_pct = 90\npower_critical_pct = 98\n"
+    config = parse_config(text, "old.toml")
+    assert config.thresholds == DEFAULT_THRESHOLDS
+    assert not hasattr(config.thresholds, "power_warning_pct")
+    assert config.warnings == (
+        _ignored("old.toml", 2, "power_warning_pct"),
+        _ignored("old.toml", 3, "power_critical_pct"),
+    )
+    (tmp_path / "kvtop").mkdir()
+    path = tmp_path / "kvtop" / "config.toml"
+    path.write_text(text)
+    result = kvtop("--once", "--log-file", STORY_LOG, "--no-gpus", home=tmp_path)
+    plain = kvtop("--once", "--log-file", STORY_LOG, "--no-gpus", home=tmp_path / "none")
+    assert result.returncode == plain.returncode and result.stdout.startswith("verdict:")
+    assert result.stderr == (
+        f"kvtop: {_ignored(path, 2, 'power_warning_pct')}\n"
+        f"kvtop: {_ignored(path, 3, 'power_critical_pct')}\n"
+    )
+
+
 def test_a_missing_config_path_is_unreadable(tmp_path: Path) -> None:
     result = kvtop("--once", "--demo", "--config", tmp_path / "none.toml", home=tmp_path)
     assert result.returncode == 1 and result.stdout == ""

@@ -92,8 +92,6 @@ def test_temperature_and_power(ready: Snapshot) -> None:
     # A GPU drawing its enforced limit (the software power cap engaged) is normal under load.
     at_limit = with_gpu(ready, 2, power_w=600.0, power_limit_w=600.0, clock_event_reasons=0x4)
     assert evaluate(at_limit) == ()
-    # A config file from before with power thresholds still loads: they raise nothing.
-    assert evaluate(at_limit, Thresholds(power_warning_pct=50, power_critical_pct=60)) == ()
 
 
 @pytest.mark.parametrize(

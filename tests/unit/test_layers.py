@@ -25,10 +25,12 @@ NO_TEXTUAL = ("textual",)
 # analyses a startup and builds the snapshot. The snapshot's own types sit between the
 # arithmetic (whose results it carries) and the judgement (which reads it).
 SGLANG_FMT = ("kvtop.sglang", "kvtop.fmt")
-# (a) Plain types: a GPU's readings, the notes, a mismatch, levels and thresholds, the margin.
+# (a) Plain types: a GPU's readings, the notes, a mismatch, levels and thresholds, the margin,
+# how rows sort.
 MODEL_DATA = (
     "kvtop.model.str_enum",
     "kvtop.model.safe_margin",
+    "kvtop.model.column_order",
     "kvtop.model.memory.gpu_reading",
     "kvtop.model.notes",
     "kvtop.model.mismatch",

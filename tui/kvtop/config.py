@@ -39,8 +39,6 @@ THRESHOLD_RANGES: dict[str, tuple[float, float, str]] = {
     "safe_margin_gib": (0, SAFE_MARGIN_MAX_GIB, "GiB"),
     "temperature_warning_c": (1, 150, "degrees Celsius"),
     "temperature_critical_c": (1, 150, "degrees Celsius"),
-    "power_warning_pct": (1, 200, "a percentage of the power limit"),
-    "power_critical_pct": (1, 200, "a percentage of the power limit"),
     "startup_warning_s": (1, 7 * 86_400, "seconds"),
     "state_pool_climb_pct": (1, 100, "points of the state pool's slots"),
     "state_pool_window_s": (60, 86_400, "seconds"),
@@ -56,9 +54,15 @@ THRESHOLD_PAIRS = (
     ("kv_usage_warning_pct", "kv_usage_critical_pct"),
     ("queue_warning_s", "queue_critical_s"),
     ("temperature_warning_c", "temperature_critical_c"),
-    ("power_warning_pct", "power_critical_pct"),
 )
 assert set(THRESHOLD_RANGES) == {f.name for f in fields(Thresholds)}
+# Thresholds of files written before that kvtop no longer uses: still checked, never stored; the
+# file's reader is told they are ignored (a GPU at its power limit is normal under load; clocks
+# lowered for heat or a hardware slowdown are the "throttle" alert).
+IGNORED_THRESHOLDS: dict[str, tuple[float, float, str]] = {
+    "power_warning_pct": (1, 200, "a percentage of the power limit"),
+    "power_critical_pct": (1, 200, "a percentage of the power limit"),
+}
 
 
 class ConfigError(Exception):
@@ -79,6 +83,8 @@ class Config:
     deadline_s: float | None = None  # --check's and --once's total deadline
     theme: str | None = None
     thresholds: Thresholds = DEFAULT_THRESHOLDS
+    # Sentences about settings read but not used (load_config prints them on stderr).
+    warnings: tuple[str, ...] = ()
 
 
 def default_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -117,7 +123,10 @@ def load_config(path: str | None = None, environ: Mapping[str, str] = os.environ
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError(f"{file}, line {line}: not UTF-8 text; save it as UTF-8") from None
-    return parse_config(text, str(file))
+    config = parse_config(text, str(file))
+    for sentence in config.warnings:
+        print(f"kvtop: {sentence}", file=sys.stderr)
+    return config
 
 
 # -- where a key is --------------------------------------------------------------------------
@@ -155,9 +164,12 @@ class _Where:
         self.text, self.name = text, name
 
     def error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(self.sentence(key, problem))
+
+    def sentence(self, key: str, problem: str) -> str:
         line = line_of(self.text, key)
         where = f"{self.name}, line {line}" if line is not None else self.name
-        return ConfigError(f"{where}: {key} {problem}")
+        return f"{where}: {key} {problem}"
 
 
 # -- checking values -------------------------------------------------------------------------
@@ -201,11 +213,21 @@ def _url(where: _Where, value: object) -> str:
     return url
 
 
-def _thresholds(where: _Where, table: object) -> Thresholds:
+def _thresholds(where: _Where, table: object, warnings: list[str]) -> Thresholds:
     if not isinstance(table, dict):
         raise where.error("thresholds", "must be a table ([thresholds] with one key per line)")
     values: dict[str, float] = {}
     for key, value in table.items():
+        if key in IGNORED_THRESHOLDS:
+            _number(where, f"thresholds.{key}", value, *IGNORED_THRESHOLDS[key])
+            warnings.append(
+                where.sentence(
+                    f"thresholds.{key}",
+                    "is ignored: kvtop raises no alert on power draw (a GPU at its power limit "
+                    "is normal under load); remove it",
+                )
+            )
+            continue
         if key not in THRESHOLD_RANGES:
             known = ", ".join(THRESHOLD_RANGES)
             raise where.error(f"thresholds.{key}", f"is not a kvtop threshold (known: {known})")
@@ -245,6 +267,8 @@ def parse_config(text: str, name: str = "config.toml") -> Config:
         if key not in TOP_KEYS:
             raise where.error(key, f"is not a kvtop setting (known: {', '.join(TOP_KEYS)})")
     interval = data.get("interval")
+    warnings: list[str] = []
+    thresholds = _thresholds(where, data.get("thresholds", {}), warnings)
     return Config(
         path=name,
         url=_url(where, data["url"]) if "url" in data else None,
@@ -256,7 +280,8 @@ def parse_config(text: str, name: str = "config.toml") -> Config:
         if data.get("deadline") is None
         else _number(where, "deadline", data["deadline"], *DEADLINE_RANGE_S, "seconds"),
         theme=_theme(where, data["theme"]) if "theme" in data else None,
-        thresholds=_thresholds(where, data.get("thresholds", {})),
+        thresholds=thresholds,
+        warnings=tuple(warnings),
     )
 
 

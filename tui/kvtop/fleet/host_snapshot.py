@@ -23,7 +23,7 @@ from kvtop.fleet.alerts import host_alerts
 from kvtop.fleet.model import EXPORTERS, FleetGpu, FleetHost, FleetKv
 from kvtop.fleet.summary import GIB, gb, gpu_exporters_text, gpu_free_bytes, gpu_used_bytes
 from kvtop.model.analysis import Analysis, analyse
-from kvtop.model.memory.gpu_memory import GpuMemory
+from kvtop.model.memory.gpu_memory import GpuMemory, RankMapping
 from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus
 from kvtop.model.snapshot import GpuView, HostMemory, Snapshot, SourceHealth, SourceState
 from kvtop.model.status.judge import named_alerts
@@ -33,7 +33,7 @@ from kvtop.sglang.metrics import MetricsSample
 from kvtop.sglang.start_state import READY
 from kvtop.sglang.startup import StartupTracker
 
-SOURCE = "prometheus"  # the analysis' source, and the rank mapping's word
+SOURCE = "prometheus"  # the analysis' source, and the rank mapping's word (RankMapping)
 _NO_MEMORY = "memory"  # GpuSample.field_errors' name when Prometheus has no memory numbers
 
 
@@ -217,7 +217,7 @@ def fleet_snapshot(
         taken_at=taken_at,
         analysis=no_log_analysis(host.state == READY),
         gpus=gpus,
-        rank_mapping=SOURCE if any(g.ranks for g in gpus) else "none",
+        rank_mapping=RankMapping.PROMETHEUS if any(g.ranks for g in gpus) else RankMapping.NONE,
         metrics=kv_metrics(host.kv),
         server_info=None,
         host=host_memory(host.kv),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvtop.model.memory.gpu_memory import GpuMemory
+from kvtop.model.memory.gpu_memory import GpuMemory, RankMapping
 from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus
 from kvtop.model.mismatch import Mismatch
 from kvtop.model.notes import OTHER, Note
@@ -146,7 +146,7 @@ class Snapshot:
     taken_at: float
     analysis: Analysis
     gpus: tuple[GpuView, ...]
-    rank_mapping: str  # "process", "order" or "none"
+    rank_mapping: RankMapping
     metrics: MetricsSample | None
     server_info: ServerInfo | None
     host: HostMemory | None
@@ -174,7 +174,7 @@ class Snapshot:
     def log_here(self) -> bool:
         """The log comes from this host: its journal is read here, or the server's processes
         run on this host's GPUs. Only then is it compared with this host's RAM."""
-        return self.log_from_this_host or self.rank_mapping == "process"
+        return self.log_from_this_host or self.rank_mapping == RankMapping.PROCESS
 
     @property
     def kinded_notes(self) -> tuple[Note, ...]:

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from kvtop.model.memory.growth_rate import NO_GROWTH, MemoryGrowth
 from kvtop.model.status.levels import Alert, Level
+from kvtop.model.str_enum import StrEnum
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,15 +56,27 @@ _RANK = {Level.OK: 0, Level.UNKNOWN: 0, Level.WARNING: 1, Level.CRITICAL: 2}
 UNJUDGED = Verdict(Level.UNKNOWN, (), "not judged")
 
 
-# What kvtop saw happen, in the order it saw it (the timeline).
-ALERT_RAISED = "alert_raised"
-ALERT_CLEARED = "alert_cleared"
-SOURCE_DOWN = "source_down"
-SOURCE_BACK = "source_back"
-GPU_LOST = "gpu_lost"
-GPU_BACK = "gpu_back"
-RESTART = "restart"
-SEEN_KINDS = (ALERT_RAISED, ALERT_CLEARED, SOURCE_DOWN, SOURCE_BACK, GPU_LOST, GPU_BACK, RESTART)
+class SeenKind(StrEnum):
+    """What kvtop saw happen, in the order it saw it (the timeline); its value is the JSON's
+    `timeline[].kind`."""
+
+    ALERT_RAISED = "alert_raised"
+    ALERT_CLEARED = "alert_cleared"
+    SOURCE_DOWN = "source_down"
+    SOURCE_BACK = "source_back"
+    GPU_LOST = "gpu_lost"
+    GPU_BACK = "gpu_back"
+    RESTART = "restart"
+
+
+ALERT_RAISED = SeenKind.ALERT_RAISED
+ALERT_CLEARED = SeenKind.ALERT_CLEARED
+SOURCE_DOWN = SeenKind.SOURCE_DOWN
+SOURCE_BACK = SeenKind.SOURCE_BACK
+GPU_LOST = SeenKind.GPU_LOST
+GPU_BACK = SeenKind.GPU_BACK
+RESTART = SeenKind.RESTART
+SEEN_KINDS = tuple(SeenKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +85,7 @@ class Seen:
     and the level it came with (ok for something that came back)."""
 
     at: float
-    kind: str  # one of SEEN_KINDS
+    kind: SeenKind
     subject: str
     text: str
     level: Level = Level.OK

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kvtop.model.memory.rank_memory import MemoryBreakdown
+from kvtop.model.str_enum import StrEnum
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,16 +199,25 @@ def parse_visible_devices(value: str | None, uuids: Sequence[str]) -> list[int] 
     return indices
 
 
+class RankMapping(StrEnum):
+    """How ranks were placed on GPUs; its value is the JSON's `rank_mapping`."""
+
+    PROCESS = "process"  # the processes' titles name their ranks
+    ORDER = "order"  # SGLang's order over the visible GPUs (advisory)
+    NONE = "none"  # no ranks to place
+    PROMETHEUS = "prometheus"  # the fleet: the ranks kvtop's exporter published
+
+
 def choose_rank_mapping(
     gpu_indices: Sequence[int],
     ranks: Sequence[str],
     by_process: Mapping[int, tuple[str, ...]],
     base_gpu_id: int = 0,
     visible_devices: Sequence[int] | None = None,
-) -> tuple[dict[int, tuple[str, ...]], str]:
+) -> tuple[dict[int, tuple[str, ...]], RankMapping]:
     """Process titles when they name ranks, else SGLang's order; with how it was decided."""
     if any(by_process.values()):
-        return dict(by_process), "process"
+        return dict(by_process), RankMapping.PROCESS
     if ranks:
-        return ranks_by_order(gpu_indices, ranks, base_gpu_id, visible_devices), "order"
-    return {}, "none"
+        return ranks_by_order(gpu_indices, ranks, base_gpu_id, visible_devices), RankMapping.ORDER
+    return {}, RankMapping.NONE

@@ -19,11 +19,25 @@ from dataclasses import dataclass, field, replace
 
 from kvtop.model.sizing import formula, sglang_rules
 from kvtop.model.sizing.formula import GIB
+from kvtop.model.str_enum import StrEnum
 
 SAFE_HEADROOM_GIB = formula.SAFE_HEADROOM_GIB
-FITS, NOT_ENOUGH_MEMORY, OOM_RISK = "fits", "not_enough_memory", "oom_risk"
-# SGLang starts, but one request of the full context length does not fit in the pool.
-POOL_UNDER_CONTEXT = "pool_under_context"
+
+
+class PlanVerdictKind(StrEnum):
+    """What the plan says of one mem_fraction_static; its value is the JSON's and the text's word."""
+
+    FITS = "fits"
+    NOT_ENOUGH_MEMORY = "not_enough_memory"
+    OOM_RISK = "oom_risk"
+    # SGLang starts, but one request of the full context length does not fit in the pool.
+    POOL_UNDER_CONTEXT = "pool_under_context"
+
+
+FITS = PlanVerdictKind.FITS
+NOT_ENOUGH_MEMORY = PlanVerdictKind.NOT_ENOUGH_MEMORY
+OOM_RISK = PlanVerdictKind.OOM_RISK
+POOL_UNDER_CONTEXT = PlanVerdictKind.POOL_UNDER_CONTEXT
 DEFAULT_MAMBA_FULL_MEMORY_RATIO = sglang_rules.DEFAULT_MAMBA_FULL_MEMORY_RATIO
 DEFAULT_SWA_FULL_TOKENS_RATIO = sglang_rules.DEFAULT_SWA_FULL_TOKENS_RATIO
 SPECULATIVE_MAX_RUNNING_REQUESTS = 48  # SGLang resets it to 48 for EAGLE/MTP/NGRAM drafts
@@ -121,8 +135,11 @@ class RankOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
-    kind: str
+class PlanVerdict:
+    """The plan's answer at one mem_fraction_static: its kind, the least value that starts, the
+    fixes and the reasons (not the status verdict of tui/kvtop/model/verdict.py)."""
+
+    kind: PlanVerdictKind
     minimum_mem_fraction_static: float | None
     fixes: tuple[str, ...]
     reasons: tuple[str, ...]
@@ -147,7 +164,7 @@ class PlanResult:
     after_pool: AfterPool
     free_after_startup_gib: float | None
     ranks: tuple[RankOutcome, ...]
-    verdict: Verdict
+    verdict: PlanVerdict
     requests_at_context: float | None
     tokens_per_request: tuple[tuple[int, int], ...]  # (concurrent requests, tokens each)
     anchored: bool
@@ -270,7 +287,7 @@ def verdict_kind(
     free_after_startup_gib: float | None,
     safe_margin_gib: float = SAFE_HEADROOM_GIB,
     spread_gib: float = 0.0,
-) -> str:
+) -> PlanVerdictKind:
     """The verdict for one mem_fraction_static (the plan's, and the formula screen's what-if).
 
     `spread_gib`: how far the pre-load free memory may be off (an estimate's start-up row; 0
@@ -442,7 +459,7 @@ class Planner:
             safe_margin_gib=self.safe_margin_gib,
         )
 
-    def _verdict(self, mfs: float, tokens: int, free: float | None) -> Verdict:
+    def _verdict(self, mfs: float, tokens: int, free: float | None) -> PlanVerdict:
         spread = self.startup_spread_gib
         kind = verdict_kind(tokens, free, self.safe_margin_gib, spread)
         unsure = kind != NOT_ENOUGH_MEMORY and within_spread(free, self.safe_margin_gib, spread)
@@ -519,7 +536,7 @@ class Planner:
                 "not modelled: " + " ".join(self.unmodelled_flags) + " (the figures assume "
                 "SGLang's defaults for them; a boot's log, --from-log, measures their effect)"
             )
-        return Verdict(kind, least, _one_each(fixes), tuple(reasons), firm)
+        return PlanVerdict(kind, least, _one_each(fixes), tuple(reasons), firm)
 
     def _largest_after_pool(self) -> str:
         """The largest thing startup takes after the KV cache, in words (empty if unknown)."""

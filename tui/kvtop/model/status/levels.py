@@ -48,11 +48,6 @@ class Thresholds:
     safe_margin_gib: float = SAFE_HEADROOM_GIB
     temperature_warning_c: float = 83.0
     temperature_critical_c: float = 90.0
-    # Power draw as a share of the enforced power limit: accepted from config files written
-    # before, but they raise nothing (a GPU at its power limit is normal under load; clocks
-    # lowered for heat or a hardware slowdown are the "throttle" alert).
-    power_warning_pct: float = 90.0
-    power_critical_pct: float = 98.0
     # A startup still in progress after this long.
     startup_warning_s: float = 1800.0
     # A hybrid model's state pool climbing by this many points of its slots within the window

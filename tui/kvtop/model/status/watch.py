@@ -34,6 +34,7 @@ from kvtop.model.verdict import (
     SOURCE_BACK,
     SOURCE_DOWN,
     Seen,
+    SeenKind,
     Verdict,
 )
 
@@ -101,7 +102,7 @@ class Watch:
         return replace(verdict, alerts=alerts), self.timeline
 
     # -- what changed ---------------------------------------------------------------------------
-    def _add(self, at: float, kind: str, subject: str, text: str, level: Level) -> None:
+    def _add(self, at: float, kind: SeenKind, subject: str, text: str, level: Level) -> None:
         self._seen.append(Seen(at, kind, subject, text, level))
 
     def _note_alerts(self, found: tuple[Alert, ...], now: float) -> tuple[Alert, ...]:
