@@ -301,9 +301,8 @@ def run_live(args: argparse.Namespace) -> int:
     return result if isinstance(result, int) else EXIT_OK
 
 
-def waiting(args: argparse.Namespace, what: str) -> None:
+def waiting(watchdog: Deadline | None, what: str) -> None:
     """What a --check or --once run waits for now (its deadline's sentence names it)."""
-    watchdog = getattr(args, "watchdog", None)
     if watchdog is not None:
         watchdog.waiting_for = what
 
@@ -321,11 +320,11 @@ def _sources_words(args: argparse.Namespace) -> str:
     return ", ".join(parts) or "the sources"
 
 
-def _collect(args: argparse.Namespace, api_key: str | None) -> Snapshot:
+def _collect(args: argparse.Namespace, api_key: str | None, watchdog: Deadline | None) -> Snapshot:
     """One Snapshot from every source asked for (the log read whole, one poll, one scrape)."""
     from kvtop.session import Session
 
-    waiting(args, _sources_words(args))
+    waiting(watchdog, _sources_words(args))
     session = Session(_options(args, api_key))
 
     async def collect() -> Snapshot:
@@ -338,14 +337,14 @@ def _collect(args: argparse.Namespace, api_key: str | None) -> Snapshot:
         return asyncio.run(collect())
 
 
-def run_once(args: argparse.Namespace) -> int:
+def run_once(args: argparse.Namespace, watchdog: Deadline | None) -> int:
     from kvtop.sources.log_text import LogUnreadable
 
     ok, api_key = _api_key(args)
     if not ok:
         return EXIT_UNREADABLE
     try:
-        snapshot = _collect(args, api_key)
+        snapshot = _collect(args, api_key, watchdog)
     except LogUnreadable as exc:
         print(f"kvtop: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -442,24 +441,25 @@ def _main_live(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         return EXIT_OK
 
 
-def _main_once(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _main_once(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, watchdog: Deadline | None
+) -> int:
     """One report; a bug becomes one sentence, not a traceback (which could quote input)."""
     problem = first_problem(args, ONCE)
     if problem is not None:
         return refuse(parser, problem)
-    return one_report(lambda: run_once(args))
+    return one_report(lambda: run_once(args, watchdog))
 
 
-def _apply_config(args: argparse.Namespace) -> None:
+def _apply_config(args: argparse.Namespace, watchdog: Deadline | None = None) -> None:
     """The config file's settings where no flag gave them (flags override the file). The log
     to read is one choice: --log-file, --unit or --demo on the command line replaces the
     file's unit. Raises ConfigError."""
     from kvtop.config import load_config
 
-    waiting(args, "the config file" + (f" {args.config}" if args.config else ""))
+    waiting(watchdog, "the config file" + (f" {args.config}" if args.config else ""))
     config = load_config(args.config)
-    watchdog = getattr(args, "watchdog", None)
-    if watchdog is not None and getattr(args, "deadline", None) is None and config.deadline_s:
+    if watchdog is not None and args.deadline is None and config.deadline_s:
         watchdog.seconds = config.deadline_s
     if not (args.log_file or args.unit or args.demo):
         args.unit = config.unit
@@ -473,12 +473,12 @@ def _apply_config(args: argparse.Namespace) -> None:
         args.thresholds = replace(args.thresholds, safe_margin_gib=args.safe_margin)
 
 
-def _config_problem(args: argparse.Namespace) -> tuple[int, str] | None:
+def _config_problem(args: argparse.Namespace, watchdog: Deadline | None) -> tuple[int, str] | None:
     """The config file applied to `args`, or (exit status, sentence) when it is bad."""
     from kvtop.config import ConfigError
 
     try:
-        _apply_config(args)
+        _apply_config(args, watchdog)
     except ConfigError as exc:
         return (EXIT_UNREADABLE if exc.unreadable else EXIT_USAGE), str(exc)
     return None
@@ -503,17 +503,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return print_check(unknown("the command line is not valid (see kvtop --help)"))
         return int(exc.code or 0)
-    args.watchdog = None
+    watchdog: Deadline | None = None  # --check's and --once's deadline, told what they wait for
     if args.check or args.once:
         seconds = args.deadline or (DEFAULT_CHECK_DEADLINE_S if args.check else DEFAULT_DEADLINE_S)
-        args.watchdog = Deadline(seconds, check=args.check).start()
+        watchdog = Deadline(seconds, check=args.check).start()
     if (args.prometheus, args.selector, args.prometheus_bearer_file) != (None, None, None):
         from kvtop.fleet.cli import main_fleet
 
-        return main_fleet(parser, args)
+        return main_fleet(parser, args, watchdog)
     if args.check:
-        return _main_check(args)
-    bad_config = _config_problem(args)
+        return _main_check(args, watchdog)
+    bad_config = _config_problem(args, watchdog)
     if bad_config is not None:
         print(f"kvtop: {bad_config[1]}", file=sys.stderr)
         return bad_config[0]
@@ -522,7 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return refuse(parser, problem)
     if args.export is not None:
         return _main_export(parser, args)
-    return _main_once(parser, args) if args.once else _main_live(parser, args)
+    return _main_once(parser, args, watchdog) if args.once else _main_live(parser, args)
 
 
 def _main_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -539,18 +539,19 @@ def _main_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
 
 
 # -- kvtop --check --------------------------------------------------------------------------------
-def _check_problem(args: argparse.Namespace) -> str | None:
+def _check_problem(args: argparse.Namespace, watchdog: Deadline | None) -> str | None:
     """Why --check cannot run with these options and config file (None: it can)."""
     problem: Problem | None = first_problem(args, CHECK)
     if problem is None:
-        bad_config = _config_problem(args)  # the config file is read after --check's own rules
+        # The config file is read after --check's own rules.
+        bad_config = _config_problem(args, watchdog)
         if bad_config is not None:
             return f"config file: {bad_config[1]}"
         problem = first_problem(args, ONE_HOST, CHECK_SOURCES)
     return None if problem is None else problem.sentence
 
 
-def _main_check(args: argparse.Namespace) -> int:
+def _main_check(args: argparse.Namespace, watchdog: Deadline | None) -> int:
     """`kvtop --check`: every way it can fail ends as UNKNOWN (3) with one line, as monitoring
     plugins must; otherwise OK (0), WARNING (1) or CRITICAL (2) by the alert rule."""
     from kvtop.report.check import check, unknown
@@ -558,14 +559,15 @@ def _main_check(args: argparse.Namespace) -> int:
     from kvtop.sources.metrics import ApiKeyError
 
     try:
-        problem = _check_problem(args)  # the config file is read here: inside, as all else
+        # The config file is read here: inside, as all else.
+        problem = _check_problem(args, watchdog)
         if problem is None:
             problem = _log_kind_problem(args)
         if problem is not None:
             return print_check(unknown(problem))
         from kvtop.session import api_key_from
 
-        snapshot = _collect(args, api_key_from(args.api_key_file))
+        snapshot = _collect(args, api_key_from(args.api_key_file), watchdog)
         result = check(snapshot, args.thresholds)
     except (LogUnreadable, ApiKeyError) as exc:
         result = unknown(str(exc))
