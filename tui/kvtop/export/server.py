@@ -70,10 +70,13 @@ def _why(exc: OSError, address: ListenAddress) -> str:
     return f"cannot listen on {where}: {reason}. Check the address and try again."
 
 
-def bind(address: ListenAddress, registry: CollectorRegistry) -> MetricsHttpServer:
-    """Listen (and start serving) on `address`. Raises BindError."""
+def bind(
+    address: ListenAddress, registry: CollectorRegistry, *, err: TextIO | None = None
+) -> MetricsHttpServer:
+    """Listen (and start serving) on `address`; the server's own errors are said on `err`.
+    Raises BindError."""
     try:
-        return MetricsHttpServer(address.host, address.port, registry)
+        return MetricsHttpServer(address.host, address.port, registry, err=err)
     except OSError as exc:
         raise BindError(_why(exc, address)) from exc
 
@@ -120,7 +123,7 @@ def serve(
     cannot be listened on or a source failed (said in one sentence on `err`)."""
     collector = collector or SnapshotCollector()
     try:
-        server = bind(address, exporter_registry(collector))
+        server = bind(address, exporter_registry(collector), err=err)
     except BindError as exc:
         print(f"kvtop: {exc}", file=err, flush=True)
         return 1
