@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from kvtop.demo.scenario import POOL_TOKENS, DemoScenario  # noqa: E402
 from kvtop.demo.source import DemoSource  # noqa: E402
+from kvtop.demo.sources import advance, install  # noqa: E402
 from kvtop.live.app import KvtopApp  # noqa: E402
 from kvtop.model.history import POINTS  # noqa: E402
 from kvtop.model.memory.gpu_reading import NvmlReading  # noqa: E402
@@ -140,11 +141,8 @@ class SoakFeed:
         self.garbage = [0]
         self.restarts_done = 0
         self.scenario = self._scenario(POOL_TOKENS)
-        self.session = Session(
-            Options(demo=True, interval_s=self.interval_s),
-            demo=DemoSource(self.scenario),
-            clock=self.clock,
-        )
+        self.session = Session(Options(demo=True, interval_s=self.interval_s), clock=self.clock)
+        install(self.session, DemoSource(self.scenario))
         self.raw_lines = self.session.raw_lines
         self.render_every = 1
         self.finished = asyncio.Event()
@@ -171,7 +169,7 @@ class SoakFeed:
             # The server restarts: the same log gets a whole new startup with another pool.
             pool = RESTART_POOLS[self.restarts_done]
             self.scenario = self._scenario(pool)
-            self.session.demo = self.session.host = DemoSource(self.scenario)
+            install(self.session, DemoSource(self.scenario))
             self.restarts_done += 1
 
     async def snapshots(self) -> AsyncIterator[Snapshot]:
@@ -179,7 +177,7 @@ class SoakFeed:
         while self.done < self.refreshes:
             self.now[0] += self.interval_s
             self._maybe_restart()
-            session.demo_tick()
+            advance(session)
             self.done += 1
             yield session.snapshot()
             await self.tick()

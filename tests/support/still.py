@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 
 from kvtop.demo.scenario import DemoScenario
 from kvtop.demo.source import DemoSource
+from kvtop.demo.sources import advance, install
 from kvtop.model.snapshot import Snapshot
 from kvtop.session import Options, Session
 from kvtop.sglang.raw_lines import RawLines
@@ -25,10 +26,11 @@ def still_session(serving_s: float = 0.0, epoch: float = STILL_EPOCH) -> Session
     """The demo's session one minute (plus `serving_s`) after the server got ready, at `epoch`."""
     now = [epoch]
     scenario = DemoScenario(clock=lambda: now[0])
-    session = Session(Options(demo=True), demo=DemoSource(scenario), clock=lambda: now[0])
+    session = Session(Options(demo=True), clock=lambda: now[0])
+    install(session, DemoSource(scenario))
     scenario.finish_startup()
     now[0] += serving_s
-    session.demo_tick()
+    advance(session)
     return session
 
 
@@ -41,11 +43,12 @@ def still_series(count: int, step_s: float = 5.0, epoch: float = STILL_EPOCH) ->
     """`count` snapshots `step_s` apart, ending at `epoch` + one minute of serving (history)."""
     now = [epoch - (count - 1) * step_s]
     scenario = DemoScenario(clock=lambda: now[0])
-    session = Session(Options(demo=True), demo=DemoSource(scenario), clock=lambda: now[0])
+    session = Session(Options(demo=True), clock=lambda: now[0])
+    install(session, DemoSource(scenario))
     scenario.finish_startup()
     series = []
     for _ in range(count):
-        session.demo_tick()
+        advance(session)
         series.append(session.snapshot())
         now[0] += step_s
     return series

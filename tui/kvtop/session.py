@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from kvtop.model.analysis import Analysis, analyse
 from kvtop.model.build_snapshot import SnapshotInputs, build_snapshot
@@ -23,7 +23,6 @@ from kvtop.server_url import is_loopback, url_problem
 from kvtop.sglang.metrics import MetricsSample, ServerInfo
 from kvtop.sglang.raw_lines import RawLines
 from kvtop.sglang.startup import StartupTracker
-from kvtop.sglang.story import fold_lines
 from kvtop.sources.gpu_sources import GpuSource, HostGpus
 from kvtop.sources.local_host import LocalHost
 from kvtop.sources.log_reader import LogReader
@@ -31,11 +30,6 @@ from kvtop.sources.metrics import MetricsSource
 from kvtop.sources.model_config_file import read_model_config
 from kvtop.sources.pacing import Lane, Pacer
 from kvtop.sources.server_readings import ServerReadings, age_s
-
-if (
-    TYPE_CHECKING
-):  # the demo is imported only for --demo: a live view against a server never needs it
-    from kvtop.demo.source import DemoSource
 
 DEFAULT_URL = "http://127.0.0.1:30000"
 # How long the first live frame waits for the sources' first round (a GPU reading, the log read
@@ -50,6 +44,25 @@ SETTLE_MAX_S = 0.25
 ONCE_CPU_WINDOW_S = 0.2
 # Shutting the sources down: cancel, wait this long, cancel again (see _stop).
 STOP_WAIT_S, STOP_TRIES = 0.5, 10
+
+
+class LogSource(Protocol):
+    """What the session reads the log through: a file or the journal (sources/log_reader.py),
+    or the demo's story (demo/sources.py)."""
+
+    health: SourceHealth
+    good_at: float | None
+
+    @property
+    def from_this_host(self) -> bool: ...
+
+    def read_file(self) -> None: ...
+
+    async def read_journal(self) -> None: ...
+
+    async def follow(self, lane: Lane) -> None: ...
+
+    def state_now(self) -> tuple[str, ...]: ...
 
 
 class Host(Protocol):
@@ -146,7 +159,7 @@ class Session:
     # The host's GPUs: NVML's and AMD SMI's together (sources/gpu_sources.py).
     nvml: GpuSource | None = None
     # The log: a file, stdin or the journal, folded into the tracker and the raw lines.
-    log: LogReader = field(init=False)
+    log: LogSource = field(init=False)
     # The server's /metrics and /server_info, and the state of each read.
     server: ServerReadings = field(default_factory=ServerReadings)
     # time.monotonic() of each source's latest good reading (None: none yet): SourceHealth.age_s.
@@ -158,8 +171,6 @@ class Session:
     # sizing's cell size; read in a thread when that pair changes, never on the event loop.
     _model_config: ConfigFile | None = None
     _model_config_for: tuple[str | None, str | None] | None = None
-    # The simulated server of --demo, standing in for the log, NVML, the host and /metrics.
-    demo: DemoSource | None = None
     host: Host = field(default_factory=LocalHost)
     # The live refresh period; the TUI changes it with +/-.
     interval_s: float = 1.0
@@ -181,37 +192,17 @@ class Session:
             unit=opts.unit,
             journal_dir=opts.journal_dir,
         )
-        if self.options.demo and self.demo is None:
-            from kvtop.demo.source import DemoSource
+        if self.options.demo:
+            # The demo's story stands in for every source: from here on it is read as they are.
+            from kvtop.demo.sources import install
 
-            self.demo = DemoSource(speed=self.options.demo_speed, clock=self.clock)
-        if self.demo is not None:
-            self.host = self.demo
+            install(self)
         elif self.options.nvml:
             self.nvml = HostGpus(process_interval_s=self.options.process_interval_s)
 
-    # -- demo -----------------------------------------------------------------------------------
-    def demo_tick(self) -> None:
-        """The demo's round: the lines that are due, then its GPUs and /metrics."""
-        from kvtop.demo.source import LOG_HEALTH
-
-        demo = self.demo
-        assert demo is not None
-        lines = demo.due_lines()
-        if lines:
-            fold_lines(lines, self.tracker, self.raw_lines)
-        self.log.take(LOG_HEALTH)
-        self.latest_nvml = demo.nvml_reading(self.tracker.current)
-        self._nvml_at = time.monotonic()
-        self.server.take(*demo.metrics())
-
     # -- log ------------------------------------------------------------------------------------
     def _read_whole_log(self) -> None:
-        if self.demo is not None:
-            self.demo.finish_startup()
-            self.demo_tick()
-        else:
-            self.log.read_file()
+        self.log.read_file()
 
     # -- metrics --------------------------------------------------------------------------------
     def server_target(self) -> ServerTarget:
@@ -302,20 +293,20 @@ class Session:
         verdict would be about readings not yet taken, and its alerts would enter the timeline)."""
         reading = self.latest_nvml
         processes = self.host.processes(reading)
-        nvml_on = self.options.nvml or self.demo is not None
+        nvml_on = self.options.nvml
         nvml_health = self.host.nvml_health(reading if nvml_on else None)
         notes = self.log.state_now()
         host_memory = self.host.memory()
-        host_problem = getattr(self.host, "problem", None)  # the demo's host has none
+        host_problem = getattr(self.host, "problem", None)  # a simulated host has none
         if host_problem:
             notes += (host_problem,)
         sources = [
             self._aged(self.log.health, self.log.good_at),
             self._aged(nvml_health, self._nvml_at),
         ]
-        if self.options.metrics or self.demo is not None:
+        if self.options.metrics:
             sources.append(self._aged(self.server.shown_health(), self.server.good_at))
-        server = None if self.demo is not None else self.server_target()
+        server = self.server_target() if self.server.shows_target else None
         if server is not None and server.contacted and server.key_withheld:
             notes += (server.withheld_sentence(),)
         inputs = SnapshotInputs(
@@ -333,8 +324,7 @@ class Session:
             server=server,
             mismatches=find_mismatches(self.tracker.current, self.latest_metrics, self.latest_info),
             # This host's journal (not files copied from another host), or the demo's story.
-            log_from_this_host=self.demo is not None
-            or (bool(self.options.unit) and not self.options.journal_dir),
+            log_from_this_host=self.log.from_this_host,
         )
         return build_snapshot(inputs, watch=self.watch, judged=judged)
 
@@ -346,9 +336,6 @@ class Session:
     async def collect_once(self) -> Snapshot:
         """Read the whole log, one NVML poll and one scrape (concurrently), and join them."""
         await asyncio.to_thread(self._read_whole_log)
-        if self.demo is not None:
-            await self.read_model_config()
-            return self.snapshot()
         if self.options.unit:
             await self.log.read_journal()
         jobs = []
@@ -367,7 +354,7 @@ class Session:
         """Start the CPU counters of the GPU processes NVML listed and of the host; when the
         one-shot snapshot may be taken (monotonic), None when there is nothing to measure."""
         reading = self.latest_nvml
-        prime = getattr(self.host, "prime", None)  # the demo's host has simulated numbers
+        prime = getattr(self.host, "prime", None)  # a simulated host has its numbers
         if prime is None or reading is None or not any(g.processes for g in reading.gpus):
             return None
         prime(reading)
@@ -375,7 +362,11 @@ class Session:
 
     async def _poll_nvml(self) -> None:
         assert self.nvml is not None
-        reading = self.latest_nvml = await self.nvml.poll_async()
+        self.take_gpus(await self.nvml.poll_async())
+
+    def take_gpus(self, reading: NvmlReading) -> None:
+        """The GPU source's latest reading; its age counts from one with GPUs answering."""
+        self.latest_nvml = reading
         answered = not reading.gpus or any(g.status == GpuStatus.OK for g in reading.gpus)
         if reading.available and not reading.stale and answered:
             self._nvml_at = time.monotonic()
@@ -387,14 +378,13 @@ class Session:
         (or after `_settle_s()`, when one is slow; it joins a later tick when it is done)."""
         pacer = Pacer()
         pacer.interval_s = self.interval_s
-        if self.demo is not None:
-            tasks = {"demo": asyncio.create_task(self._demo_loop(pacer.lane("demo")))}
-        else:
-            tasks = {"log": asyncio.create_task(self.log.follow(pacer.lane("log")))}
-            if self.nvml is not None:
-                tasks["nvml"] = asyncio.create_task(self._nvml_loop(pacer.lane("nvml")))
-            if self.options.metrics:
-                tasks["metrics"] = asyncio.create_task(self._metrics_loop(pacer.lane("metrics")))
+        # The log first: its round runs first in a tick, so a GPU source that follows the
+        # log's progress (the demo's) reads the lines of the same tick.
+        tasks = {"log": asyncio.create_task(self.log.follow(pacer.lane("log")))}
+        if self.nvml is not None:
+            tasks["nvml"] = asyncio.create_task(self._nvml_loop(pacer.lane("nvml")))
+        if self.options.metrics:
+            tasks["metrics"] = asyncio.create_task(self._metrics_loop(pacer.lane("metrics")))
         await asyncio.sleep(0)  # every loop to its first wait, so the first tick releases all
         loop = asyncio.get_running_loop()
         next_at = loop.time()
@@ -441,12 +431,6 @@ class Session:
             await lane.next()
             await self._poll_nvml()
 
-    async def _demo_loop(self, lane: Lane) -> None:
-        # The story's lines that fell due since the last tick are released together.
-        while True:
-            await lane.next()
-            self.demo_tick()
-
     async def _metrics_loop(self, lane: Lane) -> None:
         due = 0.0  # time.monotonic() of the next scrape: every tick, or later after failures
         while True:
@@ -454,11 +438,8 @@ class Session:
             if time.monotonic() < due:
                 continue
             await self._scrape()
-            source = self.server.source
-            assert source is not None
-            source.interval_s = self.interval_s
             # Backing off counts in ticks: half an interval early is the tick it was meant for.
-            due = time.monotonic() + source.next_delay_s() - self.interval_s / 2
+            due = time.monotonic() + self.server.next_delay_s(self.interval_s) - self.interval_s / 2
 
     async def close(self) -> None:
         if self.server.info_task is not None:

@@ -18,10 +18,9 @@ import importlib
 import importlib.util
 import io
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -33,7 +32,7 @@ from kvtop.model.memory.gpu_reading import (
     NvmlReading,
 )
 from kvtop.sglang.bounds import MAX_GIB
-from kvtop.sources.call_worker import DeadlinePoll
+from kvtop.sources.gpu_library import KEEP_GOING, GpuLibrarySource
 from kvtop.sources.nvml_checks import (
     PERCENT_MAX,
     POWER_MAX_MW,
@@ -42,7 +41,6 @@ from kvtop.sources.nvml_checks import (
 )
 
 GIB = float(2**30)
-KEEP_GOING = "kvtop keeps going with logs and metrics."
 
 _T = TypeVar("_T")
 
@@ -261,9 +259,12 @@ def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
     return " ".join(sentences) or None
 
 
-class AmdsmiSource:
+class AmdsmiSource(GpuLibrarySource):
     """Reads every AMD GPU through amdsmi; the same poll()/last/close() surface as NvmlSource.
     One instance per app, polled from one thread at a time."""
+
+    LIBRARY = "amdsmi"
+    TOOL = "amd-smi"
 
     def __init__(
         self,
@@ -272,80 +273,17 @@ class AmdsmiSource:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(call_timeout_s, "kvtop-amdsmi")
         self.process_interval_s = process_interval_s
-        self.call_timeout_s = call_timeout_s
-        self._deadline = DeadlinePoll("kvtop-amdsmi", call_timeout_s)
         self._clock = clock
         self._amdsmi: ModuleType | None = None
         self._initialized = False
-        self._driver_version: str | None = None
         self._static: dict[int, _Static] = {}
         self._procs: dict[int, tuple[GpuProcess, ...]] = {}
         self._procs_at: float | None = None
         self._most_gpus = 0
-        self._last: NvmlReading | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def last(self) -> NvmlReading | None:
-        return self._last
-
-    def poll(self) -> NvmlReading:
-        """One reading of every GPU (blocking). Never raises for amdsmi errors."""
-        with self._lock:
-            try:
-                reading = self._poll()
-            except _Unstartable as why:
-                reading = self._unavailable(str(why), isinstance(why, _Missing))
-            except Exception as exc:  # a binding bug must not end the app
-                reading = self._unavailable(
-                    f"amdsmi failed unexpectedly ({exc!r}); kvtop retries each poll and "
-                    f"{KEEP_GOING[6:]}"
-                )
-            self._last = reading
-            return reading
-
-    async def poll_async(self) -> NvmlReading:
-        """poll() in amdsmi's own worker thread; the previous reading, stale, if it takes
-        longer than call_timeout_s (a hung driver call)."""
-        self._deadline.timeout_s = self.call_timeout_s
-        return await self._deadline.run(self.poll, self._stale)
-
-    def _stale(self) -> NvmlReading:
-        problem = (
-            f"amdsmi did not answer within {self.call_timeout_s:g} s (a hung driver call); "
-            "readings are stale. Check amd-smi and dmesg; kvtop keeps the last readings and "
-            "asks again."
-        )
-        if self._last is None:
-            return NvmlReading(
-                gpus=(),
-                available=False,
-                problem=problem,
-                driver_version=self._driver_version,
-                stale=True,
-            )
-        return replace(self._last, stale=True, problem=problem)
-
-    def close(self) -> None:
-        """Release the worker thread and shut amdsmi down (a later poll starts it again)."""
-        self._deadline.stop()
-        if self._lock.acquire(blocking=False):
-            try:
-                self._forget_init()
-            finally:
-                self._lock.release()
 
     # ---- the library ---------------------------------------------------------------------
-
-    def _unavailable(self, problem: str, missing_library: bool = False) -> NvmlReading:
-        return NvmlReading(
-            gpus=(),
-            available=False,
-            problem=problem,
-            driver_version=self._driver_version,
-            missing_library=missing_library,
-        )
 
     def _forget_init(self) -> None:
         if self._initialized and self._amdsmi is not None:
@@ -369,7 +307,10 @@ class AmdsmiSource:
         return amdsmi
 
     def _poll(self) -> NvmlReading:
-        amdsmi = self._start()
+        try:
+            amdsmi = self._start()
+        except _Unstartable as why:
+            return self._unavailable(str(why), isinstance(why, _Missing))
         try:
             handles = amdsmi.amdsmi_get_processor_handles()
         except amdsmi.AmdSmiException as exc:

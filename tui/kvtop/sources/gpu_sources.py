@@ -15,9 +15,9 @@ from typing import Protocol
 
 from kvtop.model.memory.gpu_reading import NvmlReading
 from kvtop.sources.amdsmi_reader import AmdsmiSource
+from kvtop.sources.gpu_library import KEEP_GOING
 from kvtop.sources.nvml import NvmlSource
 
-KEEP_GOING = "kvtop keeps going with logs and metrics."
 NO_GPU_LIBRARY = "no GPU library here: "
 _TAILS = ("; " + KEEP_GOING, "; kvtop retries each poll and keeps going with logs and metrics.")
 

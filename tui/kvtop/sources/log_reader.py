@@ -56,6 +56,12 @@ class LogReader:
         self._notice: tuple[int, str | None] = (0, None)  # (count seen, latest text)
         self._notice_at = 0.0
 
+    @property
+    def from_this_host(self) -> bool:
+        """This host's journal, not files copied from another host: the views may take the
+        log's times as this host's (uptimes, ages)."""
+        return bool(self.unit) and not self.journal_dir
+
     def take(self, health: SourceHealth) -> None:
         """Lines folded by another source (the demo's story): its state, read now."""
         self.health, self.good_at = health, time.monotonic()

@@ -8,16 +8,15 @@ answer in time. No Textual, no SGLang knowledge.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
 from kvtop.model.notes import gpu_span
 from kvtop.sglang.bounds import MAX_GIB
-from kvtop.sources.call_worker import DeadlinePoll
+from kvtop.sources.gpu_library import KEEP_GOING, GpuLibrarySource
 from kvtop.sources.nvml_checks import (
     PERCENT_MAX,
     POWER_MAX_MW,
@@ -33,7 +32,6 @@ except ImportError:  # pragma: no cover - exercised only without nvidia-ml-py
     pynvml = None
 
 GIB = float(2**30)
-KEEP_GOING = "kvtop keeps going with logs and metrics."
 
 _T = TypeVar("_T")
 
@@ -223,8 +221,11 @@ def _process(info: Any, refusals: Refusals) -> GpuProcess:
     return GpuProcess(pid=int(info.pid), used_gib=None if used is None else used / GIB)
 
 
-class NvmlSource:
+class NvmlSource(GpuLibrarySource):
     """Reads every GPU through NVML; one instance per app, polled from one thread at a time."""
+
+    LIBRARY = "NVML"
+    TOOL = "nvidia-smi"
 
     def __init__(
         self,
@@ -233,11 +234,10 @@ class NvmlSource:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(call_timeout_s, "kvtop-nvml")
         self.process_interval_s = process_interval_s
-        self.call_timeout_s = call_timeout_s
         self._clock = clock
         self._initialized = False
-        self._driver_version: str | None = None
         self._static: dict[int, _Static] = {}
         self._most_gpus = 0  # the most GPUs NVML has shown: fewer now means some went away
         self._mem_v2 = True
@@ -245,37 +245,6 @@ class NvmlSource:
         self._reasons_fn: str = "event"
         self._procs: dict[int, tuple[GpuProcess, ...]] = {}
         self._procs_at: float | None = None
-        self._last: NvmlReading | None = None
-        self._deadline = DeadlinePoll("kvtop-nvml", call_timeout_s)
-        self._lock = threading.Lock()
-
-    # ---- blocking poll -------------------------------------------------------------------
-
-    @property
-    def last(self) -> NvmlReading | None:
-        return self._last
-
-    def poll(self) -> NvmlReading:
-        """One reading of every GPU (blocking). Never raises for NVML errors."""
-        with self._lock:
-            try:
-                reading = self._poll()
-            except Exception as exc:  # a binding bug must not end the app
-                reading = self._unavailable(
-                    f"NVML failed unexpectedly ({exc!r}); kvtop retries each poll and "
-                    f"{KEEP_GOING[6:]}"
-                )
-            self._last = reading
-            return reading
-
-    def _unavailable(self, problem: str, missing_library: bool = False) -> NvmlReading:
-        return NvmlReading(
-            gpus=(),
-            available=False,
-            problem=problem,
-            driver_version=self._driver_version,
-            missing_library=missing_library,
-        )
 
     def _forget_init(self) -> None:
         if self._initialized:
@@ -511,35 +480,3 @@ class NvmlSource:
             clock_event_reasons=reasons,
             cause=cause if status != GpuStatus.OK else None,
         )
-
-    # ---- async ---------------------------------------------------------------------------
-
-    async def poll_async(self) -> NvmlReading:
-        """poll() in the one NVML worker thread; stale previous reading if it takes too long."""
-        self._deadline.timeout_s = self.call_timeout_s
-        return await self._deadline.run(self.poll, self._stale)
-
-    def _stale(self) -> NvmlReading:
-        problem = (
-            f"NVML did not answer within {self.call_timeout_s:g} s (a hung driver call); "
-            "readings are stale. Check nvidia-smi and dmesg; kvtop keeps the last readings "
-            "and asks again."
-        )
-        if self._last is None:
-            return NvmlReading(
-                gpus=(),
-                available=False,
-                problem=problem,
-                driver_version=self._driver_version,
-                stale=True,
-            )
-        return replace(self._last, stale=True, problem=problem)
-
-    def close(self) -> None:
-        """Release the worker thread (without waiting for a hung call) and NVML."""
-        self._deadline.stop()
-        if self._lock.acquire(blocking=False):
-            try:
-                self._forget_init()
-            finally:
-                self._lock.release()

@@ -33,6 +33,9 @@ def age_s(good_at: float | None) -> float | None:
 class ServerReadings:
     """The server's numbers and their state; `scrape()` once per refresh (or its backoff)."""
 
+    # The views show where the server is (a simulated one has no address).
+    shows_target = True
+
     def __init__(self) -> None:
         self.source: MetricsSource | None = None
         self.health = WAITING
@@ -137,6 +140,13 @@ class ServerReadings:
     def info_task(self) -> asyncio.Task[None] | None:
         """The /server_info read in flight or done (the session stops it on closing)."""
         return self._info_task
+
+    def next_delay_s(self, interval_s: float) -> float:
+        """Seconds to the next scrape: the refresh interval, longer while backing off."""
+        source = self.source
+        assert source is not None
+        source.interval_s = interval_s
+        return source.next_delay_s()
 
     async def close(self) -> None:
         """Close the client; stop `info_task` first."""

@@ -1,0 +1,95 @@
+"""What NVML's and AMD SMI's sources share: a poll that never raises, one worker thread with a
+deadline (a hung driver call hands back the last reading marked stale), and closing.
+
+A library's source subclasses `GpuLibrarySource` and writes `_poll()` (one reading of every GPU)
+and `_forget_init()` (shut the library down so the next poll starts it again), naming itself
+(`LIBRARY`, as the sentences name it) and its command-line tool (`TOOL`).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+from kvtop.model.memory.gpu_reading import NvmlReading
+from kvtop.sources.call_worker import DeadlinePoll
+
+KEEP_GOING = "kvtop keeps going with logs and metrics."
+
+
+class GpuLibrarySource:
+    LIBRARY = "the GPU library"
+    TOOL = "nvidia-smi"
+
+    def __init__(self, call_timeout_s: float, thread_name: str) -> None:
+        self.call_timeout_s = call_timeout_s
+        self._deadline = DeadlinePoll(thread_name, call_timeout_s)
+        self._lock = threading.Lock()
+        self._last: NvmlReading | None = None
+        self._driver_version: str | None = None
+
+    @property
+    def last(self) -> NvmlReading | None:
+        return self._last
+
+    def poll(self) -> NvmlReading:
+        """One reading of every GPU (blocking). Never raises for the library's errors."""
+        with self._lock:
+            try:
+                reading = self._poll()
+            except Exception as exc:  # a binding bug must not end the app
+                reading = self._failed(exc)
+            self._last = reading
+            return reading
+
+    def _failed(self, exc: Exception) -> NvmlReading:
+        return self._unavailable(
+            f"{self.LIBRARY} failed unexpectedly ({exc!r}); kvtop retries each poll and "
+            f"{KEEP_GOING[6:]}"
+        )
+
+    def _poll(self) -> NvmlReading:
+        raise NotImplementedError
+
+    def _forget_init(self) -> None:
+        raise NotImplementedError
+
+    def _unavailable(self, problem: str, missing_library: bool = False) -> NvmlReading:
+        return NvmlReading(
+            gpus=(),
+            available=False,
+            problem=problem,
+            driver_version=self._driver_version,
+            missing_library=missing_library,
+        )
+
+    async def poll_async(self) -> NvmlReading:
+        """poll() in the library's own worker thread; the previous reading, stale, if it
+        takes longer than call_timeout_s (a hung driver call)."""
+        self._deadline.timeout_s = self.call_timeout_s
+        return await self._deadline.run(self.poll, self._stale)
+
+    def _stale(self) -> NvmlReading:
+        problem = (
+            f"{self.LIBRARY} did not answer within {self.call_timeout_s:g} s (a hung driver "
+            f"call); readings are stale. Check {self.TOOL} and dmesg; kvtop keeps the last "
+            "readings and asks again."
+        )
+        if self._last is None:
+            return NvmlReading(
+                gpus=(),
+                available=False,
+                problem=problem,
+                driver_version=self._driver_version,
+                stale=True,
+            )
+        return replace(self._last, stale=True, problem=problem)
+
+    def close(self) -> None:
+        """Release the worker thread (without waiting for a hung call) and the library."""
+        self._deadline.stop()
+        if self._lock.acquire(blocking=False):
+            try:
+                self._forget_init()
+            finally:
+                self._lock.release()
