@@ -52,6 +52,17 @@ async def test_restart_with_new_pool(sg: FakeSGLang, source: MetricsSource) -> N
     assert second.sample.max_total_num_tokens == 200_000
 
 
+async def test_an_unchanged_body_is_not_parsed_again(sg: FakeSGLang, source: MetricsSource) -> None:
+    """A server at rest answers the same body: the sample parsed from it is handed back as it
+    is (the same object); a changed body is parsed."""
+    first, again = await source.scrape(), await source.scrape()
+    assert first.sample is not None and again.sample is first.sample
+    sg.restart(Deployment(version="0.5.12", tp_size=8, max_total_num_tokens=200_000))
+    changed = await source.scrape()
+    assert changed.sample is not None and changed.sample is not first.sample
+    assert changed.sample.max_total_num_tokens == 200_000
+
+
 async def test_connection_refused_and_backoff() -> None:
     url = f"http://127.0.0.1:{_free_port()}"
     async with MetricsSource(url, timeout_s=0.5) as src:

@@ -159,6 +159,10 @@ class MetricsSource:
         self.max_body_bytes = max_body_bytes
         self.interval_s = interval_s
         self._failures = 0
+        # The latest /metrics body and its sample: an unchanged body (a server at rest, whose
+        # gauges move only with new batches) is not parsed again.
+        self._last_body: bytes | None = None
+        self._last_sample: MetricsSample | None = None
         self._http: HttpGetter | None = None
         # /server_info has a connection and a back-off of its own: a hung or refusing
         # /server_info must neither hold up /metrics nor be asked again every round.
@@ -216,7 +220,11 @@ class MetricsSource:
                     METRICS_DISABLED,
                 )
             self._check_status(status, "/metrics")
-            sample = await _parsed(parse_metrics_body, body)
+            if body == self._last_body and self._last_sample is not None:
+                sample = self._last_sample
+            else:
+                sample = await _parsed(parse_metrics_body, body)
+                self._last_body, self._last_sample = body, sample
             if sample.families_seen == 0:
                 raise _Fault(
                     SourceState.DEGRADED,
