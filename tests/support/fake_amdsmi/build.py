@@ -9,12 +9,11 @@ call (named by the environment variable FAKE_AMDSMI_FILE). build.sh does the sam
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from tests.support.shared_library import compile_library
 
 from .stubs import SOURCE, stubs_header
 
@@ -32,42 +31,23 @@ class FakeAmdsmiBuildError(RuntimeError):
 def build_fake_amdsmi(directory: str | os.PathLike[str]) -> Path:
     """Compile the fake into DIRECTORY/lib/libamd_smi.so (cached by source hash); return
     DIRECTORY, the value for ROCM_PATH."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        raise FakeAmdsmiBuildError("gcc not found: install gcc to build the fake amdsmi library")
     root = Path(directory)
     lib_dir = root / "lib"
     lib_dir.mkdir(parents=True, exist_ok=True)
     header = stubs_header()
-    lib = lib_dir / LIB_NAME
-    stamp = lib_dir / (LIB_NAME + ".sha256")
-    digest = hashlib.sha256(SOURCE.read_bytes() + header.encode()).hexdigest()
-    if lib.exists() and stamp.exists() and stamp.read_text().strip() == digest:
-        return root
     (lib_dir / STUBS_NAME).write_text(header)
-    tmp = lib_dir / (LIB_NAME + ".tmp")
-    cmd = [
-        gcc,
-        "-shared",
-        "-fPIC",
-        "-O2",
-        "-Wall",
-        "-Wl,-soname," + LIB_NAME,
-        "-I" + str(lib_dir),
-        "-o",
-        str(tmp),
-        str(SOURCE),
-        "-lpthread",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise FakeAmdsmiBuildError(f"gcc failed building the fake amdsmi library:\n{proc.stderr}")
-    os.replace(tmp, lib)
+    compile_library(
+        SOURCE,
+        lib_dir / LIB_NAME,
+        "amdsmi",
+        FakeAmdsmiBuildError,
+        also_hashed=header.encode(),
+        include=lib_dir,
+    )
     core = lib_dir / ROCM_CORE_NAME
     if not core.is_symlink():
         core.unlink(missing_ok=True)
         core.symlink_to(LIB_NAME)
-    stamp.write_text(digest + "\n")
     return root
 
 

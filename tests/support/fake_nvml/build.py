@@ -8,13 +8,14 @@ call (named by the environment variable KVTOP_FAKE_NVML_STATE).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from tests.support.shared_library import compile_library
 
 SOURCE = Path(__file__).resolve().parent / "fake_nvml.c"
 LIB_NAME = "libnvidia-ml.so.1"
@@ -31,34 +32,8 @@ def gcc_path() -> str | None:
 
 def build_fake_nvml(directory: str | os.PathLike[str]) -> Path:
     """Compile the fake into DIRECTORY/libnvidia-ml.so.1 (cached by source hash); return its path."""
-    gcc = gcc_path()
-    if gcc is None:
-        raise FakeNvmlBuildError("gcc not found: install gcc to build the fake NVML library")
-    out_dir = Path(directory)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    lib = out_dir / LIB_NAME
-    stamp = out_dir / (LIB_NAME + ".sha256")
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()
-    if lib.exists() and stamp.exists() and stamp.read_text().strip() == digest:
-        return lib
-    tmp = out_dir / (LIB_NAME + ".tmp")
-    cmd = [
-        gcc,
-        "-shared",
-        "-fPIC",
-        "-O2",
-        "-Wall",
-        "-Wl,-soname," + LIB_NAME,
-        "-o",
-        str(tmp),
-        str(SOURCE),
-        "-lpthread",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise FakeNvmlBuildError(f"gcc failed building the fake NVML library:\n{proc.stderr}")
-    os.replace(tmp, lib)
-    stamp.write_text(digest + "\n")
+    lib = Path(directory) / LIB_NAME
+    compile_library(SOURCE, lib, "NVML", FakeNvmlBuildError)
     return lib
 
 

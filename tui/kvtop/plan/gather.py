@@ -14,8 +14,7 @@ from kvtop.model.sizing.model_config import MAX_CONFIG_BYTES, ModelConfigError
 from kvtop.model.sizing.model_shape import (
     ParsedModel,
     parse_model,
-    weight_map_of,
-    weights_bytes_from_index,
+    read_index,
 )
 from kvtop.model.sizing.weights_estimate import estimate_weights
 from kvtop.sglang.start_state import Startup
@@ -103,8 +102,7 @@ def read_model_files(path: str) -> tuple[ParsedModel, int | None, dict[str, int]
     try:
         if _kind_of(index) == "file":
             text = _read_capped(index, MAX_INDEX_BYTES, "a safetensors index")
-            weights = weights_bytes_from_index(text, str(index))
-            weight_map = weight_map_of(text)
+            weights, weight_map = read_index(text, str(index))
         elif _kind_of(single) == "file":
             weights = single.stat().st_size
     except (ModelConfigError, OSError) as exc:

@@ -19,8 +19,7 @@ import importlib.util
 import io
 import os
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -31,13 +30,23 @@ from kvtop.model.memory.gpu_reading import (
     GpuVendor,
     NvmlReading,
 )
+from kvtop.model.notes import gpu_span
 from kvtop.sglang.bounds import MAX_GIB
-from kvtop.sources.gpu_library import KEEP_GOING, GpuLibrarySource
+from kvtop.sources.gpu_library import (
+    KEEP_GOING,
+    CallErrors,
+    GpuLibrarySource,
+    StaticFacts,
+    whole,
+    without_numbers,
+)
 from kvtop.sources.nvml_checks import (
     PERCENT_MAX,
     POWER_MAX_MW,
     TEMPERATURE_MAX_C,
     Refusals,
+    count_drop_sentence,
+    problem_sentence,
 )
 
 GIB = float(2**30)
@@ -98,26 +107,9 @@ def _serious(exc: BaseException) -> bool:
     return _code(exc) not in _BENIGN
 
 
-class _Errors(list[tuple[str, str]]):
-    """One GPU's failed calls, (name, error); `serious` when one was more than "not supported"."""
-
-    serious = False
-    first_serious: tuple[str, str] | None = None
-
-    def add(self, name: str, exc: BaseException) -> None:
-        self.append((name, _named_error(exc)))
-        if _serious(exc) and self.first_serious is None:
-            self.first_serious = (name, _named_error(exc))
-        self.serious = self.serious or _serious(exc)
-
-
-@dataclass(frozen=True, slots=True)
-class _Static:
-    name: str
-    uuid: str
-    pci_bus_id: str
-    errors: tuple[tuple[str, str], ...]
-    serious: bool = False
+class _Errors(CallErrors):
+    named = staticmethod(_named_error)
+    is_serious = staticmethod(_serious)
 
 
 def _number(value: Any) -> int | None:
@@ -125,10 +117,6 @@ def _number(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value
-
-
-def _span(indices: Iterable[int]) -> str:
-    return ", ".join(str(i) for i in indices)
 
 
 # Where the binding looks for libamd_smi.so (amdsmi_wrapper.find_smi_library), and the
@@ -211,7 +199,7 @@ def _unavailable_sentence(exc: BaseException) -> str:
 def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
     """The notice for this reading: GPUs lost or unreadable, fewer GPUs than before, impossible
     numbers; in amdsmi's terms (amd-smi is the tool an operator checks with)."""
-    sentences: list[str] = []
+    sentences: list[str | None] = []
     lost = [s.index for s in samples if s.status == GpuStatus.LOST]
     if lost:
         rest = (
@@ -220,7 +208,7 @@ def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
             else "the other GPUs keep updating"
         )
         sentences.append(
-            f"GPU {_span(lost)}: lost (amdsmi no longer finds it); check amd-smi and dmesg "
+            f"GPU {gpu_span(lost)}: lost (amdsmi no longer finds it); check amd-smi and dmesg "
             f"for amdgpu errors; {rest}."
         )
     failed = [s for s in samples if s.status == GpuStatus.ERROR and s.cause is not None]
@@ -236,27 +224,14 @@ def _problem(samples: list[GpuSample], count: int, most: int) -> str | None:
             else "the other GPUs keep updating"
         )
         sentences.append(
-            f"GPU {_span(s.index for s in failed)}: unreadable through amdsmi ({why}); no "
+            f"GPU {gpu_span(s.index for s in failed)}: unreadable through amdsmi ({why}); no "
             f"numbers are shown for {'them' if len(failed) > 1 else 'it'} and {rest}. Check "
             "amd-smi and dmesg."
         )
-    if count < most:
-        now = "no GPU" if count == 0 else f"{count} GPU{'s' if count != 1 else ''}"
-        sentences.append(
-            f"amdsmi sees {now} now, {most} before: GPUs fell off the bus or the driver was "
-            "reset. Check amd-smi and dmesg."
-        )
-    refused = [s for s in samples if s.rejected]
-    if refused:
-        parts = "; ".join(
-            f"GPU {s.index}: " + ", ".join(f"{r.field} {r.value} ({r.reason})" for r in s.rejected)
-            for s in refused[:3]
-        )
-        sentences.append(
-            f"amdsmi gave impossible numbers, refused and shown blank: {parts}. A driver bug or "
-            "a failing GPU: check amd-smi and dmesg."
-        )
-    return " ".join(sentences) or None
+    sentences.append(count_drop_sentence(count, most, "amdsmi", "amd-smi and dmesg"))
+    refused = {s.index: list(s.rejected) for s in samples if s.rejected}
+    sentences.append(problem_sentence(refused, "amdsmi", "amd-smi"))
+    return " ".join(s for s in sentences if s) or None
 
 
 class AmdsmiSource(GpuLibrarySource):
@@ -278,7 +253,7 @@ class AmdsmiSource(GpuLibrarySource):
         self._clock = clock
         self._amdsmi: ModuleType | None = None
         self._initialized = False
-        self._static: dict[int, _Static] = {}
+        self._static: dict[int, StaticFacts] = {}
         self._procs: dict[int, tuple[GpuProcess, ...]] = {}
         self._procs_at: float | None = None
         self._most_gpus = 0
@@ -343,26 +318,9 @@ class AmdsmiSource(GpuLibrarySource):
         try:
             return self._read_gpu(index, handle, refresh_procs)
         except _GpuLost as lost:
-            static = self._static.pop(index, None)
             self._procs.pop(index, None)
-            return GpuSample(
-                vendor=GpuVendor.AMD,
-                index=index,
-                name=static.name if static else "",
-                uuid=static.uuid if static else "",
-                pci_bus_id=static.pci_bus_id if static else "",
-                total_gib=0.0,
-                used_gib=0.0,
-                free_gib=0.0,
-                reserved_gib=None,
-                utilization_pct=None,
-                memory_utilization_pct=None,
-                temperature_c=None,
-                power_w=None,
-                power_limit_w=None,
-                status=GpuStatus.LOST,
-                field_errors=(("gpu", str(lost)),),
-            )
+            static = self._static.pop(index, None)
+            return without_numbers(index, static, GpuStatus.LOST, ("gpu", str(lost)), GpuVendor.AMD)
 
     def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
         assert self._amdsmi is not None
@@ -381,7 +339,7 @@ class AmdsmiSource(GpuLibrarySource):
             errors.add(name, exc)
             return None
 
-    def _static_facts(self, index: int, handle: Any) -> _Static:
+    def _static_facts(self, index: int, handle: Any) -> StaticFacts:
         cached = self._static.get(index)
         if cached is not None:
             return cached
@@ -392,7 +350,7 @@ class AmdsmiSource(GpuLibrarySource):
         uuid = self._field(errors, "uuid", amdsmi.amdsmi_get_gpu_device_uuid, handle)
         bdf = self._field(errors, "pci_bus_id", amdsmi.amdsmi_get_gpu_device_bdf, handle)
         name = asic.get("market_name") if asic else None
-        static = _Static(
+        static = StaticFacts(
             name=str(name) if name and name != _NOT_AVAILABLE else f"GPU {index}",
             uuid=str(uuid or ""),
             pci_bus_id=str(bdf or ""),
@@ -505,9 +463,9 @@ class AmdsmiSource(GpuLibrarySource):
             used_gib=used / GIB,
             free_gib=free / GIB,
             reserved_gib=None,
-            utilization_pct=_int(refusals.number("utilization", gfx, PERCENT_MAX)),
-            memory_utilization_pct=_int(refusals.number("memory_utilization", umc, PERCENT_MAX)),
-            temperature_c=_int(refusals.number("temperature", temp, TEMPERATURE_MAX_C)),
+            utilization_pct=whole(refusals.number("utilization", gfx, PERCENT_MAX)),
+            memory_utilization_pct=whole(refusals.number("memory_utilization", umc, PERCENT_MAX)),
+            temperature_c=whole(refusals.number("temperature", temp, TEMPERATURE_MAX_C)),
             power_w=None if power is None else power / 1000.0,
             power_limit_w=None if cap is None else cap / 1000.0,
             processes=self._procs[index],
@@ -516,7 +474,3 @@ class AmdsmiSource(GpuLibrarySource):
             rejected=tuple(refusals.found),
             cause=cause if status != GpuStatus.OK else None,
         )
-
-
-def _int(value: float | None) -> int | None:
-    return None if value is None else int(value)

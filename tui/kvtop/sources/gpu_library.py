@@ -9,12 +9,73 @@ and `_forget_init()` (shut the library down so the next poll starts it again), n
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
-from kvtop.model.memory.gpu_reading import NvmlReading
+from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus, GpuVendor, NvmlReading
 from kvtop.sources.call_worker import DeadlinePoll
 
 KEEP_GOING = "kvtop keeps going with logs and metrics."
+
+
+@dataclass(frozen=True, slots=True)
+class StaticFacts:
+    """What a GPU is (read once, kept while it answers), and the calls that failed reading it."""
+
+    name: str
+    uuid: str
+    pci_bus_id: str
+    errors: tuple[tuple[str, str], ...]
+    serious: bool = False  # one of them was not merely "not supported"
+
+
+class CallErrors(list[tuple[str, str]]):
+    """One GPU's failed calls, (name, error in the library's words); `serious` when one was not
+    merely "not supported" (the GPU is then unreadable). A library's subclass names its errors
+    (`named`) and says which are serious (`is_serious`)."""
+
+    serious = False
+    first_serious: tuple[str, str] | None = None  # the cause named when the GPU is unreadable
+    named: Callable[[BaseException], str]
+    is_serious: Callable[[BaseException], bool]
+
+    def add(self, name: str, exc: BaseException) -> None:
+        self.append((name, self.named(exc)))
+        if self.is_serious(exc) and self.first_serious is None:
+            self.first_serious = (name, self.named(exc))
+        self.serious = self.serious or self.is_serious(exc)
+
+
+def without_numbers(
+    index: int,
+    static: StaticFacts | None,
+    status: GpuStatus,
+    error: tuple[str, str],
+    vendor: GpuVendor = GpuVendor.NVIDIA,
+) -> GpuSample:
+    """A GPU lost or unreadable: its name kept from an earlier poll, no number at all."""
+    return GpuSample(
+        vendor=vendor,
+        index=index,
+        name=static.name if static else "",
+        uuid=static.uuid if static else "",
+        pci_bus_id=static.pci_bus_id if static else "",
+        total_gib=0.0,
+        used_gib=0.0,
+        free_gib=0.0,
+        reserved_gib=None,
+        utilization_pct=None,
+        memory_utilization_pct=None,
+        temperature_c=None,
+        power_w=None,
+        power_limit_w=None,
+        status=status,
+        field_errors=(error,),
+    )
+
+
+def whole(value: float | None) -> int | None:
+    return None if value is None else int(value)
 
 
 class GpuLibrarySource:

@@ -10,13 +10,19 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kvtop.model.memory.gpu_reading import GpuProcess, GpuSample, GpuStatus, NvmlReading
 from kvtop.model.notes import gpu_span
 from kvtop.sglang.bounds import MAX_GIB
-from kvtop.sources.gpu_library import KEEP_GOING, GpuLibrarySource
+from kvtop.sources.gpu_library import (
+    KEEP_GOING,
+    CallErrors,
+    GpuLibrarySource,
+    StaticFacts,
+    whole,
+    without_numbers,
+)
 from kvtop.sources.nvml_checks import (
     PERCENT_MAX,
     POWER_MAX_MW,
@@ -34,15 +40,6 @@ except ImportError:  # pragma: no cover - exercised only without nvidia-ml-py
 GIB = float(2**30)
 
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class _Static:
-    name: str
-    uuid: str
-    pci_bus_id: str
-    errors: tuple[tuple[str, str], ...]
-    serious: bool = False  # one of them was not merely "not supported"
 
 
 class _GpuLost(Exception):
@@ -97,18 +94,9 @@ def _serious(exc: BaseException) -> bool:
     return _code(exc) not in _BENIGN
 
 
-class _Errors(list[tuple[str, str]]):
-    """One GPU's failed calls, (name, error); `serious` when one was not merely "not
-    supported" (the GPU is then unreadable)."""
-
-    serious = False
-    first_serious: tuple[str, str] | None = None  # the cause named when the GPU is unreadable
-
-    def add(self, name: str, exc: BaseException) -> None:
-        self.append((name, _named_error(exc)))
-        if _serious(exc) and self.first_serious is None:
-            self.first_serious = (name, _named_error(exc))
-        self.serious = self.serious or _serious(exc)
+class _Errors(CallErrors):
+    named = staticmethod(_named_error)
+    is_serious = staticmethod(_serious)
 
 
 def _unavailable_sentence(exc: BaseException) -> str:
@@ -209,10 +197,6 @@ def _watts(milliwatts: float | None) -> float | None:
     return None if milliwatts is None else milliwatts / 1000.0
 
 
-def _int(value: float | None) -> int | None:
-    return None if value is None else int(value)
-
-
 def _process(info: Any, refusals: Refusals) -> GpuProcess:
     """One compute process; memory it cannot have used (above any GPU's size) is refused."""
     used = info.usedGpuMemory  # None: NVML_VALUE_NOT_AVAILABLE (pynvml maps it)
@@ -238,7 +222,7 @@ class NvmlSource(GpuLibrarySource):
         self.process_interval_s = process_interval_s
         self._clock = clock
         self._initialized = False
-        self._static: dict[int, _Static] = {}
+        self._static: dict[int, StaticFacts] = {}
         self._most_gpus = 0  # the most GPUs NVML has shown: fewer now means some went away
         self._mem_v2 = True
         self._proc_fn: str = "v3"
@@ -308,27 +292,8 @@ class NvmlSource(GpuLibrarySource):
             return self._without_numbers(index, GpuStatus.LOST, ("gpu", str(lost)))
 
     def _without_numbers(self, index: int, status: GpuStatus, error: tuple[str, str]) -> GpuSample:
-        """A GPU lost or unreadable: its name kept from an earlier poll, no number at all."""
-        static = self._static.pop(index, None)
         self._procs.pop(index, None)
-        return GpuSample(
-            index=index,
-            name=static.name if static else "",
-            uuid=static.uuid if static else "",
-            pci_bus_id=static.pci_bus_id if static else "",
-            total_gib=0.0,
-            used_gib=0.0,
-            free_gib=0.0,
-            reserved_gib=None,
-            utilization_pct=None,
-            memory_utilization_pct=None,
-            temperature_c=None,
-            power_w=None,
-            power_limit_w=None,
-            processes=(),
-            status=status,
-            field_errors=(error,),
-        )
+        return without_numbers(index, self._static.pop(index, None), status, error)
 
     @staticmethod
     def _call(fn: Callable[..., _T], *args: Any) -> _T:
@@ -346,7 +311,7 @@ class NvmlSource(GpuLibrarySource):
             errors.add(name, exc)
             return None
 
-    def _static_facts(self, index: int, handle: Any) -> _Static:
+    def _static_facts(self, index: int, handle: Any) -> StaticFacts:
         cached = self._static.get(index)
         if cached is not None:
             return cached
@@ -354,7 +319,7 @@ class NvmlSource(GpuLibrarySource):
         name = self._field(errors, "name", pynvml.nvmlDeviceGetName, handle)
         uuid = self._field(errors, "uuid", pynvml.nvmlDeviceGetUUID, handle)
         pci = self._field(errors, "pci_bus_id", pynvml.nvmlDeviceGetPciInfo, handle)
-        static = _Static(
+        static = StaticFacts(
             name=_text(name) if name is not None else f"GPU {index}",
             uuid=_text(uuid) if uuid is not None else "",
             pci_bus_id=_text(pci.busId) if pci is not None else "",
@@ -466,11 +431,11 @@ class NvmlSource(GpuLibrarySource):
             used_gib=used / GIB,
             free_gib=free / GIB,
             reserved_gib=None if reserved is None else reserved / GIB,
-            utilization_pct=_int(refusals.number("utilization", _gpu(util), PERCENT_MAX)),
-            memory_utilization_pct=_int(
+            utilization_pct=whole(refusals.number("utilization", _gpu(util), PERCENT_MAX)),
+            memory_utilization_pct=whole(
                 refusals.number("memory_utilization", _mem(util), PERCENT_MAX)
             ),
-            temperature_c=_int(refusals.number("temperature", temp, TEMPERATURE_MAX_C)),
+            temperature_c=whole(refusals.number("temperature", temp, TEMPERATURE_MAX_C)),
             power_w=_watts(refusals.number("power", power, POWER_MAX_MW)),
             power_limit_w=_watts(refusals.number("power_limit", limit, POWER_MAX_MW)),
             processes=self._procs[index],

@@ -54,8 +54,11 @@ class Refusals:
         return None if len(self.found) > before else (total, used, free, reserved)
 
 
-def problem_sentence(refused: dict[int, list[RefusedValue]]) -> str | None:
-    """One sentence for the notice: which GPUs gave which impossible numbers."""
+def problem_sentence(
+    refused: dict[int, list[RefusedValue]], library: str = "NVML", tool: str = "nvidia-smi"
+) -> str | None:
+    """One sentence for the notice: which GPUs gave which impossible numbers (`library` and
+    its `tool` name who gave them and what to check with)."""
     if not refused:
         return None
     parts = []
@@ -65,17 +68,22 @@ def problem_sentence(refused: dict[int, list[RefusedValue]]) -> str | None:
     more = len(refused) - 3
     tail = f" and {more} more GPU{'s' if more != 1 else ''}" if more > 0 else ""
     return (
-        f"NVML gave impossible numbers, refused and shown blank: {'; '.join(parts)}{tail}. "
-        "A driver bug or a failing GPU: check nvidia-smi and dmesg."
+        f"{library} gave impossible numbers, refused and shown blank: {'; '.join(parts)}{tail}. "
+        f"A driver bug or a failing GPU: check {tool} and dmesg."
     )
 
 
-def count_drop_sentence(count: int, most: int) -> str | None:
-    """When NVML now sees fewer GPUs than it did this session."""
+def count_drop_sentence(
+    count: int,
+    most: int,
+    library: str = "NVML",
+    check: str = "nvidia-smi and dmesg for Xid errors",
+) -> str | None:
+    """When the library now sees fewer GPUs than it did this session."""
     if count >= most:
         return None
     now = "no GPU" if count == 0 else f"{count} GPU{'s' if count != 1 else ''}"
     return (
-        f"NVML sees {now} now, {most} before: GPUs fell off the bus or the driver was reset. "
-        "Check nvidia-smi and dmesg for Xid errors."
+        f"{library} sees {now} now, {most} before: GPUs fell off the bus or the driver was "
+        f"reset. Check {check}."
     )

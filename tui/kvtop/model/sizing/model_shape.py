@@ -244,8 +244,9 @@ def _architecture(config: ConfigView) -> str | None:
 MAX_WEIGHTS_BYTES = 100 << 40
 
 
-def weights_bytes_from_index(text: str, index_path: str) -> int:
-    """metadata.total_size of model.safetensors.index.json: the checkpoint's bytes."""
+def read_index(text: str, index_path: str) -> tuple[int, dict[str, object] | None]:
+    """model.safetensors.index.json read once: metadata.total_size (the checkpoint's bytes)
+    and its `weight_map` (tensor name → shard file; None where it has none)."""
     try:
         data = json.loads(text)
     except RecursionError:
@@ -264,17 +265,8 @@ def weights_bytes_from_index(text: str, index_path: str) -> int:
             f"{index_path}: metadata.total_size {shown} is not a checkpoint's size in "
             "bytes (a whole number above 0 and at most 100 TiB, past any model)"
         )
-    return size
-
-
-def weight_map_of(text: str) -> dict[str, object] | None:
-    """The index's `weight_map` (tensor name → shard file), None where it has none."""
-    try:
-        data = json.loads(text)
-    except (RecursionError, ValueError):
-        return None
-    found = data.get("weight_map") if isinstance(data, dict) else None
-    return found if isinstance(found, dict) and found else None
+    found = data.get("weight_map")
+    return size, (found if isinstance(found, dict) and found else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,8 @@ from kvtop.model.sizing.weights_estimate import (
     ConfigView,
     RankLayout,
     RankShare,
+    StageTally,
     divisor_of,
-    split_words,
-    stage_of,
 )
 
 TENSORS_BASIS = "the checkpoint's tensors (safetensors headers)"
@@ -102,10 +101,7 @@ def share_from_tensors(
     kv_heads = config.get("num_key_value_heads") or config.get("num_attention_heads") or 1
     if not isinstance(layers, int) or layers <= 0:
         raise ValueError("the config gives no layer count to place the tensors by")
-    pp = max(1, min(layout.pp, layers))
-    stages = [0.0] * pp
-    total = 0
-    split: dict[str, set[int]] = {}
+    tally = StageTally(layers, layout.pp)
     for name, size in tensors.items():
         part = part_of(name)
         match = _LAYER.search(name)
@@ -118,15 +114,7 @@ def share_from_tensors(
             # A vector: a norm whole; an attention bias or a GDN/Mamba scalar over the
             # attention's TP like its matrix.
             divisor = 1 if part == NORMS else layout.attn_tp
-        total += size
-        split.setdefault(part, set()).add(divisor)
-        if layer is not None:
-            stage = stage_of(layer, layers, pp)
-        elif part in (EMBEDDINGS, VISION):
-            stage = 0
-        else:
-            stage = pp - 1  # lm_head and the final norm
-        stages[stage] += size / divisor
-    if not total:
+        tally.place(layer, part, size, divisor)
+    if not tally.total:
         raise ValueError("the checkpoint's tensors hold nothing kvtop can place")
-    return RankShare(round(max(stages)), total, split_words(split, pp), TENSORS_BASIS)
+    return tally.share(TENSORS_BASIS)

@@ -852,46 +852,61 @@ def rank_share(config: ConfigView, layout: RankLayout) -> RankShare:
         raise ValueError(f"the weights' split per rank needs the whole structure: {gaps[0]}")
     quant = _quantization(config, missing)
     elem = _dtype_bytes(dtype)
-    pp = max(1, min(layout.pp, layers))
-    stages = [0.0] * pp
-    total = 0.0
-    split: dict[str, set[int]] = {}
-
-    def place(module: str, part: str, size: float, divisor: int) -> None:
-        nonlocal total
-        total += size
-        split.setdefault(part, set()).add(divisor)
-        layer = _layer_of(module)
-        if layer is not None:
-            stage = _stage_of(layer, layers, pp)
-        elif part in (EMBEDDINGS, VISION):
-            stage = 0
-        else:
-            stage = pp - 1  # lm_head and the final norm
-        stages[stage] += size / divisor
-
+    tally = StageTally(layers, layout.pp)
     for m in c.matrices:
         if m.part == MTP:
             continue
         scheme = _held(quant, m)
         size = scheme.bytes_of(m) if scheme else m.parameters * elem
-        place(m.module, m.part, size, _matrix_divisor(m, shape, layout))
+        tally.place(_layer_of(m.module), m.part, size, _matrix_divisor(m, shape, layout))
     # Vectors carry no module name: the per-layer ones spread evenly over the stages.
     for v in c.vectors:
-        if v.part == MTP:
-            continue
-        size = v.parameters * elem
-        d = _vector_divisor(v, shape, layout)
-        total += size
-        split.setdefault(v.part, set()).add(d)
-        for stage in range(pp):
-            stages[stage] += size / d / pp
-    if not total:
+        if v.part != MTP:
+            tally.spread(v.part, v.parameters * elem, _vector_divisor(v, shape, layout))
+    if not tally.total:
         raise ValueError("the config describes no weights kvtop can count")
-    return RankShare(round(max(stages)), round(total), split_words(split, pp))
+    return tally.share()
 
 
-def split_words(split: Mapping[str, set[int]], pp: int) -> tuple[tuple[str, str], ...]:
+class StageTally:
+    """The weights placed on the pipeline stages, each part over its divisor: the most loaded
+    stage's bytes are the most loaded rank's (the config's estimate and the checkpoint's
+    tensors both place through it)."""
+
+    def __init__(self, layers: int, pp: int) -> None:
+        self.layers = layers
+        self.pp = max(1, min(pp, layers))
+        self.stages = [0.0] * self.pp
+        self.total = 0.0
+        self.split: dict[str, set[int]] = {}
+
+    def place(self, layer: int | None, part: str, size: float, divisor: int) -> None:
+        """A part of one layer (None: outside the layers) on its stage."""
+        self.total += size
+        self.split.setdefault(part, set()).add(divisor)
+        if layer is not None:
+            stage = _stage_of(layer, self.layers, self.pp)
+        elif part in (EMBEDDINGS, VISION):
+            stage = 0
+        else:
+            stage = self.pp - 1  # lm_head and the final norm
+        self.stages[stage] += size / divisor
+
+    def spread(self, part: str, size: float, divisor: int) -> None:
+        """A part of every layer whose layer is not named: evenly over the stages."""
+        self.total += size
+        self.split.setdefault(part, set()).add(divisor)
+        for stage in range(self.pp):
+            self.stages[stage] += size / divisor / self.pp
+
+    def share(self, basis: str | None = None) -> RankShare:
+        words = _split_words(self.split, self.pp)
+        if basis is None:
+            return RankShare(round(max(self.stages)), round(self.total), words)
+        return RankShare(round(max(self.stages)), round(self.total), words, basis)
+
+
+def _split_words(split: Mapping[str, set[int]], pp: int) -> tuple[tuple[str, str], ...]:
     """Each part's divisors in words, in PART_ORDER, and the pipeline stages."""
     words = []
     for part in PART_ORDER:
@@ -905,7 +920,3 @@ def split_words(split: Mapping[str, set[int]], pp: int) -> tuple[tuple[str, str]
     if pp > 1:
         words.append(("layers", f"over {pp} pipeline stages (the fullest counted)"))
     return tuple(words)
-
-
-def stage_of(layer: int, layers: int, pp: int) -> int:
-    return _stage_of(layer, layers, pp)
