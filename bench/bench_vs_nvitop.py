@@ -73,6 +73,7 @@ TARGET_FIRST_S, TARGET_64_CPU_PCT = 1.0, 10.0
 # The story is TP8: at most this many live rank processes, one on each of the first GPUs.
 RANK_PROCESSES = 8
 RANK_MIB = 135_000
+RANK_LIFETIME_S = 6 * 3600
 
 
 def ensure_nvitop() -> Path:
@@ -100,7 +101,9 @@ def ranks_for(count: int, off: bool) -> Iterator[tuple[tuple[int, int, int | Non
     if off:
         yield ()
         return
-    main, schedulers = start_server(min(count, RANK_PROCESSES))
+    # They must outlive every round (three tools × rounds × windows), or later rounds would list
+    # dead pids: stop_server ends them.
+    main, schedulers = start_server(min(count, RANK_PROCESSES), lifetime_s=RANK_LIFETIME_S)
     try:
         yield tuple(
             (i, schedulers[f"TP{i}"].pid, RANK_MIB) for i in range(min(count, RANK_PROCESSES))

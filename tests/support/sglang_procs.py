@@ -24,10 +24,15 @@ class Child:
     pid: int
 
 
-def start_server(ranks: int = 8) -> tuple[subprocess.Popen[bytes], dict[str, Child]]:
-    """A main process (bash) with RANKS schedulers (TP0…) under it; waits until each has its
+def start_server(
+    ranks: int = 8, lifetime_s: int = 60
+) -> tuple[subprocess.Popen[bytes], dict[str, Child]]:
+    """A main process (bash) with RANKS schedulers (TP0…) under it, each living LIFETIME_S
+    unless stopped first (a benchmark's rounds outlast a test); waits until each has its
     title. Returns the main process and the schedulers by rank."""
-    forks = " ".join(f"(exec -a 'sglang::scheduler_TP{i}' sleep 60) &" for i in range(ranks))
+    forks = " ".join(
+        f"(exec -a 'sglang::scheduler_TP{i}' sleep {lifetime_s}) &" for i in range(ranks)
+    )
     main = subprocess.Popen(["bash", "-c", f"{forks} wait"])
     deadline = time.monotonic() + 10
     while True:
