@@ -38,7 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +51,7 @@ from pane_measure import (  # noqa: E402
     WIDTH,
     FakeHost,
     Figures,
+    compile_bytecode,
     measure,
     ready_to_run,
     rows_seen,
@@ -134,6 +135,16 @@ def variant(spec: str) -> tuple[str, list[str], dict[str, str]]:
     if not name or name in {"kvtop", "nvitop", "floor"} or len(program) != 1:
         raise SystemExit(f"--also {spec!r}: want NAME=[VAR=VALUE ...] PROGRAM, NAME new")
     return name, [str(KVTOP) if program[0] == "kvtop" else program[0]], env
+
+
+def pythonpaths(envs: Iterable[dict[str, str]]) -> list[Path]:
+    """The folders the `--also` variants put on PYTHONPATH (their kvtop's code)."""
+    return [
+        Path(folder)
+        for env in envs
+        for folder in env.get("PYTHONPATH", "").split(os.pathsep)
+        if folder
+    ]
 
 
 def compare(results: dict[int, dict[str, list[Figures]]], secs: float, rounds: int) -> None:
@@ -326,6 +337,7 @@ def main() -> int:
         print(why, file=sys.stderr)
         return 2
     nvitop = ensure_nvitop()
+    compile_bytecode(ROOT / "tui", *pythonpaths(env for _, _, env in extra))
     results: dict[int, dict[str, list[Figures]]] = {}
     micro: list[str] = []
     try:

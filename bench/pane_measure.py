@@ -97,6 +97,17 @@ def rows_seen(pattern: re.Pattern[str], count: int, limit: int) -> Callable[[str
     return seen
 
 
+def compile_bytecode(*folders: Path) -> None:
+    """Write the bytecode of every module under FOLDERS, as pip does when it installs a
+    package: a checkout run with PYTHONDONTWRITEBYTECODE set (CI and this project's shells set
+    it) would otherwise compile its changed modules from source at every start, and the first
+    frame would measure the compiler."""
+    import compileall
+
+    for folder in folders:
+        compileall.compile_dir(str(folder), quiet=1)
+
+
 def missing_tools() -> str | None:
     if shutil.which("tmux") is None:
         return "tmux not found: install tmux to run this benchmark"

@@ -27,12 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from bench_vs_nvitop import ranks_for  # noqa: E402
+from bench_vs_nvitop import pythonpaths, ranks_for  # noqa: E402
 from pane_measure import (  # noqa: E402
     KVTOP,
     KVTOP_ROW,
     FakeHost,
     alive,
+    compile_bytecode,
     launch,
     ready_to_run,
     rows_seen,
@@ -70,35 +71,39 @@ def main() -> int:
         print(why, file=sys.stderr)
         return 2
     prefix, extra_env = program(args.kvtop)
+    compile_bytecode(ROOT / "tui", *pythonpaths([extra_env]))
     points: list[tuple[float, float]] = []
     try:
-        with FakeHost("kvtop-rss") as host, ranks_for(8, False) as procs:
-            with host.gpus(8, procs) as env:
-                argv = prefix + host.kvtop_argv()[1:]
-                pid_file = launch(host.tmux, host.work, "rss", argv, {**env, **extra_env})
-                first, screen = wait_first_frame(host.tmux, "rss", rows_seen(KVTOP_ROW, 8, 8))
-                if first is None:
-                    print("kvtop showed no first frame; its pane ends:\n" + screen, file=sys.stderr)
+        with (
+            FakeHost("kvtop-rss") as host,
+            ranks_for(8, False) as procs,
+            host.gpus(8, procs) as env,
+        ):
+            argv = prefix + host.kvtop_argv()[1:]
+            pid_file = launch(host.tmux, host.work, "rss", argv, {**env, **extra_env})
+            first, screen = wait_first_frame(host.tmux, "rss", rows_seen(KVTOP_ROW, 8, 8))
+            if first is None:
+                print("kvtop showed no first frame; its pane ends:\n" + screen, file=sys.stderr)
+                return 1
+            pid = int(pid_file.read_text())
+            start = time.monotonic()
+            print(f"kvtop pid {pid}: {' '.join(argv[:1])} · {args.minutes:g} min", flush=True)
+            last_print = -PRINT_EVERY_S
+            while (now := time.monotonic() - start) < args.minutes * 60:
+                if not alive(pid):
+                    print(f"kvtop exited after {now:.0f} s", file=sys.stderr)
                     return 1
-                pid = int(pid_file.read_text())
-                start = time.monotonic()
-                print(f"kvtop pid {pid}: {' '.join(argv[:1])} · {args.minutes:g} min", flush=True)
-                last_print = -PRINT_EVERY_S
-                while (now := time.monotonic() - start) < args.minutes * 60:
-                    if not alive(pid):
-                        print(f"kvtop exited after {now:.0f} s", file=sys.stderr)
-                        return 1
-                    points.append((now, tree_rss_mb(pid)))
-                    if now - last_print >= PRINT_EVERY_S:
-                        print(f"{now / 60:6.1f} min  {points[-1][1]:6.1f} MB", flush=True)
-                        last_print = now
-                    time.sleep(args.every)
-                host.tmux.run("kill-session", "-t", "rss", check=False)
-                deadline = time.monotonic() + 3
-                while alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                if alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+                points.append((now, tree_rss_mb(pid)))
+                if now - last_print >= PRINT_EVERY_S:
+                    print(f"{now / 60:6.1f} min  {points[-1][1]:6.1f} MB", flush=True)
+                    last_print = now
+                time.sleep(args.every)
+            host.tmux.run("kill-session", "-t", "rss", check=False)
+            deadline = time.monotonic() + 3
+            while alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
     except KeyboardInterrupt:
         print("\ninterrupted: cleaning up", file=sys.stderr)
         if not points:

@@ -4,6 +4,7 @@ real demo scenario (fixed clock). Only the feed is a stand-in (see tui_support).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from kvtop.live.screens.formula import FormulaScreen
 from kvtop.live.screens.gpu_detail import GpuDetailScreen
 from kvtop.live.screens.help import HelpScreen
 from kvtop.live.screens.overview import OverviewScreen
-from kvtop.live.widgets.gpu_rows import GpuRow
+from kvtop.live.widgets.gpu_rows import GpuRow, MemoryLegend
 from tests.support.paths import FIXTURES
 from tests.support.tui_support import (
     Feed,
@@ -408,3 +409,31 @@ async def test_a_theme_change_recolours_the_cached_rows_and_panels() -> None:
         app.theme = "textual-light" if app.theme != "textual-light" else "nord"
         await pilot.pause()
         assert weights_colour() != before  # with no new reading: the cache was dropped
+
+
+async def test_the_legend_repaints_only_when_its_words_change() -> None:
+    """A new reading of the selected GPU whose GiB are the same (its utilisation and
+    temperature moved) leaves the legend's lines alone; another GPU's figures repaint it."""
+    app = make_app(demo_snapshot())
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        legend = app.screen.query_one(MemoryLegend)
+        snapshot = app.state.snapshot
+        assert snapshot is not None
+        first, second = snapshot.gpus[0], snapshot.gpus[1]
+        repaints: list[bool] = []
+        repaint = legend.refresh
+
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            repaints.append(True)
+            return repaint(*args, **kwargs)
+
+        legend.refresh = counted  # type: ignore[method-assign]
+        warmer = replace(first, sample=replace(first.sample, utilization_pct=3, temperature_c=71))
+        assert warmer != first
+        legend.show(warmer)
+        assert repaints == []
+        legend.show(second)
+        assert repaints == [True]
+        await pilot.pause()
+        assert "GPU 1:" in screen_text(app)

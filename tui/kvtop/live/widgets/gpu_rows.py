@@ -239,13 +239,29 @@ class MemoryLegend(MemoryWidget):
         super().__init__(classes="memory", **kwargs)
         self._view: GpuView | None = None
         self._compact = False
+        self._shown: Text | None = None
 
     def show(self, view: GpuView | None, compact: bool = False) -> None:
-        if (view, compact) != (self._view, self._compact):
-            self._view, self._compact = view, compact
+        if (view, compact) == (self._view, self._compact):
+            return
+        self._view, self._compact = view, compact
+        # The selected GPU's view is new every second (its utilisation, its temperature), the
+        # legend's GiB to one decimal seldom: repainted only when its words change, so that a
+        # refresh with only the rows changed repaints only the rows' lines (Textual renders
+        # every widget between the first and the last line that changed).
+        text = self._text() if self.size.width else None
+        if text is None or text != self._shown:
             self.refresh()  # its height is fixed by the stylesheet
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._shown = None  # a new theme: the same words in other colours
+
     def render(self) -> Text:
+        self._shown = self._text()  # what the screen shows, for show() to compare with
+        return self._shown
+
+    def _text(self) -> Text:
         view = self._view
         text = Text(overflow="fold")
         if view is None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 # The one margin's home is below the sizing (the thresholds share it); kvtop plan and the
 # command line read it from here.
 from kvtop.model.safe_margin import SAFE_HEADROOM_GIB as SAFE_HEADROOM_GIB
 from kvtop.model.safe_margin import SAFE_MARGIN_MAX_GIB as SAFE_MARGIN_MAX_GIB
-from kvtop.sglang.version_hint import VersionRange
+
+if TYPE_CHECKING:  # the version range is read, never built, here: its module loads every event
+    from kvtop.sglang.version_hint import VersionRange
 
 GIB: int = 1 << 30
 """SGLang's device "GB" (get_available_gpu_memory, KV Cache lines) is this many bytes."""
