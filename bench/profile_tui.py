@@ -4,7 +4,8 @@
     python bench/profile_tui.py --seconds 120 --gpus 64 --raw out.txt
 
 Same host as bench_tui.py (fake NVML whose numbers move every second, the story log followed,
-a loopback /metrics server, --interval 1). py-spy (`pip install py-spy`, not a dependency of
+a loopback /metrics server, --interval 1) and, as bench_vs_nvitop.py, eight live processes titled
+as SGLang's schedulers on the first eight GPUs (`--no-processes`: none). py-spy (`pip install py-spy`, not a dependency of
 kvtop) attaches after the first frame and records only samples where a thread was running, so
 the sample counts are proportional to CPU time. Prints the share of samples by the package
 the running frame belongs to, the hottest functions by self and by total time. Asserts nothing.
@@ -23,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from bench_vs_nvitop import ranks_for  # noqa: E402
 from pane_measure import (  # noqa: E402
     KVTOP_ROW,
     FakeHost,
@@ -96,12 +98,17 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
+    parser.add_argument("--no-processes", action="store_true", help="no GPU processes")
     args = parser.parse_args()
     why = ready_to_run()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if why or not Path(spy).exists():
         sys.exit(why or "py-spy not found: pip install py-spy (a profiling tool, not a dependency)")
-    with FakeHost("kvtop-prof") as host, host.gpus(args.gpus) as env:
+    with (
+        FakeHost("kvtop-prof") as host,
+        ranks_for(args.gpus, args.no_processes) as procs,
+        host.gpus(args.gpus, procs) as env,
+    ):
         pid_file = launch(host.tmux, host.work, "prof", host.kvtop_argv(), env)
         shown, screen = wait_first_frame(host.tmux, "prof", rows_seen(KVTOP_ROW, args.gpus, 8))
         if shown is None:

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 from textual.command import CommandPalette
+from textual.widget import Widget
 
 from kvtop.live.screens.formula import FormulaScreen
 from kvtop.live.screens.gpu_detail import GpuDetailScreen
 from kvtop.live.screens.help import HelpScreen
 from kvtop.live.screens.overview import OverviewScreen
 from kvtop.live.widgets.gpu_rows import GpuRow, MemoryLegend
+from kvtop.live.widgets.text_panels import EventsPanel, InsightsPanel
+from kvtop.model.snapshot import Snapshot
 from tests.support.paths import FIXTURES
 from tests.support.tui_support import (
     Feed,
@@ -437,3 +440,45 @@ async def test_the_legend_repaints_only_when_its_words_change() -> None:
         assert repaints == [True]
         await pilot.pause()
         assert "GPU 1:" in screen_text(app)
+
+
+def _count_renders(widget: Widget, rendered: list[str]) -> None:
+    """Note the widget's class in `rendered` each time Textual asks it for its lines."""
+    name, render_lines = type(widget).__name__, widget.render_lines
+
+    def counted(crop):  # type: ignore[no-untyped-def]
+        rendered.append(name)
+        return render_lines(crop)
+
+    widget.render_lines = counted  # type: ignore[method-assign]
+
+
+async def test_new_gpu_figures_repaint_the_rows_not_the_panels_below() -> None:
+    """Textual renders at each refresh every widget whose container overlaps the changed
+    lines: the panels below the KV cache sit in their own container, so a reading that moves
+    only the GPU rows leaves them unrendered."""
+    app = make_app(demo_snapshot())
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        snapshot = app.state.snapshot
+        assert snapshot is not None
+        gpu = snapshot.gpus[0]
+
+        def busier(util: int) -> Snapshot:
+            sample = replace(gpu.sample, utilization_pct=util)
+            return replace(snapshot, gpus=(replace(gpu, sample=sample), *snapshot.gpus[1:]))
+
+        app.apply(busier(97))  # the first reading after start-up lays the screen out
+        await pilot.pause()
+        rendered: list[str] = []
+        widgets = (
+            app.screen.query(GpuRow).first(),
+            app.screen.query_one(InsightsPanel),
+            app.screen.query_one(EventsPanel),
+        )
+        for widget in widgets:
+            _count_renders(widget, rendered)
+        app.apply(busier(98))
+        await pilot.pause()
+        assert "GpuRow" in rendered
+        assert "InsightsPanel" not in rendered and "EventsPanel" not in rendered

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 
 from kvtop.live.key_list import KeyBar
@@ -83,9 +83,13 @@ class OverviewScreen(ShowsState, Screen[None]):
         yield self._legend
         yield self._processes
         yield self._kv
-        yield self._host_kv
-        yield self._insights
-        yield self._events
+        # In a container of their own: Textual renders, at each refresh, every widget whose
+        # container overlaps the lines that changed; the screen's own children always do. The
+        # panels below the KV cache change seldom, the GPU rows and the KV panel every second.
+        with Vertical(id="overview-lower"):
+            yield self._host_kv
+            yield self._insights
+            yield self._events
         yield KeyBar()
 
     def on_mount(self) -> None:
