@@ -324,6 +324,14 @@ def main() -> int:
         "each of the first 8 GPUs, listed for both tools",
     )
     parser.add_argument(
+        "--nvml-init-ms",
+        type=int,
+        default=0,
+        metavar="MS",
+        help="the fake driver's nvmlInit takes MS milliseconds (a host without persistence "
+        "mode loads the driver at init): what it adds to each tool's first frame",
+    )
+    parser.add_argument(
         "--also",
         action="append",
         default=[],
@@ -361,7 +369,16 @@ def main() -> int:
                     argv = program + host.kvtop_argv()[1:]
                     tools[name] = (argv, rows_seen(KVTOP_ROW, count, FIRST_ROWS))
                 results[count] = {name: [] for name in tools}
-                with ranks_for(count, args.no_processes) as procs, host.gpus(count, procs) as env:
+                # Each tool calls one of NVML's three inits, once.
+                init = tuple(
+                    (name, args.nvml_init_ms)
+                    for name in ("nvmlInitWithFlags", "nvmlInit_v2", "nvmlInit")
+                    if args.nvml_init_ms
+                )
+                with (
+                    ranks_for(count, args.no_processes) as procs,
+                    host.gpus(count, procs, init) as env,
+                ):
                     for round_no in range(args.rounds):
                         order = list(tools) if round_no % 2 == 0 else list(reversed(tools))
                         for name in order:

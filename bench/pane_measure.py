@@ -72,18 +72,27 @@ class StateWriter(threading.Thread):
     """Rewrites the fake NVML state file once a second until stopped."""
 
     def __init__(
-        self, path: Path, count: int, procs: tuple[tuple[int, int, int | None], ...] = ()
+        self,
+        path: Path,
+        count: int,
+        procs: tuple[tuple[int, int, int | None], ...] = (),
+        delays: tuple[tuple[str, int], ...] = (),
     ) -> None:
         super().__init__(daemon=True)
-        self.path, self.count, self.procs = path, count, procs
+        self.path, self.count, self.procs, self.delays = path, count, procs, delays
         self.stop = threading.Event()
-        write_state(path, gpus=gpu_state(count, 0), procs=procs)
+        self._write(0)
+
+    def _write(self, tick: int) -> None:
+        write_state(
+            self.path, gpus=gpu_state(self.count, tick), procs=self.procs, delays=self.delays
+        )
 
     def run(self) -> None:
         tick = 0
         while not self.stop.wait(1.0):
             tick += 1
-            write_state(self.path, gpus=gpu_state(self.count, tick), procs=self.procs)
+            self._write(tick)
 
 
 def rows_seen(pattern: re.Pattern[str], count: int, limit: int) -> Callable[[str], bool]:
@@ -156,12 +165,16 @@ class FakeHost:
 
     @contextlib.contextmanager
     def gpus(
-        self, count: int, procs: tuple[tuple[int, int, int | None], ...] = ()
+        self,
+        count: int,
+        procs: tuple[tuple[int, int, int | None], ...] = (),
+        delays: tuple[tuple[str, int], ...] = (),
     ) -> Iterator[dict[str, str]]:
         """`count` fake GPUs whose numbers move every second, with `procs` ((gpu, pid, MiB)) as
-        their processes; yields the panes' environment."""
+        their processes and `delays` ((NVML function, ms)) as the driver's slow calls; yields
+        the panes' environment."""
         state = self.work / f"state-{count}"
-        writer = StateWriter(state, count, procs)
+        writer = StateWriter(state, count, procs, delays)
         writer.start()
         try:
             yield {"LD_LIBRARY_PATH": str(self.lib.parent), STATE_ENV: str(state)}

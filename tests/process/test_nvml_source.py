@@ -461,6 +461,34 @@ def test_driver_goes_away_after_init(lib_dir: Path, tmp_path: Path) -> None:
     assert back["available"] is True and len(back["gpus"]) == 8
 
 
+def test_a_poll_begun_early_answers_the_first_wait(lib_dir: Path, tmp_path: Path) -> None:
+    """start_early() reads the GPUs at once in the library's thread: the first poll_async()
+    hands back that reading (taken before the state changed), the next one reads again."""
+    early, next_one = run_scenario(
+        """
+        gpu = eight_gpus()[0]
+        write_state(STATE, gpus={0: {**gpu, "used_mib": 1024}})
+        src = NvmlSource()
+        src.start_early()
+        deadline = time.monotonic() + 10
+        while src.last is None and time.monotonic() < deadline:  # the early poll is done
+            time.sleep(0.01)
+        write_state(STATE, gpus={0: {**gpu, "used_mib": 2048}})
+
+        async def main():
+            emit(await src.poll_async())
+            emit(await src.poll_async())
+            src.close()
+
+        asyncio.run(main())
+        """,
+        lib_dir,
+        tmp_path / "state",
+    )
+    assert [g["used_gib"] for g in early["gpus"]] == [1.0]
+    assert [g["used_gib"] for g in next_one["gpus"]] == [2.0]
+
+
 def test_hung_call_gives_stale_reading_without_blocking(lib_dir: Path, tmp_path: Path) -> None:
     fresh, stale, still_stale, recovered, timing = run_scenario(
         """

@@ -49,6 +49,7 @@ from kvtop.report.width import MAX_WIDTH, MIN_WIDTH, PIPE_WIDTH
 if TYPE_CHECKING:  # imported where used, so that `kvtop --help` starts fast
     from kvtop.model.snapshot import Snapshot
     from kvtop.session import Options
+    from kvtop.sources.gpu_sources import HostGpus
 
 # The second form of the command, shown under argparse's usage line for the first.
 PLAN_USAGE = (
@@ -271,21 +272,24 @@ def _live_label(options: Options) -> str:
 
 def run_live(args: argparse.Namespace) -> int:
     """The Textual app; Textual is imported only here (the report path stays light)."""
+    gpus = _gpus_asked_early(args)
     ok, api_key = _api_key(args)
     if not ok:
+        _close(gpus)
         return EXIT_UNREADABLE
     from kvtop.live.app import KvtopApp
     from kvtop.session import Session
 
     options = _options(args, api_key)
     if options.log_file and options.log_file != "-" and not os.path.exists(options.log_file):
+        _close(gpus)
         print(
             f"kvtop: {options.log_file}: no such file. Give the SGLang log's path "
             "(kvtop waits for a file that is rotated away, not for one that never existed).",
             file=sys.stderr,
         )
         return EXIT_UNREADABLE
-    session = Session(options)
+    session = Session(options, nvml=gpus)
     session.gpus_first = True  # the screen draws the GPUs before the log is read whole
     app = KvtopApp(
         session,
@@ -299,6 +303,24 @@ def run_live(args: argparse.Namespace) -> int:
     )
     result = app.run()
     return result if isinstance(result, int) else EXIT_OK
+
+
+def _gpus_asked_early(args: argparse.Namespace) -> HostGpus | None:
+    """The host's GPUs, their first reading begun at once in their library's thread: the
+    driver's first answer (nvmlInit loads it) comes while the screen's modules are imported,
+    not after them. None where the GPUs are not read (--no-gpus, the demo)."""
+    if args.no_gpus or args.demo:
+        return None
+    from kvtop.sources.gpu_sources import HostGpus
+
+    gpus = HostGpus()  # the session's own options read the processes as often
+    gpus.start_early()
+    return gpus
+
+
+def _close(gpus: HostGpus | None) -> None:
+    if gpus is not None:
+        gpus.close()
 
 
 def waiting(watchdog: Deadline | None, what: str) -> None:

@@ -23,7 +23,7 @@ from kvtop.server_url import is_loopback, url_problem
 from kvtop.sglang.metrics import MetricsSample, ServerInfo
 from kvtop.sglang.raw_lines import RawLines
 from kvtop.sglang.startup import StartupTracker
-from kvtop.sources.gpu_sources import GpuSource, HostGpus
+from kvtop.sources.gpu_sources import PROCESS_INTERVAL_S, GpuSource, HostGpus
 from kvtop.sources.local_host import LocalHost
 from kvtop.sources.log_reader import LogReader
 from kvtop.sources.metrics import MetricsSource
@@ -89,7 +89,7 @@ class Options:
     nvml: bool = True
     metrics: bool = True
     interval_s: float = 1.0
-    process_interval_s: float = 2.0
+    process_interval_s: float = PROCESS_INTERVAL_S
     model_config: str | None = None
     sglang_version: str | None = None
     what_if: tuple[float, ...] = ()
@@ -197,7 +197,7 @@ class Session:
             from kvtop.demo.sources import install
 
             install(self)
-        elif self.options.nvml:
+        elif self.options.nvml and self.nvml is None:  # else given, maybe already polling
             self.nvml = HostGpus(process_interval_s=self.options.process_interval_s)
 
     # -- log ------------------------------------------------------------------------------------

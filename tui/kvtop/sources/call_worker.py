@@ -59,14 +59,30 @@ class DeadlinePoll:
         self.timeout_s = timeout_s
         self._worker: CallWorker | None = None
         self._pending: concurrent.futures.Future[Any] | None = None
+        self._early = False  # _pending was begun by start(): the next run() takes its answer
 
-    async def run(self, poll: Callable[[], _T], stale: Callable[[], _T]) -> _T:
-        if self._pending is not None and not self._pending.done():
-            return stale()  # the hung call still holds the worker: do not queue another
+    def start(self, poll: Callable[[], Any]) -> None:
+        """Begin the first poll now, before there is a loop to wait on it: the next `run()`
+        waits for this poll's answer instead of asking again."""
+        if self._pending is not None:
+            return
         if self._worker is None:
             self._worker = CallWorker(self.name)
-        pending: concurrent.futures.Future[_T] = self._worker.submit(poll)
-        self._pending = pending
+        self._pending = self._worker.submit(poll)
+        self._early = True
+
+    async def run(self, poll: Callable[[], _T], stale: Callable[[], _T]) -> _T:
+        pending: concurrent.futures.Future[_T]
+        if self._early and self._pending is not None:
+            self._early = False
+            pending = self._pending
+        elif self._pending is not None and not self._pending.done():
+            return stale()  # the hung call still holds the worker: do not queue another
+        else:
+            if self._worker is None:
+                self._worker = CallWorker(self.name)
+            pending = self._worker.submit(poll)
+            self._pending = pending
         waiter = asyncio.wrap_future(pending)
         done, _ = await asyncio.wait({waiter}, timeout=self.timeout_s)
         if waiter in done:
@@ -78,3 +94,4 @@ class DeadlinePoll:
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
+        self._early = False

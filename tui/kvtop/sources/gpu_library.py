@@ -124,6 +124,14 @@ class GpuLibrarySource:
             missing_library=missing_library,
         )
 
+    def start_early(self) -> None:
+        """Begin the first poll now, in the library's own thread, while the caller goes on
+        (the live view imports its screen meanwhile): the first `poll_async()` takes its
+        answer. A library's first call loads the driver (nvmlInit), which can take longer than
+        everything else before the first frame; the library's calls do not hold the GIL."""
+        self._deadline.timeout_s = self.call_timeout_s
+        self._deadline.start(self.poll)
+
     async def poll_async(self) -> NvmlReading:
         """poll() in the library's own worker thread; the previous reading, stale, if it
         takes longer than call_timeout_s (a hung driver call)."""

@@ -85,12 +85,17 @@ def combine(nvidia: NvmlReading, amd: NvmlReading | None) -> NvmlReading:
     )
 
 
+# How often each GPU's process list is read again, in seconds (a process's arrival is seen
+# within this; its memory at every refresh): the session's option and HostGpus's default.
+PROCESS_INTERVAL_S = 2.0
+
+
 class HostGpus:
     """NVML and AMD SMI polled together into one reading (see the module's words)."""
 
     def __init__(
         self,
-        process_interval_s: float = 2.0,
+        process_interval_s: float = PROCESS_INTERVAL_S,
         *,
         nvidia: NvmlSource | None = None,
         amd: AmdsmiSource | None = None,
@@ -132,6 +137,12 @@ class HostGpus:
         nvidia = self._nvidia_missing or self.nvidia.poll()
         amd = self.amd.poll() if self.amd is not None else None
         return self._keep(nvidia, amd)
+
+    def start_early(self) -> None:
+        """Each library's first poll begun now (GpuLibrarySource.start_early)."""
+        self.nvidia.start_early()
+        if self.amd is not None:
+            self.amd.start_early()
 
     async def poll_async(self) -> NvmlReading:
         if self.amd is None:
