@@ -37,8 +37,13 @@ def ranks() -> Iterator[dict[str, int]]:
 
 
 def _gpu3(screen: str) -> list[str]:
-    """GPU 3's row in the table on screen, as words (none until it is drawn)."""
-    return next((ln.split() for ln in screen.splitlines() if ln.split()[:2] == ["3", "—"]), [])
+    """GPU 3's row in the processes table on screen, as words (none until the table is drawn:
+    the overview's own row for GPU 3 also begins `3 —`)."""
+    lines = screen.splitlines()
+    header = next((i for i, line in enumerate(lines) if "WHOSE" in line), None)
+    if header is None:
+        return []
+    return next((ln.split() for ln in lines[header + 1 :] if ln.split()[:2] == ["3", "—"]), [])
 
 
 def test_live_view_keeps_the_lost_gpu(
@@ -55,7 +60,15 @@ def test_live_view_keeps_the_lost_gpu(
     args = ["--log-file", str(STORY_LOG), "--no-metrics", "--interval", "0.5"]
     line = f"env -u COLUMNS -u LINES {assign} {shlex.quote(str(KVTOP))} {shlex.join(args)}"
     tmux.new_session("lost", "sh -c " + shlex.quote(line), 140, 40)
-    screen = tmux.wait_for("lost", "the processes line", lambda s: "processes (t)" in s)
+    # The first frame draws the GPUs before the log is read (GPU 3's rank unknown, `—`): the
+    # table is opened once the log's ranks are in, the overview's GPU 3 row showing TP3.
+    screen = tmux.wait_for(
+        "lost",
+        "the processes line and the log's ranks",
+        lambda s: (
+            "processes (t)" in s and any(ln.split()[:2] == ["3", "TP3"] for ln in s.splitlines())
+        ),
+    )
     assert f"processes (t) {SUMMARY}" in screen
     tmux.send("lost", "t")
     screen = tmux.wait_for("lost", "GPU 3's row", lambda s: bool(_gpu3(s)))
