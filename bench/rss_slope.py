@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import signal
 import statistics
 import sys
@@ -27,9 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from bench_vs_nvitop import pythonpaths, ranks_for  # noqa: E402
+from bench_vs_nvitop import pythonpaths, ranks_for, variant  # noqa: E402
 from pane_measure import (  # noqa: E402
-    KVTOP,
     KVTOP_ROW,
     FakeHost,
     alive,
@@ -53,13 +51,6 @@ def slope_mb_per_min(points: list[tuple[float, float]]) -> float | None:
     return fit.slope * 60
 
 
-def program(spec: str) -> tuple[list[str], dict[str, str]]:
-    """`[VAR=VALUE ...] PROGRAM` -> (argv prefix, environment); `kvtop` is this checkout's."""
-    words = shlex.split(spec)
-    env = dict(w.split("=", 1) for w in words[:-1] if "=" in w)
-    return [str(KVTOP) if words[-1] == "kvtop" else words[-1]], env
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=60.0)
@@ -70,7 +61,7 @@ def main() -> int:
     if why:
         print(why, file=sys.stderr)
         return 2
-    prefix, extra_env = program(args.kvtop)
+    _, prefix, extra_env = variant(f"rss={args.kvtop}")  # `kvtop`: this checkout's
     compile_bytecode(ROOT / "tui", *pythonpaths([extra_env]))
     points: list[tuple[float, float]] = []
     try:

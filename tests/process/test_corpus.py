@@ -243,11 +243,8 @@ def test_rejected_scrape_values_reach_both_reports() -> None:
         SnapshotInputs(
             report,
             taken_at=0.0,
-            nvml=None,
             metrics=sample,
             server_info=info,
-            host=None,
-            sources=(),
         )
     )
     data = snapshot_json(snapshot)

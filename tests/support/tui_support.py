@@ -70,10 +70,6 @@ def analysis_snapshot(analysis: Analysis) -> Snapshot:
         SnapshotInputs(
             analysis,
             taken_at=FIXED_EPOCH,
-            nvml=None,
-            metrics=None,
-            server_info=None,
-            host=None,
             sources=(
                 SourceHealth("log", SourceState.OK),
                 SourceHealth("nvml", SourceState.OFF, "--no-gpus", asked_off=True),
@@ -95,10 +91,6 @@ def gpus_snapshot(
                 gpus=tuple(samples), available=True, problem=None, driver_version=None
             ),
             processes=ProcessFacts({pid: ProcessRecord(pid, rank) for pid, rank in ranks.items()}),
-            metrics=None,
-            server_info=None,
-            host=None,
-            sources=(),
         )
     )
 
@@ -192,7 +184,6 @@ def processes_snapshot() -> Snapshot:
                 }
             ),
             metrics=session.latest_metrics,
-            server_info=None,
             host=session.host.memory(),
             sources=session.snapshot().sources,
             log_from_this_host=True,

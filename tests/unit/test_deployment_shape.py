@@ -320,11 +320,6 @@ def test_rank_tag_past_the_world_size_is_flagged() -> None:
         SnapshotInputs(
             analysis,
             taken_at=0.0,
-            nvml=None,
-            metrics=None,
-            server_info=None,
-            host=None,
-            sources=(),
         )
     )
     assert any(
@@ -374,10 +369,6 @@ def test_other_node_ranks_are_not_blamed_on_a_fallen_gpu() -> None:
             _analysis(tracker),
             taken_at=0.0,
             nvml=_gpus(8),
-            metrics=None,
-            server_info=None,
-            host=None,
-            sources=(),
         )
     )
     assert [g.ranks for g in snapshot.gpus] == [(f"TP{i}",) for i in range(8)]
@@ -407,10 +398,6 @@ def test_own_ranks_without_a_gpu_still_get_the_fallen_gpu_note() -> None:
             _analysis(fold("\n".join(lines) + "\n")),
             taken_at=0.0,
             nvml=_gpus(6),
-            metrics=None,
-            server_info=None,
-            host=None,
-            sources=(),
         )
     )
     assert any(n.startswith("TP6, TP7 from the log have no GPU here") for n in snapshot.notes)
@@ -452,10 +439,6 @@ def test_status_line_facts_carry_the_shape() -> None:
             _analysis(fold(line, NODE1_DP_ATTENTION)),
             taken_at=0.0,
             nvml=_gpus(8),
-            metrics=None,
-            server_info=None,
-            host=None,
-            sources=(),
         )
     )
     facts = status_facts(ViewState(source_label="x.log", snapshot=snapshot), lambda: 0.0)

@@ -62,10 +62,6 @@ def _snapshot(samples: list[GpuSample], ranks: dict[int, str | None]) -> Snapsho
                     for pid, rank in ranks.items()
                 }
             ),
-            metrics=None,
-            server_info=None,
-            host=None,
-            sources=(),
         )
     )
 

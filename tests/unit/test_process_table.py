@@ -109,10 +109,6 @@ def test_on_a_gpu_without_a_rank_an_unreadable_process_is_nobodys_known() -> Non
                 ProcessRecord(200),
                 ProcessRecord(201, info=ProcessInfo("python3 eval.py", 900.0, (1234,))),
             ),
-            metrics=None,
-            server_info=None,
-            host=None,
-            sources=(),
         )
     )
     rows = {r.pid: r for r in process_rows(snapshot)}

@@ -149,10 +149,7 @@ def snapshot(analysis, taken_at: float, metrics: MetricsSample | None, watch: Wa
         SnapshotInputs(
             analysis,
             taken_at=taken_at,
-            nvml=None,
             metrics=metrics,
-            server_info=None,
-            host=None,
             sources=(
                 SourceHealth("log", SourceState.OK),
                 SourceHealth("nvml", SourceState.OFF, "--no-gpus", asked_off=True),

@@ -239,7 +239,8 @@ class MemoryLegend(MemoryWidget):
         super().__init__(classes="memory", **kwargs)
         self._view: GpuView | None = None
         self._compact = False
-        self._shown: Text | None = None
+        self._shown: Text | None = None  # what the screen shows, built for this width
+        self._shown_width = 0
 
     def show(self, view: GpuView | None, compact: bool = False) -> None:
         if (view, compact) == (self._view, self._compact):
@@ -249,8 +250,10 @@ class MemoryLegend(MemoryWidget):
         # legend's GiB to one decimal seldom: repainted only when its words change, so that a
         # refresh with only the rows changed repaints only the rows' lines (Textual renders
         # every widget between the first and the last line that changed).
-        text = self._text() if self.size.width else None
+        width = self.size.width
+        text = self._text() if width else None
         if text is None or text != self._shown:
+            self._shown, self._shown_width = text, width  # render() draws it, not built again
             self.refresh()  # its height is fixed by the stylesheet
 
     def notify_style_update(self) -> None:
@@ -258,7 +261,9 @@ class MemoryLegend(MemoryWidget):
         self._shown = None  # a new theme: the same words in other colours
 
     def render(self) -> Text:
-        self._shown = self._text()  # what the screen shows, for show() to compare with
+        width = self.size.width
+        if self._shown is None or self._shown_width != width:  # first paint, resized, restyled
+            self._shown, self._shown_width = self._text(), width
         return self._shown
 
     def _text(self) -> Text:
