@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -13,6 +14,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 
 from kvtop import fmt
+from kvtop.live.widgets.kept_lines import KeptLines
 from kvtop.live.widgets.segments import ALERT_CLASSES, SEGMENT_CLASSES, MemoryWidget
 from kvtop.live.widgets.stacked_bar import (
     GLYPHS,
@@ -121,6 +123,7 @@ class GpuRow(MemoryWidget):
         self._view: GpuView | None = None
         self._alert: GpuAlert | None = None
         self._strip: Strip | None = None
+        self._base: Style | None = None  # the row's own style (selected or not), kept
         self._shown: list[Piece] | None = None  # the runs on screen, made for this width
         self._shown_width = 0
 
@@ -149,7 +152,7 @@ class GpuRow(MemoryWidget):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         # Selected or not, or a new theme: the cached text and strip carry the old styles.
-        self._strip, self._shown = None, None
+        self._strip, self._shown, self._base = None, None, None
 
     class Clicked(Message):
         """A row was clicked: its GPU's NVML index, and 2 for a double click."""
@@ -170,14 +173,23 @@ class GpuRow(MemoryWidget):
         changes. It skips the Text → Content → strips conversion of render() (measured: a
         third of the overview's repaint cost with 8 GPUs changing every second)."""
         width = self.size.width
-        base = self.rich_style
+        base = self._base
+        if base is None:  # Textual works it out from the ancestors at every call: ~20 µs
+            base = self._base = self.rich_style
         if y != 0:
             return Strip.blank(width, base)
         if self._strip is None or self._strip.cell_length != width:
             if self._shown is None or self._shown_width != width:  # resized, or first paint
                 self._shown, self._shown_width = self._pieces(), width
-            segments = [Segment(words, style) for words, style in self._shown]
-            self._strip = Strip(segments).crop_extend(0, width, base).apply_style(base)
+            # The row's style under each run's, as Strip.apply_style would: one Strip made
+            # instead of three (each Strip builds eight caches of its own).
+            segments = [
+                Segment(words, base + style if style is not None else base)
+                for words, style in self._shown
+            ]
+            cells = sum(cell_len(words) for words, _ in self._shown)
+            strip = Strip(segments, cells)
+            self._strip = strip if cells == width else strip.crop_extend(0, width, base)
         return self._strip
 
     def render(self) -> Text:
@@ -245,7 +257,7 @@ class GpuRow(MemoryWidget):
         return self.component_style(f"gpu--{level}")
 
 
-class MemoryLegend(MemoryWidget):
+class MemoryLegend(MemoryWidget, KeptLines):
     """The glyph and colour of every segment, with the selected GPU's GiB per segment."""
 
     DEFAULT_CSS = "MemoryLegend { height: auto; }"
