@@ -82,6 +82,49 @@ def test_a_clock_that_goes_back_starts_again() -> None:
     assert series.span_s == 0.0 and series.buckets == 1
 
 
+def test_the_fit_is_kept_until_a_bucket_begins() -> None:
+    # Past the first merges a bucket covers several readings: one that joins the last bucket
+    # does not fit 256 buckets again; one that begins a bucket does, and gives what a fresh
+    # series of the same readings gives.
+    series = GrowthSeries()
+    readings = [(float(s), 20.0 + 4.0 * s / DAY) for s in range(0, 4 * 3600, 10)]
+    for at_s, gib in readings:
+        series.add(at_s, gib)
+    first = growth_rate(series, 3 * HOUR)
+    kept = series.fitted()
+    buckets = series.buckets
+    last_at = readings[-1][0]
+    series.add(last_at + 1.0, 99.0)  # joins the last bucket: the fit is the one kept
+    assert series.buckets == buckets and series.fitted() is kept
+    joined = growth_rate(series, 3 * HOUR)
+    assert joined.gib_per_day == first.gib_per_day and joined.latest_gib == 99.0
+    at_s = last_at + 1.0
+    while series.buckets == buckets:  # readings until one begins a bucket
+        at_s += 10.0
+        series.add(at_s, 20.0 + 4.0 * at_s / DAY)
+    assert series.fitted() is not kept
+    fresh = GrowthSeries()
+    for t, gib in [*readings, (last_at + 1.0, 99.0)]:
+        fresh.add(t, gib)
+    t = last_at + 1.0
+    while t < at_s:
+        t += 10.0
+        fresh.add(t, 20.0 + 4.0 * t / DAY)
+    assert growth_rate(series, 3 * HOUR) == growth_rate(fresh, 3 * HOUR)
+
+
+def test_a_cleared_series_forgets_its_fit() -> None:
+    series = GrowthSeries()
+    for minute in range(0, 6 * 60):
+        series.add(minute * 60.0, 10.0 + 3.0 * minute * 60 / DAY)
+    assert growth_rate(series, 3 * HOUR).gib_per_day is not None
+    series.clear()
+    for minute in range(0, 6 * 60):  # the same bucket count and width, another line
+        series.add(minute * 60.0, 10.0 - 2.0 * minute * 60 / DAY)
+    rate = growth_rate(series, 3 * HOUR)
+    assert rate.gib_per_day is not None and abs(rate.gib_per_day + 2.0) < 1e-6
+
+
 # -- the watch -------------------------------------------------------------------------------
 def _gpu(gpu: GpuView, runtime_gib: float, rss_gib: float) -> GpuView:
     processes = tuple(replace(p, rss_gib=rss_gib) for p in gpu.processes)

@@ -42,6 +42,10 @@ def _merged(a: _Bucket, b: _Bucket) -> _Bucket:
     return _Bucket(a.start, a.time_sum + b.time_sum, a.value_sum + b.value_sum, a.count + b.count)
 
 
+# A fit (slope per second and its standard error, or None) and the slopes of the two halves.
+_Fitted = tuple[tuple[float, float | None] | None, tuple[float | None, float | None]]
+
+
 @dataclass(slots=True)
 class GrowthSeries:
     """(time, GiB) readings of one figure, oldest first, in at most `max_buckets` buckets."""
@@ -52,6 +56,14 @@ class GrowthSeries:
     first_at: float | None = None
     last_at: float | None = None
     last_value: float | None = None
+    # The fit of the buckets (slope, its error, the two halves' slopes), made again only when a
+    # bucket begins or the buckets are merged: a reading that joins the last bucket moves it by
+    # less than a bucket's share of the span (under 1 % once a rate is given), and fitting 256
+    # buckets for every GPU and rank at every refresh was the model's largest cost of a tick.
+    _fit_for: tuple[int, float, float | None] | None = field(
+        default=None, repr=False, compare=False
+    )
+    _fit_kept: _Fitted | None = field(default=None, repr=False, compare=False)
 
     def add(self, at: float, value: float) -> None:
         """One reading. A reading dated before the last one (the clock went back) starts the
@@ -86,6 +98,7 @@ class GrowthSeries:
         self._buckets = pairs
 
     def clear(self) -> None:
+        self._fit_for = self._fit_kept = None
         self._buckets = []
         self._width_s = 0.0
         self.first_at = self.last_at = self.last_value = None
@@ -108,6 +121,20 @@ class GrowthSeries:
 
     def first_value(self) -> float | None:
         return self._buckets[0].value if self._buckets else None
+
+    def fitted(self) -> _Fitted:
+        """The least-squares fit of the buckets and the slopes of the span's two halves, kept
+        until a bucket begins or the buckets merge."""
+        key = (len(self._buckets), self._width_s, self.first_at)
+        if self._fit_kept is None or key != self._fit_for:
+            points = self.points()
+            middle = (self.first_at or 0.0) + self.span_s / 2
+            halves = (
+                slope_per_s([p for p in points if p[0] <= middle]),
+                slope_per_s([p for p in points if p[0] > middle]),
+            )
+            self._fit_for, self._fit_kept = key, (_fit(points), halves)
+        return self._fit_kept
 
 
 def _fit(points: list[tuple[float, float, int]]) -> tuple[float, float | None] | None:
@@ -199,19 +226,13 @@ def growth_rate(series: GrowthSeries, least_span_s: float) -> GrowthRate:
     """The series' slope in GiB/day once it spans `least_span_s`, and whether both halves of
     the span grow too."""
     span = series.span_s
-    points = series.points()
     if span < least_span_s or series.first_at is None:
         return GrowthRate(None, span, series.first_value(), series.last_value)
-    fit = _fit(points)
+    fit, halves = series.fitted()
     if fit is None:
         return GrowthRate(None, span, series.first_value(), series.last_value)
     slope, error = fit
     per_day = slope * SECONDS_PER_DAY
-    middle = series.first_at + span / 2
-    halves = (
-        slope_per_s([p for p in points if p[0] <= middle]),
-        slope_per_s([p for p in points if p[0] > middle]),
-    )
     clear_of_noise = error is None or slope >= CLEAR_OF_NOISE * error
     steady = (
         per_day > 0
