@@ -1,6 +1,6 @@
-"""CPU per snapshot repaint of the overview's GPU rows: kvtop's hand-made rows against Textual's
-stock ListView (the same GpuRow inside ListItems, ListView's cursor) and DataTable (one table row
-per GPU, the bar as a cell).
+"""CPU per snapshot repaint of the overview's GPU rows: kvtop's hand-made table against Textual's
+stock ListView (the same lines, a one-line GpuTable in each ListItem, ListView's cursor) and
+DataTable (one table row per GPU, the bar as a cell).
 
     python bench/bench_rows_widget.py                # 8 and 64 GPUs, 60 snapshots each
     python bench/bench_rows_widget.py --gpus 8 --snapshots 120 --rounds 5
@@ -32,7 +32,7 @@ from textual.widgets import DataTable, ListItem, ListView  # noqa: E402
 
 from kvtop import fmt  # noqa: E402
 from kvtop.live.app import KvtopApp  # noqa: E402
-from kvtop.live.widgets.gpu_rows import GpuRow, bar_segments, bar_width  # noqa: E402
+from kvtop.live.widgets.gpu_rows import GpuTable, bar_segments, bar_width  # noqa: E402
 from kvtop.live.widgets.segments import MemoryWidget  # noqa: E402
 from kvtop.live.widgets.stacked_bar import render_bar  # noqa: E402
 from kvtop.model.snapshot import GpuView, Snapshot  # noqa: E402
@@ -59,42 +59,49 @@ class RowsApp(App[None]):
 
 
 class HandMade(RowsApp):
-    """kvtop today: a VerticalScroll of GpuRow lines, the selection a CSS class."""
+    """kvtop today: one GpuTable of lines in a VerticalScroll, the selection drawn by it."""
 
     def __init__(self, gpus: int) -> None:
         super().__init__()
-        self.rows = [GpuRow(i) for i in range(gpus)]
+        self.gpus = gpus
+        self.table = GpuTable(id="gpus")
 
     def compose(self) -> ComposeResult:
-        yield VerticalScroll(*self.rows, id="gpu-list")
+        with VerticalScroll(id="gpu-list"):
+            yield self.table
 
     def on_mount(self) -> None:
-        self.rows[0].add_class("-selected")
+        self.table.sync(self.gpus)
+        self.table.select(0)
 
     def show(self, snapshot: Snapshot) -> None:
-        for row, gpu in zip(self.rows, snapshot.gpus, strict=False):
-            row.show(gpu)
+        for position, gpu in enumerate(snapshot.gpus[: self.gpus]):
+            self.table.show_row(position, gpu)
 
 
 class StockList(RowsApp):
-    """ListView's cursor over the same rows (ListItem > GpuRow)."""
+    """ListView's cursor over the same lines (ListItem > a one-line GpuTable each)."""
 
     CSS = "ListItem { height: 1; }"
 
     def __init__(self, gpus: int) -> None:
         super().__init__()
-        self.rows = [GpuRow(i) for i in range(gpus)]
+        self.tables = [GpuTable() for _ in range(gpus)]
 
     def compose(self) -> ComposeResult:
-        yield ListView(*(ListItem(row) for row in self.rows))
+        yield ListView(*(ListItem(table) for table in self.tables))
+
+    def on_mount(self) -> None:
+        for table in self.tables:
+            table.sync(1)
 
     def show(self, snapshot: Snapshot) -> None:
-        for row, gpu in zip(self.rows, snapshot.gpus, strict=False):
-            row.show(gpu)
+        for table, gpu in zip(self.tables, snapshot.gpus, strict=False):
+            table.show_row(0, gpu)
 
 
 class _Styles(MemoryWidget):
-    """Only for the segment colours of the stylesheet, as GpuRow has them."""
+    """Only for the segment colours of the stylesheet, as GpuTable has them."""
 
 
 COLUMNS = ("GPU", "rank", "memory", "used/total", "free", "util", "temp", "power")
@@ -102,7 +109,7 @@ COLUMNS = ("GPU", "rank", "memory", "used/total", "free", "util", "temp", "power
 
 class StockTable(RowsApp):
     """DataTable: one row per GPU, the stacked bar as a Text cell; a cell is updated only when
-    its text changed (as GpuRow repaints only then)."""
+    its text changed (as a GpuTable line repaints only then)."""
 
     def __init__(self, gpus: int) -> None:
         super().__init__()

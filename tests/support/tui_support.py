@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kvtop.live.app import KvtopApp
+from kvtop.live.widgets.gpu_rows import GpuRow, GpuTable
 from kvtop.model.analysis import Analysis
 from kvtop.model.build_snapshot import SnapshotInputs, build_snapshot
 from kvtop.model.memory.gpu_reading import GpuSample, NvmlReading
@@ -203,3 +204,13 @@ def help_text(app: KvtopApp, width: int = 116) -> str:
     with console.capture() as capture:
         console.print(content)
     return capture.get()
+
+
+def gpu_table(app: KvtopApp) -> GpuTable:
+    """The screen's table of GPUs (the overview's, or the GPU detail's one line)."""
+    return app.screen.query_one(GpuTable)
+
+
+def gpu_rows(app: KvtopApp) -> list[GpuRow]:
+    """The lines of the screen's GPU table, in the order drawn."""
+    return list(gpu_table(app).rows)

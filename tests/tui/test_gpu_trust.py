@@ -22,7 +22,6 @@ from rich.console import Console
 from kvtop.export.collector import render
 from kvtop.live.screens.gpu_detail import GpuDetailScreen
 from kvtop.live.screens.help import HelpScreen
-from kvtop.live.widgets.gpu_rows import GpuRow
 from kvtop.live.widgets.text_panels import NoticesPanel
 from kvtop.model.memory.gpu_detail import gpu_detail
 from kvtop.model.memory.gpu_memory import reconcile
@@ -35,7 +34,7 @@ from kvtop.session import Options, Session
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
 from tests.support.fault_host import STORY_LOG
 from tests.support.sglang_procs import Child, start_server, stop_server
-from tests.support.tui_support import help_text, make_app, screen_text, until
+from tests.support.tui_support import gpu_rows, gpu_table, help_text, make_app, screen_text, until
 
 pytestmark = [
     pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML"),
@@ -103,7 +102,7 @@ def rows_visible(app, height: int) -> bool:  # type: ignore[no-untyped-def]
     """Every GPU's row is on the screen: drawn (in the terminal's text) and inside it."""
     lines = screen_text(app).splitlines()[: height - 1]  # the footer is the last line
     drawn = {int(m.group(1)) for line in lines if (m := re.match(r"^\S?\s*(\d)\s+TP\d", line))}
-    rows = list(app.screen.query(GpuRow))
+    rows = gpu_rows(app)
     return drawn == set(range(8)) and all(r.region.bottom <= height - 1 for r in rows)
 
 
@@ -335,7 +334,7 @@ async def test_other_processes_get_their_segment_and_detail(state: Path, procs) 
 
     app = make_app(snapshot, demo=False, label="strangers")
     async with app.run_test(size=(120, 50)) as pilot:  # GPU detail's process list in view
-        await until(pilot, "the GPU rows", lambda: len(app.screen.query(GpuRow)) == 8)
+        await until(pilot, "the GPU rows", lambda: len(gpu_rows(app)) == 8)
         await pilot.press("j", "j", "j")
         await until(pilot, "GPU 3's legend", lambda: "▙ other procs 4.0" in screen_text(app))
         row3 = next(line for line in screen_text(app).splitlines() if "TP3" in line)
@@ -431,8 +430,8 @@ async def test_gpu_rows_show_alert_levels(state: Path, procs) -> None:  # type: 
     snapshot = await collect()
     app = make_app(snapshot, demo=False, label="alerts")
     async with app.run_test(size=BIG) as pilot:
-        await until(pilot, "the GPU rows", lambda: len(app.screen.query(GpuRow)) == 8)
-        rows = {r.index: r for r in app.screen.query(GpuRow)}
+        await until(pilot, "the GPU rows", lambda: len(gpu_rows(app)) == 8)
+        rows = {r.index: r for r in gpu_rows(app)}
         await until(
             pilot,
             "row alerts",
@@ -449,8 +448,8 @@ async def test_gpu_rows_show_alert_levels(state: Path, procs) -> None:  # type: 
         assert "700W" in lines[4]
         for i in (0, 2, 3, 4):
             assert lines[i].rstrip()[-1] not in "▲✖", lines[i]
-        critical = rows[1].component_style("gpu--critical")
-        warning = rows[5].component_style("gpu--warning")
+        critical = gpu_table(app).component_style("gpu--critical")
+        warning = gpu_table(app).component_style("gpu--warning")
         assert critical != warning and critical.color is not None
         spans = rows[1].render().spans
         assert any(s.style == critical for s in spans)
@@ -496,11 +495,11 @@ async def test_alert_colours_readable_in_every_theme() -> None:
         for theme in sorted(app.available_themes):
             app.theme = theme
             await pilot.pause()
-            row = next(r for r in app.screen.query(GpuRow) if r.index == 3)
-            background = row.rich_style.bgcolor
+            table = gpu_table(app)
+            background = table.rich_style.bgcolor
             assert background is not None
             for level in ("critical", "warning"):
-                colour = row.component_style(f"gpu--{level}").color
+                colour = table.component_style(f"gpu--{level}").color
                 assert colour is not None
                 ratio = _contrast(colour.get_truecolor(), background.get_truecolor())
                 if ratio < 3.0 and not theme.startswith("ansi"):

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from kvtop.live.screens.help import HelpScreen
-from kvtop.live.widgets.gpu_rows import GpuRow, MemoryLegend
+from kvtop.live.widgets.gpu_rows import MemoryLegend
 from kvtop.live.widgets.stacked_bar import GLYPHS
 from kvtop.model.snapshot import Snapshot
 from kvtop.session import Options, Session
 from tests.process.test_hybrid_memory import MAMBA_058
 from tests.support.fake_nvml import STATE_ENV, gcc_path, write_state
-from tests.support.tui_support import help_text, make_app, screen_text, until
+from tests.support.tui_support import gpu_rows, help_text, make_app, screen_text, until
 
 pytestmark = [
     pytest.mark.skipif(gcc_path() is None, reason="gcc not found: no fake NVML"),
@@ -78,7 +78,7 @@ async def test_mamba_state_is_a_bar_segment_and_a_legend_entry(
     async with app.run_test(size=(140, 40)) as pilot:
         legend = f"{GLYPHS['mamba']} mamba 10.4"
         await until(pilot, "the mamba legend entry", lambda: legend in screen_text(app))
-        row = app.screen.query(GpuRow).first()
+        row = gpu_rows(app)[0]
         drawn = str(row.render())
         kv, mamba, graphs = (drawn.find(GLYPHS[n]) for n in ("KV cache", "mamba", "CUDA graphs"))
         assert 0 <= kv < mamba < graphs, drawn

@@ -15,13 +15,15 @@ from kvtop.live.screens.formula import FormulaScreen
 from kvtop.live.screens.gpu_detail import GpuDetailScreen
 from kvtop.live.screens.help import HelpScreen
 from kvtop.live.screens.overview import OverviewScreen
-from kvtop.live.widgets.gpu_rows import GpuRow, MemoryLegend
+from kvtop.live.widgets.gpu_rows import MemoryLegend
 from kvtop.live.widgets.text_panels import EventsPanel, InsightsPanel
 from kvtop.model.snapshot import Snapshot
 from tests.support.paths import FIXTURES
 from tests.support.tui_support import (
     Feed,
     demo_snapshot,
+    gpu_rows,
+    gpu_table,
     help_text,
     log_snapshot,
     make_app,
@@ -35,7 +37,7 @@ BIG, SMALL = (120, 40), (80, 24)
 
 
 def _selected(app) -> list[int]:
-    return [i for i, row in enumerate(app.screen.query(GpuRow)) if row.has_class("-selected")]
+    return [i for i, row in enumerate(gpu_rows(app)) if row.selected]
 
 
 def _palette_highlight(app) -> str | None:
@@ -78,7 +80,7 @@ async def test_eight_gpus_fit_on_80x24_in_compact() -> None:
     async with app.run_test(size=SMALL) as pilot:
         await pilot.pause()
         assert app.compact  # chosen from the height
-        rows = app.screen.query(GpuRow)
+        rows = gpu_rows(app)
         assert len(rows) == 8
         assert all(r.region.y >= 0 and r.region.bottom <= 24 - 1 for r in rows)
         text = screen_text(app)
@@ -252,7 +254,7 @@ async def test_compact_toggle_and_resize() -> None:
             await pilot.pause()
             text = screen_text(app)
             assert "TP0" in text
-        assert len(app.screen.query(GpuRow)) == 8
+        assert len(gpu_rows(app)) == 8
 
 
 async def test_help_and_command_palette() -> None:
@@ -337,11 +339,11 @@ async def test_gpus_coming_and_going_add_and_remove_rows() -> None:
         await pilot.press("end")
         assert _selected(app) == [7]
         app.feed.push(fewer)  # type: ignore[attr-defined]
-        await until(pilot, "five rows", lambda: len(app.screen.query(GpuRow)) == 5)
+        await until(pilot, "five rows", lambda: len(gpu_rows(app)) == 5)
         await pilot.pause()
         assert _selected(app) == [4]  # the selection moved onto the last GPU left
         app.feed.push(full)  # type: ignore[attr-defined]
-        await until(pilot, "eight rows again", lambda: len(app.screen.query(GpuRow)) == 8)
+        await until(pilot, "eight rows again", lambda: len(gpu_rows(app)) == 8)
 
 
 async def test_a_broken_feed_becomes_a_sentence_not_a_traceback() -> None:
@@ -370,7 +372,7 @@ async def test_sixteen_gpus_scroll_and_the_selection_stays_visible() -> None:
     app = make_app(replace(base, gpus=base.gpus + extra))
     async with app.run_test(size=SMALL) as pilot:
         await pilot.pause()
-        rows = list(app.screen.query(GpuRow))
+        rows = gpu_rows(app)
         assert len(rows) == 16
         container = app.screen.query_one("#gpu-list")
         assert container.region.height < 16  # they do not all fit: the list scrolls
@@ -402,10 +404,10 @@ async def test_a_theme_change_recolours_the_cached_rows_and_panels() -> None:
     app = make_app(demo_snapshot())
     async with app.run_test(size=BIG) as pilot:
         await pilot.pause()
-        row = app.screen.query(GpuRow).first()
+        table = gpu_table(app)
 
         def weights_colour() -> object:
-            strip = row.render_line(0)
+            strip = table.render_line(0)
             return next(seg.style.color for seg in strip if "█" in seg.text and seg.style)
 
         before = weights_colour()
@@ -472,7 +474,7 @@ async def test_new_gpu_figures_repaint_the_rows_not_the_panels_below() -> None:
         await pilot.pause()
         rendered: list[str] = []
         widgets = (
-            app.screen.query(GpuRow).first(),
+            gpu_table(app),
             app.screen.query_one(InsightsPanel),
             app.screen.query_one(EventsPanel),
         )
@@ -480,5 +482,5 @@ async def test_new_gpu_figures_repaint_the_rows_not_the_panels_below() -> None:
             _count_renders(widget, rendered)
         app.apply(busier(98))
         await pilot.pause()
-        assert "GpuRow" in rendered
+        assert "GpuTable" in rendered
         assert "InsightsPanel" not in rendered and "EventsPanel" not in rendered

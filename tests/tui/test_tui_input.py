@@ -6,6 +6,7 @@ GPU rows and the GPU order. The real app on the demo's snapshot; only the feed i
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,12 @@ from kvtop.live.screens.gpu_detail import GpuDetailScreen
 from kvtop.live.screens.help import HelpScreen
 from kvtop.live.screens.overview import OverviewScreen
 from kvtop.live.screens.processes import ProcessesScreen
-from kvtop.live.widgets.gpu_rows import GpuHeader, GpuRow
+from kvtop.live.widgets.gpu_rows import GpuHeader, GpuRow, GpuTable
 from kvtop.model.sizing import tuning
 from tests.support.tui_support import (
     demo_snapshot,
+    gpu_rows,
+    gpu_table,
     help_text,
     make_app,
     screen_text,
@@ -257,9 +260,9 @@ async def test_a_theme_from_the_palette_colours_every_element(keys: tuple[str, .
         want = await _started_with("nord", keys)
         await until(pilot, "every cell in nord's colours", lambda: _cells(app) == want)
         assert _cells(app) != before
-        row = app.screen.query(GpuRow).first() if not keys else None
-        if row is not None:
-            kv = row.segment_style("KV cache")
+        table = gpu_table(app) if not keys else None
+        if table is not None:
+            kv = table.segment_style("KV cache")
             assert (
                 kv.color is not None and kv.color.triplet.hex == app.current_theme.success.lower()
             )
@@ -363,7 +366,7 @@ async def test_the_help_shows_the_paging_keys(size: tuple[int, int]) -> None:
 
 # -- mouse -------------------------------------------------------------------------------------
 def _row(app: KvtopApp, gpu: int) -> GpuRow:
-    return next(r for r in app.screen.query(GpuRow) if r.view and r.view.sample.index == gpu)
+    return next(r for r in gpu_rows(app) if r.view and r.view.sample.index == gpu)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -371,21 +374,69 @@ async def test_a_click_selects_a_gpu_and_a_double_click_opens_it(size: tuple[int
     app = make_app(demo_snapshot())
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
-        assert await pilot.click(_row(app, 3), offset=(20, 0))
-        await until(pilot, "GPU 3 selected", lambda: _row(app, 3).has_class("-selected"))
+        assert await pilot.click(GpuTable, offset=(20, _row(app, 3).position))
+        await until(pilot, "GPU 3 selected", lambda: _row(app, 3).selected)
         assert app.state.selected_gpu == 3 and isinstance(app.screen, OverviewScreen)
-        assert [
-            r.view.sample.index for r in app.screen.query(GpuRow) if r.has_class("-selected")
-        ] == [3]
-        assert await pilot.click(_row(app, 5), offset=(4, 0), times=2)
+        assert [r.index for r in gpu_rows(app) if r.selected] == [3]
+        assert await pilot.click(GpuTable, offset=(4, _row(app, 5).position), times=2)
         await until(pilot, "GPU detail", lambda: isinstance(app.screen, GpuDetailScreen))
         assert app.state.selected_gpu == 5
         await until(pilot, "GPU 5's detail", lambda: "GPU 5" in screen_text(app))
 
 
+async def test_a_click_on_a_scrolled_table_selects_the_gpu_under_the_mouse() -> None:
+    # Sixteen GPUs at 80x24: the table scrolls; a click maps the line under the mouse, not
+    # the line that would be there unscrolled.
+    base = demo_snapshot()
+    extra = tuple(
+        replace(g, sample=replace(g.sample, index=g.sample.index + 8, uuid=g.sample.uuid + "x"))
+        for g in base.gpus
+    )
+    app = make_app(replace(base, gpus=base.gpus + extra))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, "sixteen lines", lambda: len(gpu_rows(app)) == 16)
+        await pilot.press("end")
+        await until(pilot, "GPU 15 selected", lambda: _row(app, 15).selected)
+        container = app.screen.query_one("#gpu-list")
+        assert container.scroll_offset.y > 0
+        target = _row(app, 13)
+        assert container.region.contains_region(target.region)  # on screen after the scroll
+        # The offset is from the table's top, which has scrolled above the list's.
+        assert gpu_table(app).region.y < container.region.y
+        assert await pilot.click(GpuTable, offset=(20, target.position))
+        await until(pilot, "GPU 13 selected", lambda: app.state.selected_gpu == 13)
+        assert [r.index for r in gpu_rows(app) if r.selected] == [13]
+
+
+async def test_a_new_reading_of_one_gpu_redraws_its_line_only() -> None:
+    snapshot = demo_snapshot()
+    app = make_app(snapshot)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, "eight lines", lambda: len(gpu_rows(app)) == 8)
+        table = gpu_table(app)
+        width = table.size.width
+        before = [table.render_line(y) for y in range(8)]
+        gpu = snapshot.gpus[4]
+        busier = replace(gpu, sample=replace(gpu.sample, utilization_pct=12))
+        app.apply(replace(snapshot, gpus=(*snapshot.gpus[:4], busier, *snapshot.gpus[5:])))
+        await until(pilot, "GPU 4 at 12 %", lambda: " 12% " in table.render_line(4).text)
+        after = [table.render_line(y) for y in range(8)]
+        assert [a is b for a, b in zip(before, after, strict=True)] == [
+            True,
+            True,
+            True,
+            True,
+            False,
+            True,
+            True,
+            True,
+        ]
+        assert all(s.cell_length == width for s in after)
+
+
 # -- the GPU order -----------------------------------------------------------------------------
 def _order(app: KvtopApp) -> list[int]:
-    return [r.view.sample.index for r in app.screen.query(GpuRow)]
+    return [r.index for r in gpu_rows(app)]
 
 
 def _header(app: KvtopApp) -> str:
@@ -416,9 +467,7 @@ async def test_o_sorts_the_gpus_with_an_indicator_and_keeps_the_selection(
             assert marker in screen_text(app).splitlines()[_header_line(app)]
             # The selection stays on GPU 2, wherever its row is now.
             assert app.state.selected_gpu == 2
-            selected = [
-                r.view.sample.index for r in app.screen.query(GpuRow) if r.has_class("-selected")
-            ]
+            selected = [r.index for r in gpu_rows(app) if r.selected]
             assert selected == [2]
         await pilot.press("o", "j")  # free order: the row after GPU 2 is GPU 6
         assert app.state.selected_gpu == 6

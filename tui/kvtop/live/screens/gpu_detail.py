@@ -18,7 +18,7 @@ from kvtop import fmt
 from kvtop.live.key_list import KeyBar
 from kvtop.live.screens.base import SelectGpu, ShowsState
 from kvtop.live.view_state import ViewState, step_selection
-from kvtop.live.widgets.gpu_rows import GpuRow, MemoryLegend
+from kvtop.live.widgets.gpu_rows import GpuTable, MemoryLegend
 from kvtop.live.widgets.segments import MemoryWidget
 from kvtop.live.widgets.sparkline import sparkline
 from kvtop.live.widgets.status_line import StatusLine
@@ -148,7 +148,7 @@ class GpuDetailScreen(ShowsState, Screen[None]):
         yield StatusLine()
         with VerticalScroll(id="detail-body"):
             yield Static(id="facts")
-            yield GpuRow(self.gpu_index or 0)
+            yield GpuTable()
             yield MemoryLegend()
             yield Waterfall(id="waterfall")
             yield Static(id="sources", classes="section")
@@ -157,7 +157,9 @@ class GpuDetailScreen(ShowsState, Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one(GpuRow).add_class("-selected")
+        table = self.query_one(GpuTable)
+        table.sync(1)
+        table.select(0)  # drawn as on the overview, where it was selected
         self._shown_on_mount()
 
     def action_back(self) -> None:
@@ -189,7 +191,7 @@ class GpuDetailScreen(ShowsState, Screen[None]):
             )
             return
         alert = gpu_alerts(snapshot, state.thresholds).get(detail.gpu.sample.index)
-        self.query_one(GpuRow).show(detail.gpu, alert)
+        self.query_one(GpuTable).show_row(0, detail.gpu, alert)
         self.query_one(MemoryLegend).show(detail.gpu)
         self.query_one(Waterfall).show(detail)
         key = (detail.gpu, detail.breakdown, alert)

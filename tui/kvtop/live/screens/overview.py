@@ -12,7 +12,7 @@ from textual.screen import Screen
 from kvtop.live.key_list import KeyBar
 from kvtop.live.screens.base import OpenGpuDetail, SelectGpu, ShowsState
 from kvtop.live.view_state import ViewState, step_selection
-from kvtop.live.widgets.gpu_rows import GpuHeader, GpuRow, MemoryLegend
+from kvtop.live.widgets.gpu_rows import GpuHeader, GpuTable, MemoryLegend
 from kvtop.live.widgets.kv_panel import KvPanel
 from kvtop.live.widgets.processes_line import ProcessesLine
 from kvtop.live.widgets.status_line import StatusLine
@@ -54,8 +54,6 @@ class OverviewScreen(ShowsState, Screen[None]):
         """`raw_lines`: the log's latest lines as written (none for a fleet host's GPUs)."""
         super().__init__()
         self._raw_lines = raw_lines
-        self._rows: list[GpuRow] = []
-        self._marked = -1  # the row drawn as selected
         self._analysis_shown: object = None
         self._tail_shown: tuple[str, ...] = ()
 
@@ -70,6 +68,7 @@ class OverviewScreen(ShowsState, Screen[None]):
         self._notices = NoticesPanel(id="notices", classes="panel")
         self._header = GpuHeader(id="gpu-header", classes="memory")
         self._gpu_list = VerticalScroll(id="gpu-list", can_focus=False)
+        self._table = GpuTable(id="gpus")
         self._legend = MemoryLegend(id="legend")
         self._processes = ProcessesLine(id="processes-line", classes="panel")
         self._kv = KvPanel(id="kv")
@@ -79,7 +78,8 @@ class OverviewScreen(ShowsState, Screen[None]):
         yield self._status
         yield self._notices
         yield self._header
-        yield self._gpu_list
+        with self._gpu_list:
+            yield self._table
         yield self._legend
         yield self._processes
         yield self._kv
@@ -105,7 +105,7 @@ class OverviewScreen(ShowsState, Screen[None]):
 
     # -- actions --------------------------------------------------------------------------------
     def action_move(self, step: int) -> None:
-        if self.view_state is None or not self._rows:
+        if self.view_state is None or not self._table.rows:
             return
         index = step_selection(self.view_state, step)
         if index is not None:
@@ -114,38 +114,12 @@ class OverviewScreen(ShowsState, Screen[None]):
     def action_detail(self) -> None:
         self.post_message(OpenGpuDetail())
 
-    def on_gpu_row_clicked(self, message: GpuRow.Clicked) -> None:
+    def on_gpu_table_clicked(self, message: GpuTable.Clicked) -> None:
         """Mouse: a click selects the row's GPU, a double click opens its detail (as Enter)."""
         message.stop()
         self.post_message(SelectGpu(message.gpu_index))
         if message.clicks >= 2:
             self.post_message(OpenGpuDetail())
-
-    def _mark_selection(self, position: int) -> None:
-        # The hand-made cursor: cheaper than a ListView's (figures in widgets/gpu_rows.py).
-        if position == self._marked:
-            return
-        self._marked = position
-        for i, row in enumerate(self._rows):
-            if row.has_class("-selected") != (i == position):
-                row.set_class(i == position, "-selected")
-                row.refresh()
-        if self._rows:
-            self._rows[position].scroll_visible(animate=False)
-
-    # -- data -----------------------------------------------------------------------------------
-    def _sync_rows(self, count: int) -> None:
-        """As many GpuRow widgets as GPUs (GPUs come and go: lost, reset, MIG)."""
-        if count == len(self._rows):
-            return
-        container = self._gpu_list
-        while len(self._rows) > count:
-            self._rows.pop().remove()
-        new = [GpuRow(len(self._rows) + i) for i in range(count - len(self._rows))]
-        if new:
-            container.mount_all(new)
-            self._rows.extend(new)
-        self._marked = -1  # new rows are not marked yet
 
     def show(self, state: ViewState) -> None:
         compact = state.compact_now
@@ -164,15 +138,16 @@ class OverviewScreen(ShowsState, Screen[None]):
             alerts=snapshot.verdict.alerts,
         )
         gpus = state.shown_gpus()  # in the chosen order (o); the selection is by NVML index
-        self._sync_rows(len(gpus))
+        table = self._table
+        table.sync(len(gpus))
         selected = state.selected_position()
-        self._mark_selection(selected)
+        table.select(selected)  # the hand-made cursor: cheaper than a ListView's
         header = self._header
         header.total_gib = next((g.sample.total_gib for g in gpus if not g.lost), None)
         header.order = state.gpu_order
         alerts = gpu_alerts(snapshot, state.thresholds)
-        for row, gpu in zip(self._rows, gpus, strict=False):
-            row.show(gpu, alerts.get(gpu.sample.index))
+        for position, gpu in enumerate(gpus):
+            table.show_row(position, gpu, alerts.get(gpu.sample.index))
         self._legend.show(gpus[selected] if gpus else None, compact)
         nvml = next((s for s in snapshot.sources if s.name == "nvml"), None)
         nvml_on = nvml is not None and nvml.state != SourceState.OFF

@@ -9,9 +9,11 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
+from textual.widget import Widget
 
 from kvtop import fmt
 from kvtop.live.widgets.kept_lines import KeptLines
@@ -103,27 +105,18 @@ class GpuHeader(MemoryWidget):
         return text
 
 
-class GpuRow(MemoryWidget):
-    """One GPU: index, rank, stacked memory bar with the reserve mark, and NVML figures.
+class GpuRow:
+    """One GPU's line of the table: index, rank, stacked memory bar with the reserve mark, and
+    NVML figures; the runs of (characters, style) it draws and the strip made from them, kept
+    until the GPU, its alert, the selection or the width changes."""
 
-    Hand-made on purpose, with the overview's selection (a class and a ▶, the selected GPU kept
-    in ViewState): measured against Textual's stock pieces with bench/bench_rows_widget.py (CPU
-    per snapshot repaint, headless, 120x40, median of 5 rounds of 60 snapshots), these rows
-    cost 3.3 ms at 8 GPUs and 16.5 ms at 64; the same rows in a ListView (its cursor, ListItem
-    around each row) 3.9 and 23.0 ms (+20 %, +39 %); a DataTable with the bar as a cell 9.5 and
-    47.8 ms (x2.9). A DataTable also cannot give the bar "the rest of the width".
-    """
-
-    DEFAULT_CSS = "GpuRow { height: 1; }"
-    COMPONENT_CLASSES: ClassVar[set[str]] = SEGMENT_CLASSES | ALERT_CLASSES
-
-    def __init__(self, index: int) -> None:
-        super().__init__(id=f"gpu-{index}", classes="memory")
-        self.index = index
+    def __init__(self, table: GpuTable, position: int) -> None:
+        self.table = table
+        self.position = position  # its line in the table
+        self.selected = False
         self._view: GpuView | None = None
         self._alert: GpuAlert | None = None
         self._strip: Strip | None = None
-        self._base: Style | None = None  # the row's own style (selected or not), kept
         self._shown: list[Piece] | None = None  # the runs on screen, made for this width
         self._shown_width = 0
 
@@ -135,54 +128,39 @@ class GpuRow(MemoryWidget):
     def alert(self) -> GpuAlert | None:
         return self._alert
 
-    def show(self, view: GpuView, alert: GpuAlert | None = None) -> None:
-        """The GPU and its alert (tui/kvtop/model/status/gpu_alerts.py; None: no alert styling)."""
+    @property
+    def index(self) -> int:
+        """The NVML index of the GPU on this line (its position before the first reading)."""
+        return self._view.sample.index if self._view is not None else self.position
+
+    @property
+    def region(self) -> Region:
+        """Where the line is on the screen (as a widget's region: scrolled, maybe outside)."""
+        table = self.table.region
+        return Region(table.x, table.y + self.position, table.width, 1)
+
+    def show(self, view: GpuView, alert: GpuAlert | None, width: int) -> bool:
+        """The GPU and its alert; True when what the line shows changed. A reading that moved
+        by less than the digits on screen (88.23 → 88.24 GiB) changes nothing."""
         if view == self._view and alert == self._alert:
-            return
+            return False
         self._view, self._alert = view, alert
-        # Repaint only when what the row shows changed: a reading that moved by less than the
-        # digits on screen (88.23 → 88.24 GiB) costs nothing.
-        width = self.size.width
-        pieces = self._pieces() if width else None
-        if pieces is None or pieces != self._shown:
-            self._shown, self._shown_width = pieces, width
-            self._strip = None
-            self.refresh()
+        pieces = self._pieces(width) if width else None
+        if pieces is not None and pieces == self._shown:
+            return False
+        self._shown, self._shown_width, self._strip = pieces, width, None
+        return True
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        # Selected or not, or a new theme: the cached text and strip carry the old styles.
-        self._strip, self._shown, self._base = None, None, None
+    def forget(self) -> None:
+        """Selected or not, or a new theme: the kept runs and strip carry the old styles."""
+        self._shown, self._strip = None, None
 
-    class Clicked(Message):
-        """A row was clicked: its GPU's NVML index, and 2 for a double click."""
-
-        def __init__(self, gpu_index: int, clicks: int) -> None:
-            super().__init__()
-            self.gpu_index, self.clicks = gpu_index, clicks
-
-    def on_click(self, event: events.Click) -> None:
-        """The screen turns a click into a selection, a double click into GPU detail."""
-        if self._view is None:
-            return
-        event.stop()
-        self.post_message(self.Clicked(self._view.sample.index, event.chain))
-
-    def render_line(self, y: int) -> Strip:
-        """Textual's line API: the row's one line as segments, kept until the GPU or the width
-        changes. It skips the Text → Content → strips conversion of render() (measured: a
-        third of the overview's repaint cost with 8 GPUs changing every second)."""
-        width = self.size.width
-        base = self._base
-        if base is None:  # Textual works it out from the ancestors at every call: ~20 µs
-            base = self._base = self.rich_style
-        if y != 0:
-            return Strip.blank(width, base)
+    def strip(self, width: int, base: Style) -> Strip:
+        """The line as one strip of `width` cells, `base` (the table's style, the selection's)
+        under each run's style, as Strip.apply_style would: one Strip made, not three."""
         if self._strip is None or self._strip.cell_length != width:
             if self._shown is None or self._shown_width != width:  # resized, or first paint
-                self._shown, self._shown_width = self._pieces(), width
-            # The row's style under each run's, as Strip.apply_style would: one Strip made
-            # instead of three (each Strip builds eight caches of its own).
+                self._shown, self._shown_width = self._pieces(width), width
             segments = [
                 Segment(words, base + style if style is not None else base)
                 for words, style in self._shown
@@ -193,24 +171,26 @@ class GpuRow(MemoryWidget):
         return self._strip
 
     def render(self) -> Text:
-        return pieces_text(self._pieces())
+        """The line as Text (what the table draws, for a test or a screenshot)."""
+        return pieces_text(self._pieces(self.table.size.width))
 
-    def _pieces(self) -> list[Piece]:
-        """The row as runs of (characters, style): compared with the runs on screen and drawn
+    def _pieces(self, total_width: int) -> list[Piece]:
+        """The line as runs of (characters, style): compared with the runs on screen and drawn
         as segments, with no Text between (building, slicing and rendering Text was most of
         a row's cost, measured with cProfile on the live view)."""
         view = self._view
         if view is None:
             return []
+        table = self.table
         sample = view.sample
         label = f"{sample.index:<3} {_rank_label(view.ranks)[:6]:<6}"[: LEFT_CELLS - 2]
         pieces: list[Piece] = [
-            ("▶ " if self.has_class("-selected") else "  ", None),
+            ("▶ " if self.selected else "  ", None),
             (label.ljust(LEFT_CELLS - 2), None),
         ]
-        width = bar_width(self.size.width)
+        width = bar_width(total_width)
         if view.lost:
-            critical = self._level_style(Level.CRITICAL)
+            critical = table.level_style(Level.CRITICAL)
             lib, hint = sample.vendor.library, sample.vendor.kernel_log_hint
             why = f"fell off the bus ({lib}); {hint}"
             if sample.status != GpuStatus.LOST:
@@ -229,9 +209,9 @@ class GpuRow(MemoryWidget):
             bar_segments(view),
             memory.total_gib or 0.0,  # unknown: no segments, an empty bar
             width,
-            self.segment_style,
+            table.segment_style,
             memory.reserve_starts_at_gib,
-            self.reserve_style(),
+            table.reserve_style(),
         )
         alert = self._alert or NO_ALERT
         used = f"{fmt.gib(sample.used_gib)}/{fmt.gib(sample.total_gib)}"
@@ -240,21 +220,120 @@ class GpuRow(MemoryWidget):
         power = "—" if sample.power_w is None else f"{sample.power_w:.0f}W"
         pieces += [
             (f" {used:>11} ", None),
-            (f"{fmt.gib(memory.free_gib):>6}", self._level_style(alert.free)),
+            (f"{fmt.gib(memory.free_gib):>6}", table.level_style(alert.free)),
             (f" {util:>4} ", None),
-            (f"{temp:>4}", self._level_style(alert.temperature)),
+            (f"{temp:>4}", table.level_style(alert.temperature)),
             (" ", None),
-            (f"{power:>5}", self._level_style(alert.power)),
+            (f"{power:>5}", table.level_style(alert.power)),
             (" ", None),
-            (alert.level.glyph or " ", self._level_style(alert.level)),
+            (alert.level.glyph or " ", table.level_style(alert.level)),
         ]
         return joined(pieces)
 
-    def _level_style(self, level: Level) -> Style | None:
+
+class GpuTable(MemoryWidget):
+    """The GPUs, one line each (GpuRow), the selected one marked with ▶ and its background.
+
+    One widget for all the lines, drawn with Textual's line API: Textual repaints every widget
+    of a container that overlaps the lines that changed, so eight row widgets cost eight
+    widget repaints and eight refresh messages each second, one table one (measured headless,
+    120x40, a line changed on each of 8 rows per repaint: 2.7 ms per repaint as eight widgets,
+    1.4 ms as one). The selection is the app's (ViewState); the table only draws it.
+    Earlier measurements, with bench/bench_rows_widget.py: hand-made rows cost 3.3 ms per
+    repaint at 8 GPUs and 16.5 ms at 64, the same rows in a ListView 3.9 and 23.0 ms, a
+    DataTable with the bar as a cell 9.5 and 47.8 ms (and it cannot give the bar "the rest of
+    the width").
+    """
+
+    DEFAULT_CSS = "GpuTable { height: auto; }"
+    COMPONENT_CLASSES: ClassVar[set[str]] = SEGMENT_CLASSES | ALERT_CLASSES | {"gpu--selected"}
+
+    class Clicked(Message):
+        """A line was clicked: its GPU's NVML index, and 2 for a double click."""
+
+        def __init__(self, gpu_index: int, clicks: int) -> None:
+            super().__init__()
+            self.gpu_index, self.clicks = gpu_index, clicks
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(classes="memory", **kwargs)
+        self.rows: list[GpuRow] = []
+        self._marked = -1  # the line drawn as selected
+        self._bases: dict[bool, Style] = {}  # the table's style, and the selected line's
+
+    def sync(self, count: int) -> None:
+        """As many lines as GPUs (GPUs come and go: lost, reset, MIG)."""
+        if count == len(self.rows):
+            return
+        del self.rows[count:]
+        self.rows.extend(GpuRow(self, i) for i in range(len(self.rows), count))
+        if self._marked >= count:
+            self._marked = -1
+        self.refresh(layout=True)  # its height is its line count
+
+    def show_row(self, position: int, view: GpuView, alert: GpuAlert | None = None) -> None:
+        """A GPU and its alert (tui/kvtop/model/status/gpu_alerts.py; None: no alert styling)
+        on a line; only that line is repainted, and only when what it shows changed."""
+        if self.rows[position].show(view, alert, self.size.width):
+            self._refresh_line(position)
+
+    def select(self, position: int) -> None:
+        """Draw `position` as the selected line (▶ and the background), scrolled into view."""
+        if position == self._marked:
+            return
+        for i, row in enumerate(self.rows):
+            if row.selected != (i == position):
+                row.selected = i == position
+                row.forget()
+                self._refresh_line(i)
+        self._marked = position
+        parent = self.parent
+        if 0 <= position < len(self.rows) and isinstance(parent, Widget):
+            line = Region(0, self.virtual_region.y + position, self.size.width, 1)
+            parent.scroll_to_region(line, animate=False, immediate=True)
+
+    def _refresh_line(self, position: int) -> None:
+        if self.is_attached:
+            self.refresh(Region(0, position, self.size.width, 1))
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.rows)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._bases.clear()
+        for row in self.rows:
+            row.forget()
+
+    def level_style(self, level: Level) -> Style | None:
         """The stylesheet's colour for an alert level (nothing for ok)."""
         if level == Level.OK:
             return None
         return self.component_style(f"gpu--{level}")
+
+    def _base(self, selected: bool) -> Style:
+        base = self._bases.get(selected)
+        if base is None:  # Textual works the style out from the ancestors at every call
+            base = self.rich_style
+            if selected:
+                base += self.get_component_rich_style("gpu--selected")
+            self._bases[selected] = base
+        return base
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if not 0 <= y < len(self.rows):
+            return Strip.blank(width, self._base(False))
+        row = self.rows[y]
+        return row.strip(width, self._base(row.selected))
+
+    def on_click(self, event: events.Click) -> None:
+        """The screen turns a click into a selection, a double click into GPU detail."""
+        y = event.y
+        if not 0 <= y < len(self.rows) or self.rows[y].view is None:
+            return
+        event.stop()
+        self.post_message(self.Clicked(self.rows[y].index, event.chain))
 
 
 class MemoryLegend(MemoryWidget, KeptLines):
