@@ -51,10 +51,10 @@ if TYPE_CHECKING:  # imported where used, so that `kvtop --help` starts fast
     from kvtop.session import Options
     from kvtop.sources.gpu_sources import HostGpus
 
-# The live view sets start-up's objects aside from the garbage collector this long after it
-# starts (tui/kvtop/live/app.settle_startup_memory): the first frame, the log read whole and
-# the first scrapes are done by then on the hosts measured.
-SETTLE_MEMORY_AFTER_S = 10.0
+# The live view sets start-up's objects aside from the garbage collector once this many
+# snapshots are drawn (tui/kvtop/live/app.settle_startup_memory): the first draws the GPUs as
+# soon as they answer, the second the log read whole and the first scrape; start-up is done.
+SETTLE_MEMORY_AFTER_SNAPSHOTS = 2
 
 # The second form of the command, shown under argparse's usage line for the first.
 PLAN_USAGE = (
@@ -305,7 +305,7 @@ def run_live(args: argparse.Namespace) -> int:
         theme=args.theme,
         config_path=args.config,
         thresholds=args.thresholds,
-        settle_memory_after_s=SETTLE_MEMORY_AFTER_S,
+        settle_memory_after=SETTLE_MEMORY_AFTER_SNAPSHOTS,
     )
     result = app.run()
     return result if isinstance(result, int) else EXIT_OK

@@ -122,12 +122,13 @@ class KvtopApp(FeedApp):
         theme: str | None = None,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
         config_path: str | None = None,
-        settle_memory_after_s: float | None = None,
+        settle_memory_after: int | None = None,
     ) -> None:
-        """`settle_memory_after_s`: that long after start, what start-up made is set aside
-        from the garbage collector (settle_startup_memory); None: never (tests, screenshots)."""
+        """`settle_memory_after`: once that many snapshots are on screen, what start-up made is
+        set aside from the garbage collector (settle_startup_memory); None: never (tests)."""
         super().__init__()
-        self._settle_after_s = settle_memory_after_s
+        self._settle_after = settle_memory_after
+        self._applied = 0
         self.config_path = config_path  # --config; None: the default file (Save theme writes it)
         if (
             theme is not None
@@ -153,8 +154,6 @@ class KvtopApp(FeedApp):
         self.follow_the_terminal()
         self.state.rows = self.size.height
         self._feed = self._consume()
-        if self._settle_after_s is not None:
-            self.set_timer(self._settle_after_s, settle_startup_memory)
 
     @work(group="feed", exclusive=True, exit_on_error=False)
     async def _consume(self) -> None:
@@ -174,6 +173,9 @@ class KvtopApp(FeedApp):
     def apply(self, snapshot: Snapshot) -> None:
         """One new snapshot: history always, the screen unless paused."""
         state = self.state
+        self._applied += 1
+        if self._applied == self._settle_after:
+            self.call_after_refresh(settle_startup_memory)  # once drawn: start-up is done
         state.history.record(snapshot, state.interval_s)
         state.latest = snapshot
         if not state.paused:
