@@ -34,7 +34,7 @@ from kvtop import fmt  # noqa: E402
 from kvtop.live.app import KvtopApp  # noqa: E402
 from kvtop.live.widgets.gpu_rows import GpuTable, bar_segments, bar_width  # noqa: E402
 from kvtop.live.widgets.segments import MemoryWidget  # noqa: E402
-from kvtop.live.widgets.stacked_bar import render_bar  # noqa: E402
+from kvtop.live.widgets.stacked_bar import bar_pieces, pieces_text  # noqa: E402
 from kvtop.model.snapshot import GpuView, Snapshot  # noqa: E402
 from tests.support.still import still_series  # noqa: E402
 
@@ -133,13 +133,15 @@ class StockTable(RowsApp):
         return [
             Text(str(s.index)),
             Text(gpu.ranks[0] if gpu.ranks else "—"),
-            render_bar(
-                bar_segments(gpu),
-                memory.total_gib,
-                bar,
-                styles.segment_style,
-                memory.reserve_starts_at_gib,
-                styles.reserve_style(),
+            pieces_text(
+                bar_pieces(
+                    bar_segments(gpu),
+                    memory.total_gib,
+                    bar,
+                    styles.segment_style,
+                    memory.reserve_starts_at_gib,
+                    styles.reserve_style(),
+                )
             ),
             Text(f"{fmt.gib(s.used_gib)}/{fmt.gib(s.total_gib)}"),
             Text(fmt.gib(memory.free_gib)),

@@ -206,6 +206,16 @@ def help_text(app: KvtopApp, width: int = 116) -> str:
     return capture.get()
 
 
+def sixteen_gpus_snapshot() -> Snapshot:
+    """The demo's eight GPUs and eight more (indices 8-15): more than a small screen shows."""
+    base = demo_snapshot()
+    extra = tuple(
+        replace(g, sample=replace(g.sample, index=g.sample.index + 8, uuid=g.sample.uuid + "x"))
+        for g in base.gpus
+    )
+    return replace(base, gpus=base.gpus + extra)
+
+
 def gpu_table(app: KvtopApp) -> GpuTable:
     """The screen's table of GPUs (the overview's, or the GPU detail's one line)."""
     return app.screen.query_one(GpuTable)

@@ -28,6 +28,7 @@ from tests.support.tui_support import (
     log_snapshot,
     make_app,
     screen_text,
+    sixteen_gpus_snapshot,
     until,
 )
 
@@ -362,14 +363,7 @@ async def test_a_broken_feed_becomes_a_sentence_not_a_traceback() -> None:
 
 
 async def test_sixteen_gpus_scroll_and_the_selection_stays_visible() -> None:
-    from dataclasses import replace
-
-    base = demo_snapshot()
-    extra = tuple(
-        replace(g, sample=replace(g.sample, index=g.sample.index + 8, uuid=g.sample.uuid + "x"))
-        for g in base.gpus
-    )
-    app = make_app(replace(base, gpus=base.gpus + extra))
+    app = make_app(sixteen_gpus_snapshot())
     async with app.run_test(size=SMALL) as pilot:
         await pilot.pause()
         rows = gpu_rows(app)

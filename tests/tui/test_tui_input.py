@@ -32,6 +32,7 @@ from tests.support.tui_support import (
     help_text,
     make_app,
     screen_text,
+    sixteen_gpus_snapshot,
     until,
 )
 
@@ -387,12 +388,7 @@ async def test_a_click_selects_a_gpu_and_a_double_click_opens_it(size: tuple[int
 async def test_a_click_on_a_scrolled_table_selects_the_gpu_under_the_mouse() -> None:
     # Sixteen GPUs at 80x24: the table scrolls; a click maps the line under the mouse, not
     # the line that would be there unscrolled.
-    base = demo_snapshot()
-    extra = tuple(
-        replace(g, sample=replace(g.sample, index=g.sample.index + 8, uuid=g.sample.uuid + "x"))
-        for g in base.gpus
-    )
-    app = make_app(replace(base, gpus=base.gpus + extra))
+    app = make_app(sixteen_gpus_snapshot())
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, "sixteen lines", lambda: len(gpu_rows(app)) == 16)
         await pilot.press("end")

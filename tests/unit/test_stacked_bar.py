@@ -11,7 +11,6 @@ from kvtop.live.widgets.stacked_bar import (
     bar_pieces,
     joined,
     pieces_text,
-    render_bar,
 )
 
 STYLES = {name: Style(color=f"color({i})") for i, name in enumerate(GLYPHS)}
@@ -63,8 +62,9 @@ def test_the_mark_in_the_unfilled_end_of_a_bar() -> None:
 
 def test_the_text_of_the_runs_is_the_bar() -> None:
     segments = [("weights", 60.0), ("KV cache", 20.0), ("free", 20.0)]
-    text = render_bar(segments, 100.0, 20, _style, 70.0, MARK)
-    assert text.plain == "".join(w for w, _ in bar_pieces(segments, 100.0, 20, _style, 70.0, MARK))
+    pieces = bar_pieces(segments, 100.0, 20, _style, 70.0, MARK)
+    text = pieces_text(pieces)
+    assert text.plain == "".join(w for w, _ in pieces)
     assert text.cell_len == 20
     assert any(span.style == MARK for span in text.spans)
 

@@ -131,18 +131,6 @@ def pieces_text(pieces: Sequence[Piece]) -> Text:
     return text
 
 
-def render_bar(
-    segments: Sequence[tuple[str, float]],
-    total: float,
-    width: int,
-    style_of: Callable[[str], Style],
-    reserve_at: float | None = None,
-    reserve_style: Style | None = None,
-) -> Text:
-    """The bar as Text of exactly `width` cells; `reserve_at` GiB gets the reserve mark."""
-    return pieces_text(bar_pieces(segments, total, width, style_of, reserve_at, reserve_style))
-
-
 def cell_at(segments: Sequence[tuple[str, float]], cells: Sequence[int], gib: float) -> int:
     """The cell where `gib` falls on the drawn bar: interpolated inside the segment holding it,
     so a mark at a segment boundary (the reserve starts where the KV pool ends) sits exactly
