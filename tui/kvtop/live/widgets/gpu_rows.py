@@ -239,10 +239,11 @@ class GpuTable(MemoryWidget):
     widget repaints and eight refresh messages each second, one table one (measured headless,
     120x40, a line changed on each of 8 rows per repaint: 2.7 ms per repaint as eight widgets,
     1.4 ms as one). The selection is the app's (ViewState); the table only draws it.
-    Earlier measurements, with bench/bench_rows_widget.py: hand-made rows cost 3.3 ms per
-    repaint at 8 GPUs and 16.5 ms at 64, the same rows in a ListView 3.9 and 23.0 ms, a
-    DataTable with the bar as a cell 9.5 and 47.8 ms (and it cannot give the bar "the rest of
-    the width").
+    bench/bench_rows_widget.py (CPU per snapshot repaint, headless, 120x40, median of 3 rounds
+    of 60): this table 1.80 ms at 8 GPUs and 5.40 ms at 64; the same lines in a ListView (its
+    cursor, a ListItem around each) 3.31 and 17.33 ms; a DataTable with the bar as a cell 11.30
+    and 43.45 ms (and it cannot give the bar "the rest of the width"). Eight row widgets had
+    cost 3.3 and 16.5 ms against a ListView's 3.9 and 23.0 on an earlier day.
     """
 
     DEFAULT_CSS = "GpuTable { height: auto; }"
