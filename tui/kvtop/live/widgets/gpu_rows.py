@@ -260,7 +260,7 @@ class GpuTable(MemoryWidget):
         super().__init__(classes="memory", **kwargs)
         self.rows: list[GpuRow] = []
         self._marked = -1  # the line drawn as selected
-        self._bases: dict[bool, Style] = {}  # the table's style, and the selected line's
+        self._selected_base: Style | None = None  # the selected line's style, kept
 
     def sync(self, count: int) -> None:
         """As many lines as GPUs (GPUs come and go: lost, reset, MIG)."""
@@ -302,7 +302,7 @@ class GpuTable(MemoryWidget):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._bases.clear()
+        self._selected_base = None
         for row in self.rows:
             row.forget()
 
@@ -313,13 +313,11 @@ class GpuTable(MemoryWidget):
         return self.component_style(f"gpu--{level}")
 
     def _base(self, selected: bool) -> Style:
-        base = self._bases.get(selected)
-        if base is None:  # Textual works the style out from the ancestors at every call
-            base = self.rich_style
-            if selected:
-                base += self.get_component_rich_style("gpu--selected")
-            self._bases[selected] = base
-        return base
+        if not selected:
+            return self.own_style()
+        if self._selected_base is None:  # over the table's own: the background blended
+            self._selected_base = self.own_style() + self.get_component_rich_style("gpu--selected")
+        return self._selected_base
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width

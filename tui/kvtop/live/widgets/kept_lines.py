@@ -18,7 +18,8 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
-from textual.widget import Widget
+
+from kvtop.live.widgets.segments import StyledWidget
 
 
 def text_strips(text: Text, width: int, console: Console, base: Style) -> list[Strip] | None:
@@ -39,7 +40,7 @@ def text_strips(text: Text, width: int, console: Console, base: Style) -> list[S
     return strips
 
 
-class KeptLines(Widget):
+class KeptLines(StyledWidget):
     """Draws render()'s Text from strips kept until render() gives another Text object or the
     width changes: a subclass returns the Text it keeps (built when its words changed)."""
 
@@ -48,11 +49,10 @@ class KeptLines(Widget):
         self._kept_text: object = None
         self._kept_width = -1
         self._kept_strips: list[Strip] | None = None
-        self._kept_base: Style | None = None
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._kept_text, self._kept_base = None, None  # other colours, selected or not
+        self._kept_text = None  # other colours
 
     def render_line(self, y: int) -> Strip:
         text = self.render()
@@ -60,10 +60,8 @@ class KeptLines(Widget):
             return super().render_line(y)  # Textual draws the mouse's selection
         width = self.size.width
         if text is not self._kept_text or width != self._kept_width:
-            if self._kept_base is None:  # Textual works it out from the ancestors each call
-                self._kept_base = self.rich_style
             self._kept_text, self._kept_width = text, width
-            self._kept_strips = text_strips(text, width, self.app.console, self._kept_base)
+            self._kept_strips = text_strips(text, width, self.app.console, self.own_style())
         strips = self._kept_strips
         if strips is None:
             return super().render_line(y)  # a line wider than the widget: Textual's wrapping

@@ -12,7 +12,6 @@ from rich.text import Text
 from kvtop import fmt
 from kvtop.live.view_state import KvFacts
 from kvtop.live.widgets.kept_lines import KeptLines
-from kvtop.live.widgets.segments import StyledWidget
 from kvtop.live.widgets.sparkline import sparkline
 from kvtop.model.history import PERCENT_FLOOR, Series
 from kvtop.model.kv_usage import KvUsage, load_line
@@ -23,7 +22,7 @@ from kvtop.model.status.server_status import duration_text
 LABEL = "KV cache  "
 
 
-class KvPanel(StyledWidget, KeptLines):
+class KvPanel(KeptLines):
     DEFAULT_CSS = "KvPanel { height: auto; }"
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "kv--used",

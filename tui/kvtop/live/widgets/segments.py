@@ -52,6 +52,14 @@ class StyledWidget(Widget):
             self._kvtop_styles[name] = style
         return style
 
+    def own_style(self) -> Style:
+        """The widget's own style (Textual's rich_style), kept: Textual works it out from the
+        ancestors at every call (~20 µs, more than drawing a GPU line)."""
+        style = self._kvtop_styles.get("")
+        if style is None:
+            style = self._kvtop_styles[""] = self.rich_style
+        return style
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._kvtop_styles.clear()
