@@ -39,6 +39,16 @@ from tests.support.tmux_tools import descendants
 pytestmark = pytest.mark.slow  # the session's Prometheus and four kvtop processes
 
 HOSTS = ("e2e-n0", "e2e-n1", "e2e-solo")
+# Each host's exporters: the targets the session's Prometheus scrapes for it.
+TARGETS = (
+    ("kvtop", "e2e-n0"),
+    ("dcgm", "e2e-n0"),
+    ("sglang", "e2e-n0"),
+    ("node", "e2e-n0"),
+    ("kvtop", "e2e-n1"),
+    ("dcgm", "e2e-n1"),
+    ("kvtop", "e2e-solo"),
+)
 SELECTOR = 'host=~"e2e-.*"'
 GIB = 1024**3
 # The story's cards as DCGM's fixture has them: 97,887 MiB, 604 reserved, 89,690 in use.
@@ -147,6 +157,10 @@ def fleet_of_exporters(
             stack.enter_context(exporter(command=command, env=env))
             # the host's own report: `kvtop --once --json` with the same GPUs and log
             own[host] = json.loads(kvtop_once(lib_dir, state, logs[host], "--json").stdout)
+        # Every target of the three hosts scraped and up before any test reads the fleet: a
+        # host's exporters are the targets Prometheus has an `up` for, and the GPU names that
+        # `complete` waits for come from kvtop's own series as well as DCGM's.
+        prometheus.wait_up(prometheus.port(job, host) for job, host in TARGETS)
         yield own
 
 
