@@ -624,3 +624,81 @@ def test_once_no_gpu_here_for_the_log_ranks(lib_dir: Path, tmp_path: Path) -> No
     data, _ = kvtop_once(lib_dir, state, "--log-file", str(empty), code=1)  # nothing read
     assert not data["notes"]
     assert next(s for s in data["sources"] if s["name"] == "nvml")["state"] == "ok"  # type: ignore[union-attr]
+
+
+def test_the_first_frame_looks_at_the_early_reading_without_taking_it(
+    lib_dir: Path, tmp_path: Path
+) -> None:
+    """The live view's first frame draws the early poll's reading (with the rank a real
+    process's title names); the session's first poll_async() still takes that same reading, and
+    only the one after reads the driver again."""
+    views, first, second = run_scenario(
+        """
+        import subprocess
+        from kvtop.early_gpus import early_gpu_views
+        from kvtop.sources.gpu_sources import HostGpus
+
+        # A process titled as SGLang's schedulers are (argv[0], as setproctitle writes it).
+        child = subprocess.Popen(["sglang::scheduler_TP0", "60"], executable="sleep")
+        gpu = eight_gpus()[0]
+        write_state(STATE, gpus={0: {**gpu, "used_mib": 1024}}, procs=[(0, child.pid, 900)])
+        gpus = HostGpus()
+        gpus.start_early()
+
+        async def main():
+            shown = await early_gpu_views(gpus, 10.0)
+            out.append([
+                {"ranks": list(v.ranks), "used": v.sample.used_gib,
+                 "segments": [name for name, _ in v.memory.segments()],
+                 "processes": [(p.pid == child.pid, p.rank) for p in v.processes]}
+                for v in shown
+            ])
+            write_state(STATE, gpus={0: {**gpu, "used_mib": 2048}}, procs=[(0, child.pid, 900)])
+            emit(await gpus.poll_async())
+            emit(await gpus.poll_async())
+            gpus.close()
+
+        try:
+            asyncio.run(main())
+        finally:
+            child.kill()
+        """,
+        lib_dir,
+        tmp_path / "state",
+    )
+    assert views == [
+        {"ranks": ["TP0"], "used": 1.0, "segments": ["runtime", "free"], "processes": [[True, "TP0"]]}
+    ]
+    assert [g["used_gib"] for g in first["gpus"]] == [1.0]  # the early reading, taken now
+    assert [g["used_gib"] for g in second["gpus"]] == [2.0]  # read again
+
+
+def test_the_first_frame_does_not_wait_for_a_slow_driver(lib_dir: Path, tmp_path: Path) -> None:
+    """A driver that takes longer to load than the first frame waits: the frame draws no GPU
+    (rather than waiting), and the session's first poll still gets the reading when it comes."""
+    (outcome,) = run_scenario(
+        """
+        from kvtop.early_gpus import early_gpu_views
+        from kvtop.sources.gpu_sources import HostGpus
+
+        slow = [(name, 1500) for name in ("nvmlInitWithFlags", "nvmlInit_v2", "nvmlInit")]
+        write_state(STATE, gpus={0: eight_gpus()[0]}, delays=slow)
+        gpus = HostGpus()
+        gpus.start_early()
+
+        async def main():
+            began = time.monotonic()
+            shown = await early_gpu_views(gpus, 0.1)
+            waited = time.monotonic() - began
+            gpus.call_timeout_s = 10.0
+            reading = await gpus.poll_async()
+            out.append({"shown": len(shown), "waited_under_1s": waited < 1.0,
+                        "then": len(reading.gpus)})
+            gpus.close()
+
+        asyncio.run(main())
+        """,
+        lib_dir,
+        tmp_path / "state",
+    )
+    assert outcome == {"shown": 0, "waited_under_1s": True, "then": 1}

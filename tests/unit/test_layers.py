@@ -125,11 +125,18 @@ LAYERS = (
         refused=("model judgement", "model top", "kvtop.model.status"),
     ),
     Layer("demo", ("kvtop.demo",), (*PURE, "kvtop.demo", "kvtop.sources"), NO_UI),
+    # What a session is asked to read, and the first frame's GPUs: formed before the live view's
+    # first frame, so light, and below the session.
+    Layer(
+        "session options", ("kvtop.session_options",), (*PURE, "kvtop.sources", "kvtop.demo"), NO_UI
+    ),
+    Layer("first frame's GPUs", ("kvtop.early_gpus",), (*PURE, "kvtop.sources"), NO_UI),
     Layer(
         "session",
         ("kvtop.session",),
-        (*PURE, "kvtop.sources", "kvtop.demo", "kvtop.server_url"),
+        (*PURE, "kvtop.sources", "kvtop.demo", "kvtop.server_url", "kvtop.session_options"),
         NO_UI,
+        exact=True,
     ),
     Layer("report", ("kvtop.report",), (*PURE, "kvtop.report"), NO_TEXTUAL),
     # The config file: pure reading; Textual only to check a theme's name.

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvtop import __version__, help_format
-from kvtop.model.sizing.formula import SAFE_HEADROOM_GIB
+from kvtop.model.safe_margin import SAFE_HEADROOM_GIB
 from kvtop.option_rules import (
     CHECK,
     CHECK_SOURCES,
@@ -47,8 +47,10 @@ from kvtop.report.unexpected import debugging, unexpected_error
 from kvtop.report.width import MAX_WIDTH, MIN_WIDTH, PIPE_WIDTH
 
 if TYPE_CHECKING:  # imported where used, so that `kvtop --help` starts fast
+    from kvtop.model.memory.gpu_view import GpuView
     from kvtop.model.snapshot import Snapshot
-    from kvtop.session import Options
+    from kvtop.session import Session
+    from kvtop.session_options import Options
     from kvtop.sources.gpu_sources import HostGpus
 
 # The live view sets start-up's objects aside from the garbage collector once this many
@@ -233,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace, api_key: str | None) -> Options:
-    from kvtop.session import Options
+    from kvtop.session_options import Options
 
     return Options(
         log_file=args.log_file,
@@ -257,8 +259,8 @@ def _options(args: argparse.Namespace, api_key: str | None) -> Options:
 
 
 def _api_key(args: argparse.Namespace) -> tuple[bool, str | None]:
-    from kvtop.session import api_key_from
-    from kvtop.sources.metrics import ApiKeyError
+    from kvtop.session_options import api_key_from
+    from kvtop.sources.api_key import ApiKeyError
 
     try:
         return True, api_key_from(args.api_key_file)
@@ -283,7 +285,6 @@ def run_live(args: argparse.Namespace) -> int:
         _close(gpus)
         return EXIT_UNREADABLE
     from kvtop.live.app import KvtopApp
-    from kvtop.session import Session
 
     options = _options(args, api_key)
     if options.log_file and options.log_file != "-" and not os.path.exists(options.log_file):
@@ -294,10 +295,24 @@ def run_live(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_UNREADABLE
-    session = Session(options, nvml=gpus)
-    session.gpus_first = True  # the screen draws the GPUs before the log is read whole
+
+    def make_session() -> Session:
+        """After the first frame (the GPUs as NVML alone shows them): the session, and with
+        it the log's parsers and the model, imported only now."""
+        from kvtop.session import Session
+
+        session = Session(options, nvml=gpus)
+        session.gpus_first = True  # the overview draws the GPUs before the log is read whole
+        return session
+
+    async def first_gpus() -> tuple[GpuView, ...]:
+        from kvtop.early_gpus import early_gpu_views
+
+        return await early_gpu_views(gpus) if gpus is not None else ()
+
     app = KvtopApp(
-        session,
+        make_feed=make_session,
+        first_gpus=first_gpus,
         source_label=_live_label(options),
         demo=options.demo,
         request_len=args.request_len,
@@ -308,6 +323,10 @@ def run_live(args: argparse.Namespace) -> int:
         settle_memory_after=SETTLE_MEMORY_AFTER_SNAPSHOTS,
     )
     result = app.run()
+    if not app.began:
+        _close(gpus)  # left on the first frame: no session took the GPUs to close them
+    if app.start_error is not None:
+        raise app.start_error  # reported as any error before the screen (main's handler)
     return result if isinstance(result, int) else EXIT_OK
 
 
@@ -583,8 +602,8 @@ def _main_check(args: argparse.Namespace, watchdog: Deadline | None) -> int:
     """`kvtop --check`: every way it can fail ends as UNKNOWN (3) with one line, as monitoring
     plugins must; otherwise OK (0), WARNING (1) or CRITICAL (2) by the alert rule."""
     from kvtop.report.check import check, unknown
+    from kvtop.sources.api_key import ApiKeyError
     from kvtop.sources.log_text import LogUnreadable
-    from kvtop.sources.metrics import ApiKeyError
 
     try:
         # The config file is read here: inside, as all else.
@@ -593,7 +612,7 @@ def _main_check(args: argparse.Namespace, watchdog: Deadline | None) -> int:
             problem = _log_kind_problem(args)
         if problem is not None:
             return print_check(unknown(problem))
-        from kvtop.session import api_key_from
+        from kvtop.session_options import api_key_from
 
         snapshot = _collect(args, api_key_from(args.api_key_file), watchdog)
         result = check(snapshot, args.thresholds)

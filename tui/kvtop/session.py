@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -17,13 +16,19 @@ from kvtop.model.server_target import FROM_CONFIG, FROM_DEFAULT, FROM_FLAG, FROM
 from kvtop.model.sizing.model_config import ConfigFile
 from kvtop.model.snapshot import HostMemory, Snapshot, SourceHealth
 from kvtop.model.status.identity import find_mismatches, server_info_mismatches
-from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
 from kvtop.model.status.watch import Watch
 from kvtop.server_url import is_loopback, url_problem
+
+# What a session is asked to read lives in a light module (the live view forms it before its
+# first frame); named here too, where the report, the exporter and the tests look for it.
+from kvtop.session_options import VISIBLE_DEVICES_VARS as VISIBLE_DEVICES_VARS
+from kvtop.session_options import Options as Options
+from kvtop.session_options import api_key_from as api_key_from
+from kvtop.session_options import visible_devices as visible_devices
 from kvtop.sglang.metrics import MetricsSample, ServerInfo
 from kvtop.sglang.raw_lines import RawLines
 from kvtop.sglang.startup import StartupTracker
-from kvtop.sources.gpu_sources import PROCESS_INTERVAL_S, GpuSource, HostGpus
+from kvtop.sources.gpu_sources import GpuSource, HostGpus
 from kvtop.sources.local_host import LocalHost
 from kvtop.sources.log_reader import LogReader
 from kvtop.sources.metrics import MetricsSource
@@ -75,45 +80,6 @@ class Host(Protocol):
     def nvml_health(self, reading: NvmlReading | None) -> SourceHealth: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
-    log_file: str | None = None
-    unit: str | None = None
-    journal_dir: str | None = None
-    url: str | None = None
-    # `url` came from the config file, not --url (said so wherever the URL is named).
-    url_from_config: bool = False
-    api_key: str | None = None
-    demo: bool = False
-    demo_speed: float = 1.0
-    nvml: bool = True
-    metrics: bool = True
-    interval_s: float = 1.0
-    process_interval_s: float = PROCESS_INTERVAL_S
-    model_config: str | None = None
-    sglang_version: str | None = None
-    what_if: tuple[float, ...] = ()
-    request_len: int | None = None
-    # Where values turn warning / critical (tui/kvtop/model/status/levels.py; the config file sets them).
-    thresholds: Thresholds = DEFAULT_THRESHOLDS
-    # The server's visible devices, for placing ranks by order (kvtop's own by default):
-    # CUDA_VISIBLE_DEVICES, else ROCm's HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES.
-    cuda_visible_devices: str | None = field(default_factory=lambda: visible_devices(os.environ))
-
-    @property
-    def source_name(self) -> str:
-        if self.demo:
-            from kvtop.demo.source import DEMO_LOG
-
-            return "demo: " + DEMO_LOG
-        if self.unit:
-            where = f" in {self.journal_dir}" if self.journal_dir else ""
-            return f"journal: {self.unit}{where}"
-        if self.log_file == "-":
-            return "stdin"
-        return self.log_file or "no log"
-
-
 def server_url(
     explicit: str | None, tracker: StartupTracker, from_config: bool = False
 ) -> tuple[str, str]:
@@ -132,20 +98,6 @@ def server_url(
         if url_problem(url) is None:  # a hostile log must not steer kvtop anywhere odd
             return url, FROM_LOG
     return DEFAULT_URL, FROM_DEFAULT
-
-
-# The variables that narrow the devices a GPU process sees, CUDA's first, then ROCm's (HIP
-# numbers within ROCR's, so HIP's is the one a rank's device number counts in).
-VISIBLE_DEVICES_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
-
-
-def visible_devices(environ: Mapping[str, str]) -> str | None:
-    """The first of VISIBLE_DEVICES_VARS set (and not empty) in `environ`."""
-    for name in VISIBLE_DEVICES_VARS:
-        value = environ.get(name)
-        if value and value.strip():
-            return value
-    return None
 
 
 @dataclass
@@ -471,10 +423,3 @@ async def _stop(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         if task.done() and not task.cancelled():
             task.exception()  # retrieved: a source's failure is not re-raised at shutdown
-
-
-def api_key_from(path: str | None) -> str | None:
-    """--api-key-file, else SGLANG_API_KEY (see sources.metrics.load_api_key)."""
-    from kvtop.sources.metrics import load_api_key
-
-    return load_api_key(path, os.environ)

@@ -7,8 +7,8 @@ import gc
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from textual import events, work
 from textual.app import SystemCommand
@@ -18,15 +18,24 @@ from textual.screen import Screen
 from kvtop.live.base import FeedApp, stylesheet
 from kvtop.live.key_list import KeySection, palette_commands
 from kvtop.live.screens.base import OpenGpuDetail, RequestLength, SelectGpu, ShowsState
-from kvtop.live.screens.overview import OverviewScreen
-from kvtop.live.view_state import ViewState, kv_facts, next_interval, status_facts
+from kvtop.live.screens.first_frame import FirstFrameScreen
 from kvtop.model.memory.gpu_order import next_order
-from kvtop.model.processes.table import next_order as next_process_order
-from kvtop.model.snapshot import Snapshot
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Thresholds
-from kvtop.sglang.raw_lines import RawLines
 
-_S = TypeVar("_S", bound=Screen[Any])  # a screen handed back as the type it came in as
+# What the first frame needs is imported above; the overview, the view state and the session's
+# model only once it is drawn (KvtopApp._begin): see tui/kvtop/live/screens/first_frame.py.
+if TYPE_CHECKING:
+    from kvtop.live.screens.overview import OverviewScreen
+    from kvtop.live.view_state import ViewState
+    from kvtop.model.memory.gpu_view import GpuView
+    from kvtop.model.snapshot import Snapshot
+    from kvtop.sglang.raw_lines import RawLines
+
+_S = TypeVar("_S", bound=Screen[Any])
+# The keys that work on the first frame, before the state the views need is there.
+FIRST_FRAME_ACTIONS = frozenset(
+    {"quit", "suspend_process"}
+)  # a screen handed back as the type it came in as
 
 
 class SnapshotFeed(Protocol):
@@ -37,6 +46,12 @@ class SnapshotFeed(Protocol):
     raw_lines: RawLines
 
     def snapshots(self) -> AsyncIterator[Snapshot]: ...
+
+
+# The first frame's GPUs, as soon as they are known (none: nothing to draw before the feed).
+FirstGpus = Callable[[], Awaitable["Sequence[GpuView]"]]
+
+LIVE_MODE = "live"  # the overview's screen stack, once the first frame has been drawn
 
 
 def settle_startup_memory() -> None:
@@ -109,10 +124,16 @@ class KvtopApp(FeedApp):
         Binding("minus", "interval(-1)", "faster", show=False, tooltip="faster refresh"),
     ]
 
+    # Set by _take_feed: at once when the app is given a feed, after the first frame otherwise.
+    feed: SnapshotFeed
+    state: ViewState
+
     def __init__(
         self,
-        feed: SnapshotFeed,
+        feed: SnapshotFeed | None = None,
         *,
+        make_feed: Callable[[], SnapshotFeed] | None = None,
+        first_gpus: FirstGpus | None = None,
         source_label: str,
         demo: bool = False,
         request_len: int | None = None,
@@ -124,8 +145,13 @@ class KvtopApp(FeedApp):
         config_path: str | None = None,
         settle_memory_after: int | None = None,
     ) -> None:
-        """`settle_memory_after`: once that many snapshots are on screen, what start-up made is
-        set aside from the garbage collector (settle_startup_memory); None: never (tests)."""
+        """`feed`: the snapshots, made already; or `make_feed`, called once the first frame is
+        drawn (the GPUs of `first_gpus` as NVML alone shows them, before the session and the
+        overview are imported: the CLI's way). `settle_memory_after`: once that many
+        snapshots are on screen, what start-up made is set aside from the garbage collector
+        (settle_startup_memory); None: never (tests)."""
+        if (feed is None) == (make_feed is None):
+            raise ValueError("KvtopApp takes a feed or make_feed, one of the two")
         super().__init__()
         self._settle_after = settle_memory_after
         self._applied = 0
@@ -134,24 +160,81 @@ class KvtopApp(FeedApp):
             theme is not None
         ):  # the config file's, checked against Textual's names (tui/kvtop/config.py)
             self.theme = theme
-        self.feed = feed
         self.clock = clock  # for uptimes; tests fix it
-        self.state = ViewState(
-            source_label=source_label,
-            demo=demo,
-            interval_s=feed.interval_s,
-            request_len=request_len,
-            compact=compact,
-            host_name=host_name or socket.gethostname(),
-            thresholds=thresholds,
-        )
+        self._make_feed = make_feed
+        self._first_gpus = first_gpus
+        self.start_error: Exception | None = None  # make_feed's, for the CLI to report
+        self._view_settings: dict[str, Any] = {
+            "source_label": source_label,
+            "demo": demo,
+            "request_len": request_len,
+            "compact": compact,
+            "host_name": host_name or socket.gethostname(),
+            "thresholds": thresholds,
+        }
+        self.began = False  # the feed and the view state are there (at once, given a feed)
+        if feed is not None:
+            self._take_feed(feed)
+
+    def _take_feed(self, feed: SnapshotFeed) -> None:
+        from kvtop.live.view_state import ViewState
+
+        self.feed = feed
+        self.state = ViewState(interval_s=feed.interval_s, **self._view_settings)
+        self.began = True
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def get_default_screen(self) -> OverviewScreen:
+    def get_default_screen(self) -> Screen[Any]:
+        if not self.began:
+            settings = self._view_settings
+            return FirstFrameScreen(settings["host_name"], settings["source_label"])
+        return self._overview()
+
+    def _overview(self) -> OverviewScreen:
+        from kvtop.live.screens.overview import OverviewScreen
+
         return self._with_state(OverviewScreen(self.raw_log_lines))
 
     def on_mount(self) -> None:
         self.follow_the_terminal()
+        if self.began:
+            self._start_feed()
+        else:
+            self._first_frame()
+
+    @work(group="first-frame", exit_on_error=False)
+    async def _first_frame(self) -> None:
+        """The first frame's GPUs drawn (`first_gpus`), then the rest begun once that frame
+        is on the terminal; begun all the same if they fail (the session reads the GPUs again
+        and says what went wrong)."""
+        try:
+            gpus = await self._first_gpus() if self._first_gpus is not None else ()
+            screen = self.screen
+            if gpus and isinstance(screen, FirstFrameScreen):
+                screen.show_gpus(gpus)
+        finally:
+            self.call_after_refresh(self._begin)
+
+    def _begin(self) -> None:
+        """The feed made (the session and the model imported), the overview in place of the
+        first frame, and the feed consumed."""
+        if self.began or self.leaving or self._make_feed is None:
+            return
+        try:
+            feed = self._make_feed()
+        except Exception as exc:  # the CLI reports it as it would have before the app ran
+            self.start_error = exc
+            self.exit(1)
+            return
+        self._take_feed(feed)
+        # The first frame is the default mode's screen, which Textual cannot switch away
+        # from (it was never pushed); the overview is a mode of its own, the first frame left
+        # behind, not drawn again.
+        self.add_mode(LIVE_MODE, self._overview)
+        self.switch_mode(LIVE_MODE)
+        self._start_feed()
+
+    def _start_feed(self) -> None:
         self.state.rows = self.size.height
         self._feed = self._consume()
 
@@ -184,6 +267,8 @@ class KvtopApp(FeedApp):
 
     def show_state(self) -> None:
         """The one way screens learn of a change: the state, to every visible screen."""
+        if not self.began:
+            return  # the first frame: nothing but the GPUs to show yet
         self._facts()
         for screen in (self.screen, *self._under_modal()):
             if isinstance(screen, ShowsState):
@@ -196,6 +281,8 @@ class KvtopApp(FeedApp):
         """Nothing once leaving; the key bar offers an app key only where it does something."""
         if not super().check_action(action, parameters):
             return False
+        if not self.began:  # the first frame: leaving works, views need the state
+            return action in FIRST_FRAME_ACTIONS
         return action not in getattr(self.screen, "APP_ACTIONS_OFF", ())
 
     def _with_state(self, screen: _S) -> _S:
@@ -206,6 +293,8 @@ class KvtopApp(FeedApp):
 
     def _facts(self) -> None:
         """What the status line and the KV panel show, from the state and the clock now."""
+        from kvtop.live.view_state import kv_facts, status_facts
+
         self.state.status = status_facts(self.state, self.clock)
         self.state.kv = kv_facts(self.state, self.clock)
 
@@ -264,6 +353,8 @@ class KvtopApp(FeedApp):
 
     def action_process_order(self) -> None:
         """o in the processes view: the next order (GPU memory, CPU, RSS, time, GPU, pid, user)."""
+        from kvtop.model.processes.table import next_order as next_process_order
+
         self.state.process_order = next_process_order(self.state.process_order)
         self.show_state()
 
@@ -309,6 +400,7 @@ class KvtopApp(FeedApp):
         from kvtop.live.screens.formula import FormulaScreen
         from kvtop.live.screens.gpu_detail import GpuDetailScreen
         from kvtop.live.screens.help import CLICK, PALETTE
+        from kvtop.live.screens.overview import OverviewScreen
         from kvtop.live.screens.processes import ProcessesScreen
 
         everywhere = ((self.COMMAND_PALETTE_BINDING, PALETTE),) if self.use_command_palette else ()
@@ -369,6 +461,8 @@ class KvtopApp(FeedApp):
         self.show_state()
 
     def action_interval(self, step: int) -> None:
+        from kvtop.live.view_state import next_interval
+
         new = next_interval(self.state.interval_s, step)
         self.state.interval_s = new
         self.feed.interval_s = new
@@ -378,6 +472,8 @@ class KvtopApp(FeedApp):
         # The event's size, not self.size: this handler runs before App's own, which is what
         # stores the new size, so self.size is still the old one here (the compact layout
         # then followed every resize one late).
+        if not self.began:
+            return  # the first frame: _start_feed takes the size then
         self.state.rows = event.size.height
         if self.state.compact is None:
             self.show_state()

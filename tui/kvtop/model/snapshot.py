@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvtop.model.memory.gpu_memory import GpuMemory, RankMapping
-from kvtop.model.memory.gpu_reading import GpuSample, GpuStatus
+from kvtop.model.memory.gpu_memory import RankMapping
+
+# The GPU views live in a module of their own (the live view draws its first frame with them
+# before the rest of the model is imported); named here too, where every view looks for them.
+from kvtop.model.memory.gpu_view import GpuProcessView as GpuProcessView
+from kvtop.model.memory.gpu_view import GpuView as GpuView
+from kvtop.model.memory.gpu_view import ProcessUsage as ProcessUsage
 from kvtop.model.mismatch import Mismatch
 from kvtop.model.notes import OTHER, Note
 from kvtop.model.retractions import Retractions
@@ -67,52 +72,6 @@ class SourceHealth:
     def __post_init__(self) -> None:
         # A state given as its word ("ok") becomes the SourceState, so `state.mark` holds.
         object.__setattr__(self, "state", SourceState(self.state))
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessUsage:
-    """What one process uses on the host now: CPU since the previous reading (% of one core;
-    None before a second reading or when unreadable) and resident memory (None: unreadable)."""
-
-    cpu_percent: float | None = None
-    rss_gib: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GpuProcessView:
-    pid: int
-    used_gib: float | None
-    rank: str | None
-    user: str | None = None
-    command: str | None = None  # its command line, when visible here
-    other: bool = False  # not the server's (tui/kvtop/model/memory/process_owner.py)
-    # What the host says of it (tui/kvtop/sources/host_processes.py): when it started (epoch
-    # seconds), its CPU use since the previous reading (% of one core, as top and nvitop; None
-    # before a second reading) and its resident memory. None where the host cannot tell.
-    started_at: float | None = None
-    cpu_percent: float | None = None
-    rss_gib: float | None = None
-    # Its parent is PID 1 or a subreaper: the process that started it is gone (orphans.py).
-    adopted: bool = False
-
-    @property
-    def readable(self) -> bool:
-        """The host shows this process here (its command line could be read): False for a
-        process of another PID namespace (a container) or one hidden from this user."""
-        return self.command is not None
-
-
-@dataclass(frozen=True, slots=True)
-class GpuView:
-    sample: GpuSample
-    ranks: tuple[str, ...]
-    memory: GpuMemory
-    processes: tuple[GpuProcessView, ...]
-
-    @property
-    def lost(self) -> bool:
-        """NVML lost the GPU or cannot read its memory: no numbers for it."""
-        return self.sample.status != GpuStatus.OK
 
 
 @dataclass(frozen=True, slots=True)

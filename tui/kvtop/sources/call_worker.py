@@ -71,6 +71,18 @@ class DeadlinePoll:
         self._pending = self._worker.submit(poll)
         self._early = True
 
+    async def early_answer(self, wait_s: float) -> Any | None:
+        """The early poll's answer (start()) if it comes within `wait_s`, left for the next
+        `run()` to take as well: a look, not a take. None when no early poll is waiting to be
+        taken, or it is slower (a driver still loading)."""
+        pending = self._pending
+        if not self._early or pending is None:
+            return None
+        # asyncio.wait does not cancel what it gave up on: the poll goes on for run() to take.
+        waiter = asyncio.wrap_future(pending)
+        done, _ = await asyncio.wait({waiter}, timeout=wait_s)
+        return waiter.result() if waiter in done else None
+
     async def run(self, poll: Callable[[], _T], stale: Callable[[], _T]) -> _T:
         pending: concurrent.futures.Future[_T]
         if self._early and self._pending is not None:

@@ -132,6 +132,12 @@ class GpuLibrarySource:
         self._deadline.timeout_s = self.call_timeout_s
         self._deadline.start(self.poll)
 
+    async def early_reading(self, wait_s: float) -> NvmlReading | None:
+        """The early poll's reading (start_early) if it comes within `wait_s`; the first
+        `poll_async()` still takes it. None without an early poll, or when it is slower."""
+        reading: NvmlReading | None = await self._deadline.early_answer(wait_s)
+        return reading
+
     async def poll_async(self) -> NvmlReading:
         """poll() in the library's own worker thread; the previous reading, stale, if it
         takes longer than call_timeout_s (a hung driver call)."""

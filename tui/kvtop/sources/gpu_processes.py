@@ -16,19 +16,9 @@ import psutil
 
 from kvtop.model.memory.process_owner import ProcessInfo
 from kvtop.model.processes.record import ProcessRecord
+from kvtop.sglang.process_title import rank_from_title
 
 COMMAND_MAX = 200  # characters of a command line kept (GPU detail shows one line)
-
-_SCHEDULER = re.compile(r"sglang::scheduler((?:_[A-Za-z]+\d+)+)")
-
-
-def rank_from_title(title: str) -> str | None:
-    """ "sglang::scheduler_DP1_TP1_EP1" -> "DP1 TP1 EP1"; None for any other title."""
-    match = _SCHEDULER.search(title)
-    if match is None:
-        return None
-    return " ".join(part for part in match.group(1).split("_") if part)
-
 
 # What psutil raises for a process that is gone, hidden (hidepid, another PID namespace) or
 # whose /proc entry cannot be read now.

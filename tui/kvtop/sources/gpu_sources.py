@@ -144,6 +144,21 @@ class HostGpus:
         if self.amd is not None:
             self.amd.start_early()
 
+    async def early_reading(self, wait_s: float) -> NvmlReading | None:
+        """The host's reading from the early polls (start_early) if NVML's comes within
+        `wait_s`, joined as poll_async will join it for the session, which still takes those
+        polls' answers (no second round): what the live view's first frame draws. None without
+        early polls, or when the driver is slower (its first call loads it)."""
+        if self.amd is None:
+            nvidia = await self.nvidia.early_reading(wait_s)
+            return None if nvidia is None else combine(nvidia, self._amd_missing)
+        nvidia, amd = await asyncio.gather(
+            self.nvidia.early_reading(wait_s), self.amd.early_reading(wait_s)
+        )
+        if nvidia is None or (amd is None and not nvidia.gpus):
+            return None  # an AMD host's GPUs not read yet: nothing to draw, rather than none
+        return combine(nvidia, amd)
+
     async def poll_async(self) -> NvmlReading:
         if self.amd is None:
             return self._keep(await self.nvidia.poll_async(), None)

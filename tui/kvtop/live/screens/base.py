@@ -8,11 +8,12 @@ and shows it again. Screens never import the app or each other.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.message import Message
 
-from kvtop.live.view_state import ViewState
+if TYPE_CHECKING:  # the app imports this before its first frame, the view state after it
+    from kvtop.live.view_state import ViewState
 
 
 class ShowsState:

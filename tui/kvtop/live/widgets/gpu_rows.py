@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -30,9 +30,11 @@ from kvtop.live.widgets.stacked_bar import (
 )
 from kvtop.model.memory.gpu_order import order_named
 from kvtop.model.memory.gpu_reading import GpuStatus
-from kvtop.model.snapshot import GpuView
 from kvtop.model.status.gpu_alerts import GpuAlert
 from kvtop.model.status.levels import Level
+
+if TYPE_CHECKING:
+    from kvtop.model.memory.gpu_view import GpuView
 
 LEFT_CELLS = 11  # "▶ 0   TP0  "
 RIGHT_CELLS = 37  # "  88.2/95.6    7.4  61%  55C  400W ▲" (the glyph: the row's alert)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kvtop.model.memory.rank_memory import MemoryBreakdown
 from kvtop.model.str_enum import StrEnum
+
+if TYPE_CHECKING:  # the live view imports this module before its first frame: kept light
+    from kvtop.model.memory.rank_memory import MemoryBreakdown
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvtop.model.column_order import ColumnOrder, OrderCycle, sorted_by_number
-from kvtop.model.snapshot import GpuView
+from kvtop.model.memory.gpu_view import GpuView
 
 # `o` cycles through these. Free: the GPU with the least first (the one nearest to running out);
 # used and temperature: the most first, as htop and nvitop put the heaviest on top.

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kvtop.model.snapshot import Snapshot
-from kvtop.model.status.judge import verdict_of
 from kvtop.model.status.levels import DEFAULT_THRESHOLDS, Alert, Level, Thresholds, worst
+
+if TYPE_CHECKING:  # the GPU rows draw the live view's first frame before the model is imported
+    from kvtop.model.snapshot import Snapshot
 
 # The rule's alert kinds, by the cell of a GPU row they colour.
 _CELLS = {"temperature": "temperature", "power": "power", "headroom": "free"}
@@ -47,5 +49,7 @@ def gpu_alert(index: int, found: Iterable[Alert]) -> GpuAlert:
 def gpu_alerts(snapshot: Snapshot, t: Thresholds = DEFAULT_THRESHOLDS) -> dict[int, GpuAlert]:
     """Every GPU's alert in this snapshot's verdict, by NVML index (judged here, with `t`,
     only for a Snapshot made by hand)."""
+    from kvtop.model.status.judge import verdict_of  # the model: imported after the first frame
+
     found = verdict_of(snapshot, t).alerts
     return {g.sample.index: gpu_alert(g.sample.index, found) for g in snapshot.gpus}
