@@ -667,7 +667,12 @@ def test_the_first_frame_looks_at_the_early_reading_without_taking_it(
         tmp_path / "state",
     )
     assert views == [
-        {"ranks": ["TP0"], "used": 1.0, "segments": ["runtime", "free"], "processes": [[True, "TP0"]]}
+        {
+            "ranks": ["TP0"],
+            "used": 1.0,
+            "segments": ["runtime", "free"],
+            "processes": [[True, "TP0"]],
+        }
     ]
     assert [g["used_gib"] for g in first["gpus"]] == [1.0]  # the early reading, taken now
     assert [g["used_gib"] for g in second["gpus"]] == [2.0]  # read again
