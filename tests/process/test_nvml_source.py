@@ -634,12 +634,12 @@ def test_the_first_frame_looks_at_the_early_reading_without_taking_it(
     only the one after reads the driver again."""
     views, first, second = run_scenario(
         """
-        import subprocess
         from kvtop.early_gpus import early_gpu_views
         from kvtop.sources.gpu_sources import HostGpus
+        from tests.support.sglang_procs import titled_process
 
         # A process titled as SGLang's schedulers are (argv[0], as setproctitle writes it).
-        child = subprocess.Popen(["sglang::scheduler_TP0", "60"], executable="sleep")
+        child = titled_process("sglang::scheduler_TP0")
         gpu = eight_gpus()[0]
         write_state(STATE, gpus={0: {**gpu, "used_mib": 1024}}, procs=[(0, child.pid, 900)])
         gpus = HostGpus()

@@ -48,6 +48,20 @@ def start_server(
         time.sleep(0.02)
 
 
+def titled_process(title: str, lifetime_s: int = 60) -> subprocess.Popen[bytes]:
+    """A process whose argv[0] is TITLE (as setproctitle leaves a scheduler's), living
+    LIFETIME_S unless killed; returned once it has exec'd (before that, /proc shows the
+    parent's command line)."""
+    proc = subprocess.Popen([title, str(lifetime_s)], executable="sleep")
+    deadline = time.monotonic() + 10
+    while True:
+        with contextlib.suppress(psutil.Error, IndexError):
+            if psutil.Process(proc.pid).cmdline()[0] == title:
+                return proc
+        assert time.monotonic() < deadline, f"{title!r} did not start"
+        time.sleep(0.01)
+
+
 def stop_server(main: subprocess.Popen[bytes], ranks: dict[str, Child]) -> None:
     main.kill()  # first, so it reports no killed child
     main.wait()

@@ -5,7 +5,6 @@ the model are there."""
 from __future__ import annotations
 
 import os
-import subprocess
 
 from kvtop.model.analysis import analyse
 from kvtop.model.build_snapshot import SnapshotInputs, build_snapshot
@@ -15,6 +14,7 @@ from kvtop.model.memory.gpu_view import nvml_views
 from kvtop.model.processes.record import ProcessFacts, ProcessRecord
 from kvtop.sglang.startup import StartupTracker
 from kvtop.sources.process_titles import title_rank, title_ranks
+from tests.support.sglang_procs import titled_process
 
 
 def sample(index: int, *pids: int, status: GpuStatus = GpuStatus.OK) -> GpuSample:
@@ -83,7 +83,7 @@ def test_the_same_memory_as_the_models_first_snapshot() -> None:
 def test_a_title_read_from_proc() -> None:
     """A real process whose argv[0] is a scheduler's title (as setproctitle writes it, spaces
     and all); this process names none; a pid that is gone names none."""
-    titled = subprocess.Popen(["sglang::scheduler_DP1_TP1_EP1 x", "60"], executable="sleep")
+    titled = titled_process("sglang::scheduler_DP1_TP1_EP1 x")
     try:
         assert title_rank(titled.pid) == "DP1 TP1 EP1"
         assert title_rank(os.getpid()) is None
