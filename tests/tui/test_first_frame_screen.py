@@ -60,7 +60,10 @@ async def test_the_gpus_first_then_the_overview() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, "the overview with the feed's snapshot", lambda: overview_up(app))
         overview_rows = [row.render().plain for row in gpu_rows(app)]
-        assert len(app.screen_stack) == 1  # the overview alone: nothing under it to pop back to
+        # The first frame under it, emptied (its rows let go), never shown again.
+        first, overview = app.screen_stack
+        await until(pilot, "the first frame emptied", lambda: not first.children)
+        assert isinstance(first, FirstFrameScreen) and overview is app.screen
     assert seen["screen"] == "FirstFrameScreen"
     text = str(seen["text"])
     assert "kvtop · starting" in text
