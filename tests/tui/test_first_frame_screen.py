@@ -16,6 +16,7 @@ from kvtop.live.app import KvtopApp
 from kvtop.live.screens.first_frame import FirstFrameScreen
 from kvtop.live.screens.formula import FormulaScreen
 from kvtop.live.screens.overview import OverviewScreen
+from kvtop.live.widgets.gpu_rows import GpuTable
 from kvtop.model.memory.gpu_view import GpuView
 from kvtop.session import Session
 from tests.support.still import StillFeed
@@ -37,8 +38,9 @@ def starting_app(make_feed, first_gpus) -> KvtopApp:  # type: ignore[no-untyped-
 
 def overview_up(app: KvtopApp) -> bool:
     """The overview on screen with the feed's snapshot in its GPU rows."""
-    if not (isinstance(app.screen, OverviewScreen) and app.began):
-        return False
+    screen = app.screen
+    if not (isinstance(screen, OverviewScreen) and app.began and screen.query(GpuTable)):
+        return False  # not pushed yet, or not composed yet
     return app.state.snapshot is not None and any(r.view is not None for r in gpu_rows(app))
 
 
@@ -130,8 +132,8 @@ async def test_the_overview_comes_when_the_first_gpus_fail() -> None:
 
 
 async def test_a_session_that_cannot_be_made_is_handed_to_the_cli() -> None:
-    """make_feed raising ends the app with the error kept for the CLI, which reports it as it
-    reports any error before the screen (a sentence, not a traceback on the terminal)."""
+    """make_feed raising ends the app with the error kept for the CLI, which says it in one
+    sentence on stderr (KVTOP_DEBUG=1: the traceback), as a one-shot report says a bug."""
 
     def make_feed() -> Session:
         raise PermissionError("cannot read /var/log/sglang.log")

@@ -325,8 +325,11 @@ def run_live(args: argparse.Namespace) -> int:
     result = app.run()
     if not app.began:
         _close(gpus)  # left on the first frame: no session took the GPUs to close them
-    if app.start_error is not None:
-        raise app.start_error  # reported as any error before the screen (main's handler)
+    if app.start_error is not None:  # the session could not be made (a bug): one sentence
+        if debugging():
+            raise app.start_error
+        print(f"kvtop: {unexpected_error(app.start_error)}", file=sys.stderr)
+        return EXIT_UNREADABLE
     return result if isinstance(result, int) else EXIT_OK
 
 

@@ -32,11 +32,9 @@ if TYPE_CHECKING:
     from kvtop.model.snapshot import Snapshot
     from kvtop.sglang.raw_lines import RawLines
 
-_S = TypeVar("_S", bound=Screen[Any])
+_S = TypeVar("_S", bound=Screen[Any])  # a screen handed back as the type it came in as
 # The keys that work on the first frame, before the state the views need is there.
-FIRST_FRAME_ACTIONS = frozenset(
-    {"quit", "suspend_process"}
-)  # a screen handed back as the type it came in as
+FIRST_FRAME_ACTIONS = frozenset({"quit", "suspend_process"})
 
 
 class SnapshotFeed(Protocol):
@@ -215,21 +213,20 @@ class KvtopApp(FeedApp):
         """The first frame's GPUs drawn (`first_gpus`), then the rest begun once that frame
         is on the terminal; begun all the same if they fail (the session reads the GPUs again
         and says what went wrong)."""
+        first = self._first_gpus
+        reading = asyncio.ensure_future(first()) if first is not None else None
         try:
-            if self._first_gpus is not None:
-                reading = asyncio.ensure_future(self._first_gpus())
-                try:
-                    await asyncio.wait({reading}, timeout=FIRST_PAINT_HOLD_S)
-                    if reading.done():
-                        self._show_first(reading.result())
-                finally:
-                    hold.close()  # painted now, with the rows or without
-                if not reading.done():
-                    self._show_first(await reading)
-            else:
-                hold.close()
+            if reading is not None:
+                await asyncio.wait({reading}, timeout=FIRST_PAINT_HOLD_S)
+                if reading.done():
+                    self._show_first(reading.result())
+            hold.close()  # painted now, with the rows or without
+            if reading is not None and not reading.done():
+                self._show_first(await reading)
         finally:
             hold.close()
+            if reading is not None and not reading.done():
+                reading.cancel()  # leaving while a driver still loads
             self.call_after_refresh(self._begin)
 
     def _show_first(self, gpus: Sequence[GpuView]) -> None:
