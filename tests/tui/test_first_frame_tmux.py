@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.fake_nvml import STATE_ENV, eight_gpus, gcc_path, write_state
+from tests.support.paths import STORY_LOG
 from tests.support.sglang_procs import start_server, stop_server
 from tests.support.tmux_tools import Tmux
 
-ROOT = Path(__file__).resolve().parents[2]
-STORY_LOG = ROOT / "tui" / "kvtop" / "data" / "kimi-k25-tp8-eagle3-hicache-0.5.8.log"
 KVTOP = Path(sys.executable).with_name("kvtop")
 DRIVER_LOAD_MS = 1500
 GPU_ROW = re.compile(r"^\S?\s*\d+\s+(TP\d+)\s.*?\d+\.\d/\d+\.\d", re.MULTILINE)

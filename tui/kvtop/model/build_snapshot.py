@@ -19,6 +19,7 @@ from kvtop.model.memory.gpu_reading import (
     NvmlReading,
     gpu_library,
 )
+from kvtop.model.memory.gpu_view import titled_ranks
 from kvtop.model.memory.process_owner import (
     ProcessInfo,
     ServerIdentity,
@@ -63,9 +64,9 @@ def _ranks_by_process(
     """GPU index -> the ranks its processes name in their titles (`sglang::scheduler_TP3`)."""
     by_process: dict[int, tuple[str, ...]] = {}
     for sample in samples:
-        named = sorted({r for p in sample.processes if (r := process_ranks.get(p.pid))})
+        named = titled_ranks(sample, process_ranks)
         if named:
-            by_process[sample.index] = tuple(named)
+            by_process[sample.index] = named
     return by_process
 
 

@@ -61,6 +61,11 @@ class GpuView:
         return self.sample.status != GpuStatus.OK
 
 
+def titled_ranks(sample: GpuSample, rank_of_pid: Mapping[int, str | None]) -> tuple[str, ...]:
+    """The ranks the titles of a GPU's processes name (`sglang::scheduler_TP3`), sorted."""
+    return tuple(sorted({r for p in sample.processes if (r := rank_of_pid.get(p.pid))}))
+
+
 def nvml_views(reading: NvmlReading, rank_of_pid: Mapping[int, str]) -> tuple[GpuView, ...]:
     """Each GPU as NVML alone shows it: used and free (the log's segments are not known yet),
     the ranks its processes' titles name (`rank_of_pid`), and its processes without the host's
@@ -68,7 +73,7 @@ def nvml_views(reading: NvmlReading, rank_of_pid: Mapping[int, str]) -> tuple[Gp
     set apart as other processes'."""
     views = []
     for sample in reading.gpus:
-        ranks = tuple(sorted({r for p in sample.processes if (r := rank_of_pid.get(p.pid))}))
+        ranks = titled_ranks(sample, rank_of_pid)
         processes = tuple(
             GpuProcessView(p.pid, p.used_gib, rank_of_pid.get(p.pid)) for p in sample.processes
         )
